@@ -1,0 +1,1 @@
+//! Block layouts of the quantized types and their scalar reference kernels.

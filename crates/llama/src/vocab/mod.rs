@@ -1,0 +1,1 @@
+//! Tokenizers: SPM, BPE and WPM vocabularies read from GGUF metadata.
