@@ -1,6 +1,21 @@
-//! ggml-core: tensors, graphs, quant formats, backend interfaces, allocators
-//! and the scheduler. The vocabulary mirrors ggml's.
+//! ggml-core: tensors and graphs, quant formats, backend interfaces and the
+//! registry, allocators and the scheduler. The vocabulary mirrors ggml's.
 
+pub mod backend;
+pub mod error;
+pub mod graph;
+pub mod host;
+pub mod op;
 pub mod quants;
+pub mod registry;
+pub mod tensor;
 
+pub use backend::{
+    Backend, BackendReg, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
+    DeviceProps, Event, HostMem, Placement,
+};
+pub use error::{Error, Result};
 pub use gguf::GgmlType as Type;
+pub use graph::{Flags, Graph, Node, TensorId};
+pub use op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
+pub use tensor::{TensorDesc, MAX_DIMS};

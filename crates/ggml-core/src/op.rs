@@ -1,0 +1,208 @@
+//! The operations a graph node can carry, with their parameters.
+
+/// Element-wise unary functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnaryOp {
+    /// x * sigmoid(x)
+    Silu,
+    /// GELU, tanh approximation (ggml's GELU).
+    Gelu,
+    /// max(x, 0)
+    Relu,
+    /// -x
+    Neg,
+}
+
+/// Gated linear units: `act(gate) * up`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GluOp {
+    /// silu(gate) * up
+    Swiglu,
+    /// gelu(gate) * up
+    Geglu,
+}
+
+/// Rotary embedding layout.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeMode {
+    /// Rotate adjacent pairs (x[2i], x[2i+1]) (llama).
+    Normal,
+    /// Rotate halves (x[i], x[i + n_dims/2]) (GPT-NeoX, qwen2).
+    Neox,
+}
+
+/// Parameters of ROPE (ggml_rope_ext).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RopeParams {
+    /// Leading dims of each head that are rotated.
+    pub n_dims: usize,
+    /// Pair layout.
+    pub mode: RopeMode,
+    /// Context length the model was trained with (YaRN).
+    pub n_ctx_orig: usize,
+    /// Base frequency (theta).
+    pub freq_base: f32,
+    /// Linear position scale (1 / rope scaling factor).
+    pub freq_scale: f32,
+    /// YaRN extrapolation mix factor (0 disables YaRN).
+    pub ext_factor: f32,
+    /// YaRN magnitude scale.
+    pub attn_factor: f32,
+    /// YaRN low correction dim.
+    pub beta_fast: f32,
+    /// YaRN high correction dim.
+    pub beta_slow: f32,
+}
+
+impl RopeParams {
+    /// Plain rotary embedding with base `freq_base` over `n_dims` dims.
+    pub fn new(n_dims: usize, mode: RopeMode, freq_base: f32) -> RopeParams {
+        RopeParams {
+            n_dims,
+            mode,
+            n_ctx_orig: 0,
+            freq_base,
+            freq_scale: 1.0,
+            ext_factor: 0.0,
+            attn_factor: 1.0,
+            beta_fast: 32.0,
+            beta_slow: 1.0,
+        }
+    }
+}
+
+/// What a node computes. Parameters live in the variant.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Op {
+    /// A leaf: a weight, an input or any tensor whose data is set from outside.
+    None,
+    /// Copy of src0 with the same shape, made contiguous.
+    Dup,
+    /// Contiguous copy of src0 with this node's shape (same element count).
+    Cont,
+    /// Copy src0 into src1 (converting the type); the node is a view of src1.
+    Cpy,
+    /// src0 + src1, src1 broadcast over src0.
+    Add,
+    /// src0 * src1, src1 broadcast over src0.
+    Mul,
+    /// src0 * scale.
+    Scale(f32),
+    /// Rows of src0 picked by the I32 indices in src1.
+    GetRows,
+    /// x / sqrt(mean(x^2) + eps) over each row.
+    RmsNorm {
+        /// Epsilon.
+        eps: f32,
+    },
+    /// (x - mean) / sqrt(var + eps) over each row.
+    Norm {
+        /// Epsilon.
+        eps: f32,
+    },
+    /// src0^T x src1: result[i, j] = dot(row i of src0, row j of src1).
+    MulMat,
+    /// Rotary embedding of src0 at the I32 positions in src1 (src2: optional
+    /// frequency factors).
+    Rope(RopeParams),
+    /// softmax(src0 * scale + slope * mask) over rows; src1 is the optional mask.
+    SoftMax {
+        /// Scale applied before the mask.
+        scale: f32,
+        /// ALiBi maximum bias (0 = no ALiBi).
+        max_bias: f32,
+    },
+    /// Writes the rows of src1 into src0 at the row indices in src2 (I32 or
+    /// I64); the node is a view of src0.
+    SetRows,
+    /// A view of src0 with its own shape, strides and offset.
+    View,
+    /// src0 with another shape of the same element count (contiguous input).
+    Reshape,
+    /// src0 with axes permuted: source axis i becomes axis `axes[i]`.
+    Permute([usize; 4]),
+    /// src0 with the first two axes swapped.
+    Transpose,
+    /// Element-wise function.
+    Unary(UnaryOp),
+    /// Gated unit over the two halves of src0's rows, or over src0 and src1.
+    Glu {
+        /// Which activation.
+        op: GluOp,
+        /// When true, the second half is the gate.
+        swapped: bool,
+    },
+    /// Index of the largest value of each row (I32).
+    Argmax,
+    /// Fused attention: softmax(q k^T * scale + mask) v, with src0 = q,
+    /// src1 = k, src2 = v, src3 = optional mask. Result is [d_v, n_head, n_tokens].
+    FlashAttnExt {
+        /// Scale of q k^T.
+        scale: f32,
+        /// ALiBi maximum bias.
+        max_bias: f32,
+        /// Logit soft-capping (0 = off).
+        softcap: f32,
+    },
+}
+
+impl Op {
+    /// ggml's name of the op.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::None => "NONE",
+            Op::Dup => "DUP",
+            Op::Cont => "CONT",
+            Op::Cpy => "CPY",
+            Op::Add => "ADD",
+            Op::Mul => "MUL",
+            Op::Scale(_) => "SCALE",
+            Op::GetRows => "GET_ROWS",
+            Op::RmsNorm { .. } => "RMS_NORM",
+            Op::Norm { .. } => "NORM",
+            Op::MulMat => "MUL_MAT",
+            Op::Rope(_) => "ROPE",
+            Op::SoftMax { .. } => "SOFT_MAX",
+            Op::SetRows => "SET_ROWS",
+            Op::View => "VIEW",
+            Op::Reshape => "RESHAPE",
+            Op::Permute(_) => "PERMUTE",
+            Op::Transpose => "TRANSPOSE",
+            Op::Unary(_) => "UNARY",
+            Op::Glu { .. } => "GLU",
+            Op::Argmax => "ARGMAX",
+            Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
+        }
+    }
+
+    /// True for ops whose result shares its source's memory and computes
+    /// nothing (VIEW, RESHAPE, PERMUTE, TRANSPOSE).
+    pub fn is_view(&self) -> bool {
+        matches!(
+            self,
+            Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose
+        )
+    }
+
+    /// True for ops that write into their first or second source's memory
+    /// (CPY into src1, SET_ROWS into src0): their node is a view of that source.
+    pub fn writes_into_source(&self) -> bool {
+        matches!(self, Op::Cpy | Op::SetRows)
+    }
+
+    /// True when the op may write its result over its first source (same
+    /// layout, element by element), as ggml allows for in-place reuse.
+    pub fn can_inplace(&self) -> bool {
+        matches!(
+            self,
+            Op::Add
+                | Op::Mul
+                | Op::Scale(_)
+                | Op::Unary(_)
+                | Op::RmsNorm { .. }
+                | Op::Norm { .. }
+                | Op::Rope(_)
+                | Op::SoftMax { .. }
+        )
+    }
+}
