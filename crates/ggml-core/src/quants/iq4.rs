@@ -1,0 +1,165 @@
+//! IQ4_NL and IQ4_XS: 4-bit indices into the non-linear table
+//! [`KVALUES_IQ4NL`], with ggml's quantizer (the one `ggml_quantize_chunk`
+//! runs without an importance matrix: weights `x^2`, 7 scale trials each way).
+
+use super::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
+use super::fp::nearest_int;
+use super::legacy::{f2h, h2f};
+use super::search::{best_index_int8, GROUP_MAX_EPS};
+use super::tables::KVALUES_IQ4NL;
+
+/// Scale trials on each side of the first estimate.
+const NTRY: i32 = 7;
+
+/// Finds the scale of one group of 32 and its levels (`quantize_row_iq4_nl_impl`'s
+/// inner search with weights `x^2`).
+fn search_group(xb: &[f32], l: &mut [u8]) -> f32 {
+    let values = &KVALUES_IQ4NL;
+    let v0 = f32::from(values[0]);
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in xb {
+        if v.abs() > amax {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    if amax < GROUP_MAX_EPS {
+        l.fill(0);
+        return 0.0;
+    }
+    let mut d = -max / v0;
+    let mut id = 1.0 / d;
+    let (mut sumqx, mut sumq2) = (0f32, 0f32);
+    for (l, &x) in l.iter_mut().zip(xb) {
+        let k = best_index_int8(values, id * x);
+        *l = k as u8;
+        let q = f32::from(values[k]);
+        let w = x * x;
+        sumqx += w * q * x;
+        sumq2 += w * q * q;
+    }
+    d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
+    let mut best = d * sumqx;
+    for itry in -NTRY..=NTRY {
+        id = (itry + i32::from(values[0])) as f32 / max;
+        sumqx = 0.0;
+        sumq2 = 0.0;
+        for &x in xb {
+            let q = f32::from(values[best_index_int8(values, id * x)]);
+            let w = x * x;
+            sumqx += w * q * x;
+            sumq2 += w * q * q;
+        }
+        if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
+            d = sumqx / sumq2;
+            best = d * sumqx;
+        }
+    }
+    d
+}
+
+fn pack_nibbles(l: &[u8], qs: &mut [u8]) {
+    for (i, q) in qs.chunks_exact_mut(16).enumerate() {
+        for j in 0..16 {
+            q[j] = l[32 * i + j] | (l[32 * i + 16 + j] << 4);
+        }
+    }
+}
+
+impl BlockIq4Nl {
+    /// ggml's IQ4_NL quantizer for one block (as `quantize_iq4_nl` without weights).
+    pub(crate) fn quantize(x: &[f32]) -> Self {
+        let mut l = [0u8; 32];
+        let scale = search_group(x, &mut l);
+        let id = if scale != 0.0 { 1.0 / scale } else { 0.0 };
+        for (l, &v) in l.iter_mut().zip(x) {
+            *l = best_index_int8(&KVALUES_IQ4NL, id * v) as u8;
+        }
+        let mut qs = [0u8; 16];
+        pack_nibbles(&l, &mut qs);
+        Self { d: f2h(scale), qs }
+    }
+
+    /// The table index of element `j`.
+    #[inline]
+    pub(crate) fn index(&self, j: usize) -> usize {
+        usize::from(if j < 16 {
+            self.qs[j] & 0x0f
+        } else {
+            self.qs[j - 16] >> 4
+        })
+    }
+
+    pub(crate) fn dequantize(&self, y: &mut [f32]) {
+        let d = h2f(self.d);
+        for (j, y) in y.iter_mut().enumerate() {
+            *y = d * f32::from(KVALUES_IQ4NL[self.index(j)]);
+        }
+    }
+}
+
+impl BlockIq4Xs {
+    /// ggml's IQ4_XS quantizer for one super-block (as `quantize_iq4_xs` without weights).
+    pub(crate) fn quantize(x: &[f32]) -> Self {
+        let mut l = [0u8; QK_K];
+        let mut scales = [0f32; 8];
+        let (mut max_scale, mut amax_scale) = (0f32, 0f32);
+        for ib in 0..8 {
+            let d = search_group(&x[32 * ib..32 * ib + 32], &mut l[32 * ib..32 * ib + 32]);
+            scales[ib] = d;
+            if d.abs() > amax_scale {
+                amax_scale = d.abs();
+                max_scale = d;
+            }
+        }
+        let d = -max_scale / 32.0;
+        let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+        let mut scales_h = 0u16;
+        let mut scales_l = [0u8; 4];
+        for ib in 0..8 {
+            let ls = nearest_int(id * scales[ib]).clamp(-32, 31);
+            let dl = d * ls as f32;
+            let idl = if dl != 0.0 { 1.0 / dl } else { 0.0 };
+            for j in 32 * ib..32 * ib + 32 {
+                l[j] = best_index_int8(&KVALUES_IQ4NL, idl * x[j]) as u8;
+            }
+            let ls = (ls + 32) as u8;
+            scales_l[ib / 2] |= (ls & 0x0f) << (4 * (ib % 2));
+            scales_h |= u16::from(ls >> 4) << (2 * ib);
+        }
+        let mut qs = [0u8; QK_K / 2];
+        pack_nibbles(&l, &mut qs);
+        Self {
+            d: f2h(d),
+            scales_h,
+            scales_l,
+            qs,
+        }
+    }
+
+    /// The 6-bit scale of group `ib` minus 32.
+    #[inline]
+    pub(crate) fn group_scale(&self, ib: usize) -> i32 {
+        let low = (self.scales_l[ib / 2] >> (4 * (ib % 2))) & 0x0f;
+        let high = (self.scales_h >> (2 * ib)) & 3;
+        i32::from(low) | (i32::from(high) << 4)
+    }
+
+    /// The table index of element `i`.
+    #[inline]
+    pub(crate) fn index(&self, i: usize) -> usize {
+        let (ib, j) = (i / 32, i % 32);
+        let b = self.qs[16 * ib + j % 16];
+        usize::from(if j < 16 { b & 0x0f } else { b >> 4 })
+    }
+
+    pub(crate) fn dequantize(&self, y: &mut [f32]) {
+        let d = h2f(self.d);
+        for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+            let dl = d * (self.group_scale(ib) - 32) as f32;
+            for (j, y) in y.iter_mut().enumerate() {
+                *y = dl * f32::from(KVALUES_IQ4NL[self.index(32 * ib + j)]);
+            }
+        }
+    }
+}
