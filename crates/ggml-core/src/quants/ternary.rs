@@ -21,7 +21,7 @@ fn ternary_scale(x: &[f32]) -> (f32, f32) {
 /// `lroundf(v) + 1`: the trit of a scaled weight (rounds half away from zero).
 #[inline]
 fn trit(v: f32) -> u8 {
-    (v.round() as i32 + 1) as u8
+    (v.round() as i32).wrapping_add(1) as u8
 }
 
 /// Packs five trits (first is most significant) into a byte: ceil(t * 256 / 243).
