@@ -24,11 +24,11 @@
 //! another order gets the same `sumi`; only the f32 accumulation differs.
 
 use super::blocks::*;
+use super::fp::{self, h2f};
 use super::iq_grid::GridInts;
 use super::k_quants::{level_2bit, q3k_scales, scale_min_k4};
-use super::legacy::h2f;
+use super::row_size;
 use super::tables::{IQ1S_DELTA, KVALUES_IQ4NL};
-use super::{fp, row_size};
 use crate::error::{Error, Result};
 use crate::Type;
 

@@ -73,6 +73,18 @@ pub fn fp32_to_fp16(f: f32) -> u16 {
     sign | h as u16
 }
 
+/// Widens a block's f16 field to f32 (exact).
+#[inline]
+pub(crate) fn h2f(h: half::f16) -> f32 {
+    fp16_to_fp32(h.to_bits())
+}
+
+/// Narrows f32 to a block's f16 field, as [`fp32_to_fp16`].
+#[inline]
+pub(crate) fn f2h(f: f32) -> half::f16 {
+    half::f16::from_bits(fp32_to_fp16(f))
+}
+
 /// Widens bfloat16 bits to f32 (exact).
 #[inline]
 pub fn bf16_to_fp32(h: u16) -> f32 {

@@ -3,8 +3,7 @@
 //! runs without an importance matrix: weights `x^2`, 7 scale trials each way).
 
 use super::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
-use super::fp::nearest_int;
-use super::legacy::{f2h, h2f};
+use super::fp::{f2h, h2f, nearest_int};
 use super::search::{best_index_int8, GROUP_MAX_EPS};
 use super::tables::KVALUES_IQ4NL;
 

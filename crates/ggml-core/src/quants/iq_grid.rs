@@ -6,8 +6,7 @@
 use super::blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, QK_K,
 };
-use super::fp::fp16_to_fp32;
-use super::legacy::h2f;
+use super::fp::{fp16_to_fp32, h2f};
 use super::tables::{
     IQ1S_DELTA, IQ1S_GRID, IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID, KMASK_IQ2XS,
     KSIGNS_IQ2XS,
@@ -245,7 +244,11 @@ impl BlockIq3S {
     /// The odd integer scale of group `ib` (two groups share a byte).
     fn group_scale(&self, ib: usize) -> i32 {
         let s = self.scales[ib / 2];
-        1 + 2 * i32::from(if ib.is_multiple_of(2) { s & 0x0f } else { s >> 4 })
+        1 + 2 * i32::from(if ib.is_multiple_of(2) {
+            s & 0x0f
+        } else {
+            s >> 4
+        })
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
@@ -346,7 +349,11 @@ impl BlockIq1M {
     /// Grid index and delta sign of the 8 weights `l` of group `ib`.
     fn point(&self, ib: usize, l: usize) -> (&'static [i8; 8], bool) {
         let qh = self.qh[2 * ib + l / 2];
-        let nib = if l.is_multiple_of(2) { qh & 0x0f } else { qh >> 4 };
+        let nib = if l.is_multiple_of(2) {
+            qh & 0x0f
+        } else {
+            qh >> 4
+        };
         let idx = usize::from(self.qs[4 * ib + l]) | (usize::from(nib & 7) << 8);
         (&IQ1S_GRID[idx], nib & 0x08 != 0)
     }

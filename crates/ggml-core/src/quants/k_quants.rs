@@ -5,8 +5,7 @@
 //! `d * sc` (f32 times integer), then each weight is `(d * sc) * q - dmin * m`.
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
-use super::fp::nearest_int;
-use super::legacy::{f2h, h2f};
+use super::fp::{f2h, h2f, nearest_int};
 use super::search::{make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS};
 
 /// Unpacks the 6-bit scale and min of group `j` (0..8) of Q4_K / Q5_K.

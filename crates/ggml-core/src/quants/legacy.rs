@@ -6,20 +6,8 @@
 //! truncates the same way and `f32::round` is `roundf`. The first element
 //! of largest magnitude fixes the sign of the symmetric scales.
 
-use half::f16;
-
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
-use super::fp::{fp16_to_fp32, fp32_to_fp16};
-
-#[inline]
-pub(crate) fn h2f(h: f16) -> f32 {
-    fp16_to_fp32(h.to_bits())
-}
-
-#[inline]
-pub(crate) fn f2h(f: f32) -> f16 {
-    f16::from_bits(fp32_to_fp16(f))
-}
+use super::fp::{f2h, h2f};
 
 /// The value of largest magnitude (the first one on ties) and its magnitude.
 fn signed_absmax(x: &[f32]) -> (f32, f32) {

@@ -2,8 +2,7 @@
 //! ggml's reference quantizers and dequantizers.
 
 use super::blocks::{BlockMxfp4, BlockTq1_0, BlockTq2_0, QK_K};
-use super::fp::e8m0_to_fp32_half;
-use super::legacy::{f2h, h2f};
+use super::fp::{e8m0_to_fp32_half, f2h, h2f};
 use super::tables::KVALUES_MXFP4;
 
 const POW3: [u8; 6] = [1, 3, 9, 27, 81, 243];
