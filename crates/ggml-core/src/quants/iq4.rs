@@ -1,6 +1,10 @@
 //! IQ4_NL and IQ4_XS: 4-bit indices into the non-linear table
 //! [`KVALUES_IQ4NL`], with ggml's quantizer (the one `ggml_quantize_chunk`
 //! runs without an importance matrix: weights `x^2`, 7 scale trials each way).
+//!
+//! For IQ4_NL this is what model files hold; ggml's `quantize_row_iq4_nl_ref`
+//! (used by its CPU `from_float`, e.g. for an IQ4_NL KV cache) skips the
+//! trials and the final re-rounding, and can give other bytes.
 
 use super::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
 use super::fp::{f2h, h2f, nearest_int};

@@ -213,9 +213,11 @@ pub fn dequantize_row(ty: Type, src: &[u8], dst: &mut [f32]) -> Result<()> {
 }
 
 /// Quantizes a row: `src.len()` elements into `dst`, which must hold exactly
-/// `row_size(ty, src.len())` bytes. Uses ggml's reference quantizer of each
-/// type (no importance matrix); blocks are independent, so a whole tensor can
-/// be passed as one row.
+/// `row_size(ty, src.len())` bytes. Uses the quantizer ggml's
+/// `ggml_quantize_chunk` runs for each type without an importance matrix
+/// (the `*_ref` functions, and for IQ4_NL / IQ4_XS the 7-trial search), so
+/// the bytes equal those of llama.cpp's model files. Blocks are independent:
+/// a whole tensor can be passed as one row.
 pub fn quantize_row(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
     if !can_quantize(ty) {
         return Err(Error::Quant(format!(
