@@ -62,7 +62,7 @@ impl TensorDesc {
     /// non-contiguous view this is the distance from the first to one past the
     /// last byte it touches.
     pub fn nbytes(&self) -> usize {
-        if self.ne.iter().any(|&n| n == 0) {
+        if self.ne.contains(&0) {
             return 0;
         }
         let bs = self.ty.block_size();
@@ -83,7 +83,7 @@ impl TensorDesc {
     /// True when the elements are laid out densely in ggml order.
     pub fn is_contiguous(&self) -> bool {
         self.nb == contiguous_strides(self.ty, &self.ne)
-            || self.ne.iter().any(|&n| n == 0)
+            || self.ne.contains(&0)
             || contiguous_ignoring_unit_dims(self)
     }
 
