@@ -9,7 +9,7 @@ use std::sync::Arc;
 use memmap2::Mmap;
 
 use crate::error::{Error, Result};
-use crate::format::Endian;
+use crate::format::{Endian, VERSION};
 use crate::index::NameIndex;
 use crate::input::{SliceInput, StreamInput};
 use crate::metadata::{forward_metadata_getters, Metadata};
@@ -211,7 +211,8 @@ impl GgufFile {
     /// Writes options that reproduce this file's version and byte order
     /// (version 1 files are written as version 3).
     pub fn write_options(&self) -> WriteOptions {
-        WriteOptions { endian: self.endian, version: self.version.max(2) }
+        let version = if self.version >= 2 { self.version } else { VERSION };
+        WriteOptions { endian: self.endian, version }
     }
 
     /// Writes this file again, with the same metadata and tensors. A file

@@ -19,7 +19,7 @@ pub const DEFAULT_ALIGNMENT: u64 = 32;
 /// or simply through [`Metadata::get`].
 #[derive(Clone, Debug, Default)]
 pub struct Metadata {
-    entries: Vec<(String, Value)>,
+    entries: Vec<(Box<str>, Value)>,
     index: NameIndex,
 }
 
@@ -56,7 +56,7 @@ impl Metadata {
     }
 
     /// Builds from entries and their index (built over the same entries).
-    pub(crate) fn from_parts(entries: Vec<(String, Value)>, index: NameIndex) -> Metadata {
+    pub(crate) fn from_parts(entries: Vec<(Box<str>, Value)>, index: NameIndex) -> Metadata {
         Metadata { entries, index }
     }
 
@@ -72,17 +72,17 @@ impl Metadata {
 
     /// The pairs in file order.
     pub fn iter(&self) -> impl ExactSizeIterator<Item = (&str, &Value)> + '_ {
-        self.entries.iter().map(|(k, v)| (k.as_str(), v))
+        self.entries.iter().map(|(k, v)| (&**k, v))
     }
 
     /// The keys in file order.
     pub fn keys(&self) -> impl ExactSizeIterator<Item = &str> + '_ {
-        self.entries.iter().map(|(k, _)| k.as_str())
+        self.entries.iter().map(|(k, _)| &**k)
     }
 
     /// Position of `key` in file order.
     pub fn position(&self, key: &str) -> Option<usize> {
-        self.index.find(key, |i| self.entries[i].0.as_str())
+        self.index.find(key, |i| &*self.entries[i].0)
     }
 
     /// True when `key` is present.
@@ -103,7 +103,7 @@ impl Metadata {
     /// Sets `key` to `value`: an existing key keeps its position, a new key
     /// goes last. Returns the previous value.
     pub fn set(&mut self, key: impl Into<String>, value: impl Into<Value>) -> Option<Value> {
-        let key = key.into();
+        let key = key.into().into_boxed_str();
         let value = value.into();
         if let Some(i) = self.position(&key) {
             return Some(std::mem::replace(&mut self.entries[i].1, value));
@@ -111,7 +111,7 @@ impl Metadata {
         let idx = self.entries.len();
         self.entries.push((key, value));
         let entries = &self.entries;
-        self.index.insert(idx, &entries[idx].0, |i| entries[i].0.as_str());
+        self.index.insert(idx, &entries[idx].0, |i| &*entries[i].0);
         None
     }
 
@@ -127,7 +127,7 @@ impl Metadata {
         self.entries.retain(|(k, v)| keep(k, v));
         let entries = &self.entries;
         // Keys were unique before, so they still are.
-        self.index = NameIndex::build(entries.len(), |i| entries[i].0.as_str()).unwrap_or_default();
+        self.index = NameIndex::build(entries.len(), |i| &*entries[i].0).unwrap_or_default();
     }
 
     strict_getter! {

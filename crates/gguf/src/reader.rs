@@ -47,6 +47,10 @@ pub(crate) struct Parsed {
     pub tensor_index: NameIndex,
 }
 
+/// Most entries reserved up front from a count the file declares; beyond
+/// this, vectors grow only as entries are actually read.
+const PREALLOC_MAX: usize = 4096;
+
 struct Parser<I> {
     input: I,
     big: bool,
@@ -205,17 +209,17 @@ impl<I: Input> Parser<I> {
     }
 
     fn parse_kvs(&mut self, n_kv: usize) -> Result<(Metadata, Vec<u64>)> {
-        let mut entries = Vec::with_capacity(n_kv);
-        let mut offsets = Vec::with_capacity(n_kv);
+        let mut entries = Vec::with_capacity(n_kv.min(PREALLOC_MAX));
+        let mut offsets = Vec::with_capacity(n_kv.min(PREALLOC_MAX));
         for i in 0..n_kv {
             let at = self.pos();
             let key = self.string(&|| format!("kv[{i}] key"))?;
             if key.is_empty() {
                 return Err(invalid(format!("kv[{i}] key"), at, "empty key"));
             }
-            let key = std::str::from_utf8(key)
+            let key: Box<str> = std::str::from_utf8(key)
                 .map_err(|_| invalid(format!("kv[{i}] key"), at, "key is not valid UTF-8"))?
-                .to_string();
+                .into();
             let ctx = || format!("kv[{i}] '{key}'");
             let ty_at = self.pos();
             let id: u32 = self.read(|| format!("{} value type", ctx()))?;
@@ -226,9 +230,9 @@ impl<I: Input> Parser<I> {
             entries.push((key, value));
             offsets.push(at);
         }
-        let index = NameIndex::build(entries.len(), |i| entries[i].0.as_str()).map_err(
+        let index = NameIndex::build(entries.len(), |i| &*entries[i].0).map_err(
             |(_, second)| Error::DuplicateKey {
-                key: entries[second].0.clone(),
+                key: entries[second].0.to_string(),
                 offset: offsets[second],
             },
         )?;
@@ -293,14 +297,14 @@ impl<I: Input> Parser<I> {
             ValueType::I64 => Array::I64(self.read_vec(n, f)?),
             ValueType::F64 => Array::F64(self.read_vec(n, f)?),
             ValueType::String => {
-                let mut a = StringArray::with_capacity(n, 0);
+                let mut a = StringArray::with_capacity(n.min(PREALLOC_MAX), 0);
                 for j in 0..n {
                     a.push(self.string(&|| format!("{} element {j}", ctx()))?);
                 }
                 Array::String(a)
             }
             ValueType::Array => {
-                let mut v = Vec::with_capacity(n);
+                let mut v = Vec::with_capacity(n.min(PREALLOC_MAX));
                 for j in 0..n {
                     v.push(self.array(&|| format!("{} element {j}", ctx()), depth + 1)?);
                 }
@@ -311,8 +315,8 @@ impl<I: Input> Parser<I> {
 
     /// Tensor infos and, for each, the offsets of its start and of its offset field.
     fn parse_tensor_infos(&mut self, n: usize) -> Result<(Vec<TensorInfo>, Vec<(u64, u64)>)> {
-        let mut tensors = Vec::with_capacity(n);
-        let mut offsets = Vec::with_capacity(n);
+        let mut tensors = Vec::with_capacity(n.min(PREALLOC_MAX));
+        let mut offsets = Vec::with_capacity(n.min(PREALLOC_MAX));
         for i in 0..n {
             let at = self.pos();
             let field = || format!("tensor_info[{i}] name");

@@ -377,9 +377,16 @@ impl From<StringArray> for Value {
 }
 
 /// An array of byte strings stored back to back in one buffer, so that a
-/// 100k-token vocabulary costs two allocations instead of 100k.
-#[derive(Clone, Default, PartialEq, Eq)]
+/// 100k-token vocabulary costs two allocations instead of 100k. An empty
+/// array allocates nothing and the handle is one pointer wide, which keeps
+/// [`Value`] small.
+#[derive(Clone, Default)]
 pub struct StringArray {
+    inner: Option<Box<Strings>>,
+}
+
+#[derive(Clone, Default)]
+struct Strings {
     data: Vec<u8>,
     /// End offset of each string in `data`.
     ends: Vec<usize>,
@@ -393,35 +400,49 @@ impl StringArray {
 
     /// An empty array with room for `n` strings of `bytes` bytes in total.
     pub fn with_capacity(n: usize, bytes: usize) -> StringArray {
-        StringArray { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(n) }
+        if n == 0 && bytes == 0 {
+            return StringArray::new();
+        }
+        let s = Strings { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(n) };
+        StringArray { inner: Some(Box::new(s)) }
+    }
+
+    fn data(&self) -> &[u8] {
+        self.inner.as_ref().map_or(&[], |s| &s.data)
+    }
+
+    fn ends(&self) -> &[usize] {
+        self.inner.as_ref().map_or(&[], |s| &s.ends)
     }
 
     /// Appends a string.
     pub fn push(&mut self, s: impl AsRef<[u8]>) {
-        self.data.extend_from_slice(s.as_ref());
-        self.ends.push(self.data.len());
+        let inner = self.inner.get_or_insert_with(Box::default);
+        inner.data.extend_from_slice(s.as_ref());
+        inner.ends.push(inner.data.len());
     }
 
     /// Number of strings.
     pub fn len(&self) -> usize {
-        self.ends.len()
+        self.ends().len()
     }
 
     /// True when there are no strings.
     pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
+        self.ends().is_empty()
     }
 
     /// Total bytes of all strings.
     pub fn total_bytes(&self) -> usize {
-        self.data.len()
+        self.data().len()
     }
 
     /// The bytes of string `i`.
     pub fn get(&self, i: usize) -> Option<&[u8]> {
-        let end = *self.ends.get(i)?;
-        let start = if i == 0 { 0 } else { self.ends[i - 1] };
-        self.data.get(start..end)
+        let ends = self.ends();
+        let end = *ends.get(i)?;
+        let start = if i == 0 { 0 } else { ends[i - 1] };
+        self.data().get(start..end)
     }
 
     /// String `i` as UTF-8: `None` when out of range, `Some(Err)` when not UTF-8.
@@ -434,6 +455,14 @@ impl StringArray {
         StringArrayIter { array: self, next: 0 }
     }
 }
+
+impl PartialEq for StringArray {
+    fn eq(&self, other: &StringArray) -> bool {
+        self.ends() == other.ends() && self.data() == other.data()
+    }
+}
+
+impl Eq for StringArray {}
 
 impl<S: AsRef<[u8]>> FromIterator<S> for StringArray {
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> StringArray {
@@ -498,6 +527,9 @@ mod tests {
         assert_eq!(a.get(3), None);
         assert_eq!(a.iter().count(), 3);
         assert_eq!(a.total_bytes(), 3);
+        assert_eq!(StringArray::new(), StringArray::with_capacity(4, 4));
+        assert_ne!(a, StringArray::new());
+        assert!(std::mem::size_of::<Value>() <= 32);
     }
 
     #[test]
