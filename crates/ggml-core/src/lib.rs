@@ -1,6 +1,7 @@
 //! ggml-core: tensors and graphs, quant formats, backend interfaces and the
 //! registry, allocators and the scheduler. The vocabulary mirrors ggml's.
 
+pub mod alloc;
 pub mod backend;
 pub mod error;
 pub mod graph;
@@ -10,6 +11,7 @@ pub mod quants;
 pub mod registry;
 pub mod tensor;
 
+pub use alloc::{DynAlloc, GraphAlloc, LinearAlloc, VBuffer};
 pub use backend::{
     Backend, BackendReg, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
     DeviceProps, Event, HostMem, Placement,
