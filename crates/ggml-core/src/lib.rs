@@ -3,11 +3,13 @@
 
 pub mod alloc;
 pub mod backend;
+pub mod conformance;
 pub mod error;
 pub mod graph;
 pub mod host;
 pub mod op;
 pub mod quants;
+pub mod reference;
 pub mod registry;
 pub mod tensor;
 

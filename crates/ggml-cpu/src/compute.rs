@@ -1,0 +1,424 @@
+//! Graph execution: per node, resolve memory, check what the kernels rely
+//! on, protect sources that share memory with the result, and dispatch.
+
+use std::ops::Range;
+
+use ggml_core::graph::{Graph, TensorId};
+use ggml_core::{Error, Op, Result, Type};
+use rayon::prelude::*;
+
+use crate::matmul;
+use crate::ops;
+use crate::tensor::View;
+
+/// Elements of work below which a node runs on the calling thread: waking
+/// the pool costs more than it saves.
+const SERIAL_WORK: usize = 16 * 1024;
+
+/// Memory reused across nodes and graphs (quantized activations of MUL_MAT).
+#[derive(Default, Debug)]
+pub(crate) struct Workspace {
+    /// Activation rows converted to a weight type's partner.
+    pub act: Vec<u8>,
+}
+
+/// Per-task scratch rows.
+#[derive(Default, Debug)]
+pub(crate) struct Scratch {
+    pub a: Vec<f32>,
+    pub b: Vec<f32>,
+    pub c: Vec<f32>,
+    pub d: Vec<f32>,
+}
+
+/// Everything a kernel needs about one node.
+pub(crate) struct NodeCtx<'g> {
+    /// The graph.
+    pub graph: &'g Graph,
+    /// The node.
+    pub id: TensorId,
+    /// The result's memory.
+    pub dst: View,
+    /// Sources in the node's order (for CPY and SET_ROWS the destination
+    /// source is included, but never read through this list).
+    pub src: Vec<View>,
+    /// `alias[i]`: source i has exactly the result's layout (an in-place
+    /// op): its rows must be copied before the result row is written.
+    pub alias: Vec<bool>,
+}
+
+impl NodeCtx<'_> {
+    /// The node's name.
+    pub fn name(&self) -> &str {
+        &self.graph.desc(self.id).name
+    }
+
+    /// An error naming this node.
+    pub fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::Invalid(format!(
+            "CPU: {} '{}': {msg}",
+            self.graph.node(self.id).op.name(),
+            self.name()
+        ))
+    }
+}
+
+/// Sources an op reads (indices into `node.src`).
+fn read_sources(op: &Op, n_src: usize) -> Range<usize> {
+    match op {
+        Op::Cpy => 0..1,
+        Op::SetRows => 1..n_src,
+        _ => 0..n_src,
+    }
+}
+
+/// Ops whose result row `r` depends only on row `r` of an aliased source
+/// with the same layout, read before the row is written.
+fn row_local(op: &Op) -> bool {
+    matches!(
+        op,
+        Op::Add
+            | Op::Mul
+            | Op::Scale(_)
+            | Op::Unary(_)
+            | Op::RmsNorm { .. }
+            | Op::Norm { .. }
+            | Op::Rope(_)
+            | Op::SoftMax { .. }
+            | Op::Dup
+            | Op::Cont
+            | Op::Cpy
+    )
+}
+
+/// Computes one node. Leaves and views are no-ops.
+pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> Result<()> {
+    let node = graph.node(id);
+    if node.op == Op::None || node.op.is_view() {
+        return Ok(());
+    }
+    validate(graph, id)?;
+    let dst = View::of(graph, id, true)?;
+    if dst.n_rows() == 0 || dst.ne[0] == 0 {
+        return Ok(());
+    }
+    if !dst.is_non_overlapping() {
+        return Err(Error::Invalid(format!(
+            "CPU: {} '{}': result layout ne {:?} nb {:?} has overlapping elements",
+            node.op.name(),
+            node.desc.name,
+            dst.ne,
+            dst.nb
+        )));
+    }
+    let reads = read_sources(&node.op, node.src.len());
+    let mut src = Vec::with_capacity(node.src.len());
+    let mut alias = vec![false; node.src.len()];
+    // Owned copies of sources that overlap the result in a way that is not a
+    // plain in-place update; they must outlive the kernel call.
+    let mut copies: Vec<Vec<u8>> = Vec::new();
+    for (i, &s) in node.src.iter().enumerate() {
+        let v = View::of(graph, s, false)?;
+        if reads.contains(&i) && v.overlaps(&dst) {
+            if row_local(&node.op) && v.same_layout(&dst) && (i == 0 || v.ne == dst.ne) {
+                alias[i] = true;
+            } else {
+                let mut bytes = Vec::new();
+                let copy = materialize(&v, &mut bytes);
+                copies.push(bytes);
+                src.push(copy);
+                continue;
+            }
+        }
+        src.push(v);
+    }
+    let ctx = NodeCtx {
+        graph,
+        id,
+        dst,
+        src,
+        alias,
+    };
+    let r = dispatch(&ctx, ws);
+    drop(copies);
+    r
+}
+
+fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
+    match &ctx.graph.node(ctx.id).op {
+        Op::Dup | Op::Cont | Op::Cpy => ops::copy::dup(ctx),
+        Op::Add => ops::binary::binary(ctx, ops::binary::BinOp::Add),
+        Op::Mul => ops::binary::binary(ctx, ops::binary::BinOp::Mul),
+        Op::Scale(s) => ops::unary::scale(ctx, *s),
+        Op::Unary(u) => ops::unary::unary(ctx, *u),
+        Op::Glu { op, swapped } => ops::unary::glu(ctx, *op, *swapped),
+        Op::GetRows => ops::copy::get_rows(ctx),
+        Op::SetRows => ops::copy::set_rows(ctx),
+        Op::RmsNorm { eps } => ops::norm::rms_norm(ctx, *eps),
+        Op::Norm { eps } => ops::norm::norm(ctx, *eps),
+        Op::MulMat => matmul::mul_mat(ctx, ws),
+        Op::Rope(p) => ops::rope::rope(ctx, p),
+        Op::SoftMax { scale, max_bias } => ops::softmax::soft_max(ctx, *scale, *max_bias),
+        Op::Argmax => ops::unary::argmax(ctx),
+        Op::FlashAttnExt {
+            scale,
+            max_bias,
+            softcap,
+        } => ops::flash_attn::flash_attn_ext(ctx, *scale, *max_bias, *softcap),
+        Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
+    }
+}
+
+/// Copies a tensor into dense memory of the same type and returns a view
+/// of the copy.
+fn materialize(v: &View, bytes: &mut Vec<u8>) -> View {
+    let rb = v.row_bytes();
+    bytes.clear();
+    bytes.resize(rb * v.n_rows(), 0);
+    let es = v.ty.type_size();
+    for r in 0..v.n_rows() {
+        let p = v.row_ptr(v.row_index(r));
+        let out = &mut bytes[r * rb..(r + 1) * rb];
+        if v.dense_rows() {
+            // SAFETY: the row lies inside the validated view and is only read.
+            out.copy_from_slice(unsafe { std::slice::from_raw_parts(p, rb) });
+        } else {
+            for (j, o) in out.chunks_exact_mut(es).enumerate() {
+                // SAFETY: element j of the row is inside the view.
+                o.copy_from_slice(unsafe { std::slice::from_raw_parts(p.add(j * v.nb[0]), es) });
+            }
+        }
+    }
+    View::over(bytes, v.ty, v.ne)
+}
+
+/// Runs `f` over `0..n_rows` split into chunks for the pool, or on the
+/// calling thread when the work is small.
+pub(crate) fn par_rows<F>(n_rows: usize, work_per_row: usize, f: F) -> Result<()>
+where
+    F: Fn(Range<usize>, &mut Scratch) -> Result<()> + Sync,
+{
+    let threads = rayon::current_num_threads();
+    if threads <= 1 || n_rows <= 1 || n_rows.saturating_mul(work_per_row) < SERIAL_WORK {
+        return f(0..n_rows, &mut Scratch::default());
+    }
+    let n_chunks = n_rows.min(threads * 4);
+    let chunk = n_rows.div_ceil(n_chunks);
+    (0..n_rows.div_ceil(chunk))
+        .into_par_iter()
+        .try_for_each_init(Scratch::default, |s, c| {
+            f(c * chunk..((c + 1) * chunk).min(n_rows), s)
+        })
+}
+
+fn is_float(t: Type) -> bool {
+    matches!(t, Type::F32 | Type::F16)
+}
+
+/// Types the row converters can read into f32.
+pub(crate) fn readable(t: Type) -> bool {
+    matches!(t, Type::F32 | Type::F16 | Type::BF16 | Type::I32)
+        || (t.is_quantized() && ggml_core::quants::can_dequantize(t))
+}
+
+/// Types the row converters can write from f32.
+pub(crate) fn writable(t: Type) -> bool {
+    matches!(t, Type::F32 | Type::F16 | Type::BF16 | Type::I32)
+        || (t.is_quantized() && ggml_core::quants::can_quantize(t))
+}
+
+fn ensure(ok: bool, why: impl FnOnce() -> String) -> std::result::Result<(), String> {
+    if ok {
+        Ok(())
+    } else {
+        Err(why())
+    }
+}
+
+/// Why the CPU cannot compute a node, as an error message.
+fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
+    let node = graph.node(id);
+    let d = &node.desc;
+    let s = |i: usize| {
+        node.src
+            .get(i)
+            .map(|&t| graph.desc(t))
+            .ok_or_else(|| format!("source {i} is missing"))
+    };
+    let opt = |i: usize| node.src.get(i).map(|&t| graph.desc(t));
+    match &node.op {
+        Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
+        Op::Dup | Op::Cont | Op::Cpy => {
+            let a = s(0)?;
+            ensure(a.n_elements() == d.n_elements(), || {
+                format!("{:?} -> {:?} differ in size", a.ne, d.ne)
+            })?;
+            let same = a.ty == d.ty && (!a.ty.is_quantized() || a.ne[0] == d.ne[0]);
+            let conv = readable(a.ty) && writable(d.ty) && a.ty != Type::I32 && d.ty != Type::I32;
+            ensure(same || conv, || {
+                format!("cannot convert {} to {}", a.ty, d.ty)
+            })
+        }
+        Op::Add | Op::Mul => {
+            let (a, b) = (s(0)?, s(1)?);
+            ensure(is_float(a.ty) && is_float(b.ty) && is_float(d.ty), || {
+                format!("types {} {} -> {}", a.ty, b.ty, d.ty)
+            })?;
+            ensure(b.can_repeat_into(a) && a.ne == d.ne, || {
+                format!("shapes {:?} {:?} -> {:?}", a.ne, b.ne, d.ne)
+            })
+        }
+        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } => {
+            let a = s(0)?;
+            ensure(is_float(a.ty) && is_float(d.ty) && a.ne == d.ne, || {
+                format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne)
+            })
+        }
+        Op::Glu { .. } => {
+            let a = s(0)?;
+            let ok = match opt(1) {
+                Some(b) => is_float(b.ty) && a.ne == d.ne && b.ne == d.ne,
+                None => a.ne[0] == 2 * d.ne[0] && a.ne[1..] == d.ne[1..],
+            };
+            ensure(ok && is_float(a.ty) && is_float(d.ty), || {
+                format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne)
+            })
+        }
+        Op::GetRows => {
+            let (a, i) = (s(0)?, s(1)?);
+            let ok = i.ty == Type::I32
+                && readable(a.ty)
+                && matches!(d.ty, Type::F32 | Type::F16 | Type::I32)
+                && (d.ty == Type::I32) == (a.ty == Type::I32)
+                && d.ne == [a.ne[0], i.ne[0], i.ne[1], i.ne[2]]
+                && a.ne[2] == i.ne[1]
+                && a.ne[3] == i.ne[2]
+                && i.ne[3] == 1;
+            ensure(ok, || {
+                format!(
+                    "{} {:?} by {} {:?} -> {} {:?}",
+                    a.ty, a.ne, i.ty, i.ne, d.ty, d.ne
+                )
+            })
+        }
+        Op::SetRows => {
+            let (dst, src, idx) = (s(0)?, s(1)?, s(2)?);
+            let ok = matches!(idx.ty, Type::I32 | Type::I64)
+                && readable(src.ty)
+                && src.ty != Type::I32
+                && writable(dst.ty)
+                && dst.ty != Type::I32
+                && dst.ne[0] == src.ne[0]
+                && idx.ne[0] == src.ne[1]
+                && idx.ne[1] > 0
+                && idx.ne[2] > 0
+                && src.ne[2] % idx.ne[1] == 0
+                && src.ne[3] % idx.ne[2] == 0
+                && dst.ne[2] == src.ne[2]
+                && dst.ne[3] == src.ne[3];
+            ensure(ok, || {
+                format!(
+                    "dst {} {:?}, src {} {:?}, idx {} {:?}",
+                    dst.ty, dst.ne, src.ty, src.ne, idx.ty, idx.ne
+                )
+            })
+        }
+        Op::MulMat => {
+            let (a, b) = (s(0)?, s(1)?);
+            let ok = matmul::supports_type(a.ty)
+                && matches!(b.ty, Type::F32 | Type::F16)
+                && d.ty == Type::F32
+                && a.ne[0] == b.ne[0]
+                && a.ne[2] > 0
+                && a.ne[3] > 0
+                && b.ne[2] % a.ne[2] == 0
+                && b.ne[3] % a.ne[3] == 0
+                && d.ne == [a.ne[1], b.ne[1], b.ne[2], b.ne[3]]
+                && (a.rows_contiguous() || matches!(a.ty, Type::F32 | Type::F16 | Type::BF16));
+            ensure(ok, || {
+                format!("{} {:?} x {} {:?} -> {:?}", a.ty, a.ne, b.ty, b.ne, d.ne)
+            })
+        }
+        Op::Rope(p) => {
+            let (a, pos) = (s(0)?, s(1)?);
+            let mut ok = is_float(a.ty)
+                && is_float(d.ty)
+                && a.ne == d.ne
+                && pos.ty == Type::I32
+                && pos.ne[0] >= a.ne[2]
+                && p.n_dims <= a.ne[0]
+                && p.n_dims % 2 == 0;
+            if let Some(f) = opt(2) {
+                ok &= f.ty == Type::F32 && f.ne[0] >= p.n_dims / 2;
+            }
+            ensure(ok, || {
+                format!(
+                    "{} {:?} at {} {:?}, n_dims {}",
+                    a.ty, a.ne, pos.ty, pos.ne, p.n_dims
+                )
+            })
+        }
+        Op::SoftMax { .. } => {
+            let a = s(0)?;
+            let mut ok = is_float(a.ty) && d.ty == Type::F32 && a.ne == d.ne;
+            if let Some(m) = opt(1) {
+                ok &= is_float(m.ty) && m.ne[0] == a.ne[0] && m.ne[1] >= a.ne[1];
+                ok &= m.ne[2] > 0 && m.ne[3] > 0;
+            }
+            ensure(ok, || format!("{} {:?} -> {:?}", a.ty, a.ne, d.ne))
+        }
+        Op::Argmax => {
+            let a = s(0)?;
+            let ok = a.ty == Type::F32
+                && d.ty == Type::I32
+                && d.ne[0] == a.ne[1] * a.ne[2] * a.ne[3]
+                && a.ne[0] > 0;
+            ensure(ok, || format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne))
+        }
+        Op::FlashAttnExt { .. } => {
+            let (q, k, v) = (s(0)?, s(1)?, s(2)?);
+            let mut ok = q.ty == Type::F32
+                && matches!(k.ty, Type::F32 | Type::F16)
+                && matches!(v.ty, Type::F32 | Type::F16)
+                && d.ty == Type::F32
+                && q.ne[0] == k.ne[0]
+                && k.ne[1] == v.ne[1]
+                && k.ne[2] == v.ne[2]
+                && k.ne[3] == v.ne[3]
+                && k.ne[2] > 0
+                && k.ne[3] > 0
+                && q.ne[2] % k.ne[2] == 0
+                && q.ne[3] % k.ne[3] == 0
+                && d.ne == [v.ne[0], q.ne[2], q.ne[1], q.ne[3]];
+            if let Some(m) = opt(3) {
+                ok &= is_float(m.ty) && m.ne[0] == k.ne[1] && m.ne[1] >= q.ne[1];
+                ok &= m.ne[2] > 0 && m.ne[3] > 0;
+            }
+            ensure(ok, || {
+                format!(
+                    "q {} {:?}, k {} {:?}, v {} {:?}",
+                    q.ty, q.ne, k.ty, k.ne, v.ty, v.ne
+                )
+            })
+        }
+    }
+}
+
+/// True when the CPU can compute node `id`.
+pub(crate) fn supports(graph: &Graph, id: TensorId) -> bool {
+    check(graph, id).is_ok()
+}
+
+fn validate(graph: &Graph, id: TensorId) -> Result<()> {
+    match check(graph, id) {
+        Ok(()) => Ok(()),
+        Err(why) => {
+            let node = graph.node(id);
+            Err(Error::Unsupported {
+                backend: "CPU".into(),
+                op: format!("{} ({why})", node.op.name()),
+                tensor: node.desc.name.clone(),
+            })
+        }
+    }
+}

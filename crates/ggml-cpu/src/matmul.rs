@@ -1,0 +1,197 @@
+//! MUL_MAT: `dst[i, j] = dot(row i of src0, row j of src1)` per matrix,
+//! src0 broadcast over src1's dims 2 and 3 (grouped-query attention).
+//!
+//! As in ggml, the src1 rows are first converted to the weight type's
+//! partner (Q8_0 / Q8_1 / Q8_K for quantized weights, F16 for F16, BF16 for
+//! BF16), so the dot products run on integers per block. The work is cut in
+//! tiles of weight rows x activation columns: a tile of few columns
+//! (matrix x vector) is a plain stream over the weights, split by rows so
+//! that every thread reads its own part; with many columns every weight
+//! block is decoded once per group of [`MAX_COLS`] columns and the tile's
+//! weight rows stay in cache while all its columns go by.
+
+use ggml_core::{Result, Type};
+use rayon::prelude::*;
+
+use crate::compute::{NodeCtx, Workspace};
+use crate::convert;
+use crate::simd::{self, scalar, Kernels, MAX_COLS};
+use crate::tensor::View;
+
+/// Bytes of weight rows a tile should keep in cache (a share of L2).
+const TILE_WEIGHT_BYTES: usize = 192 * 1024;
+/// Columns per tile when there are many.
+const TILE_COLS: usize = 16;
+/// Tiles per thread the split aims for, for load balance.
+const TILES_PER_THREAD: usize = 8;
+
+/// True when MUL_MAT takes weights of type `t`.
+pub(crate) fn supports_type(t: Type) -> bool {
+    simd::vec_dot_type(t).is_some()
+}
+
+/// How one weight row is dotted with activation rows.
+#[derive(Clone, Copy)]
+enum RowDot {
+    Kernel(simd::DotFn),
+    Reference(Type),
+}
+
+impl RowDot {
+    #[inline]
+    fn run(self, n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        match self {
+            RowDot::Kernel(f) => f(n, x, ys, out),
+            RowDot::Reference(t) => scalar::reference_dot(t, n, x, ys, out),
+        }
+    }
+}
+
+/// MUL_MAT with the best kernels of this CPU.
+pub(crate) fn mul_mat(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
+    mul_mat_with(&ctx.src[0], &ctx.src[1], &ctx.dst, ws, simd::kernels())
+}
+
+/// MUL_MAT of `a` x `b` into `d` with a given kernel set.
+pub(crate) fn mul_mat_with(
+    a: &View,
+    b: &View,
+    d: &View,
+    ws: &mut Workspace,
+    kern: &Kernels,
+) -> Result<()> {
+    let mut a_copy = Vec::new();
+    let a = if a.dense_rows() {
+        a.clone()
+    } else {
+        dense_copy(a, &mut a_copy)
+    };
+    let a = &a;
+    let k = a.ne[0];
+    let vt = simd::vec_dot_type(a.ty).ok_or_else(|| {
+        ggml_core::Error::Invalid(format!("CPU: MUL_MAT has no dot product for {}", a.ty))
+    })?;
+    let dot = match kern.dot(a.ty) {
+        Some(f) => RowDot::Kernel(f),
+        None => RowDot::Reference(a.ty),
+    };
+    let y_row = k / vt.block_size() * vt.type_size();
+    let n_y = b.n_rows();
+
+    // Activation rows in the partner type: src1 itself when it already is,
+    // else converted into the workspace.
+    let direct = b.ty == vt && b.dense_rows();
+    if !direct {
+        ws.act.clear();
+        ws.act.resize(y_row * n_y, 0);
+        convert_rows(b, vt, y_row, &mut ws.act)?;
+    }
+    let act: &[u8] = &ws.act;
+    let y_ptr = |col: usize, i2: usize, i3: usize| -> *const u8 {
+        if direct {
+            b.row_ptr([col, i2, i3])
+        } else {
+            act[((i3 * b.ne[2] + i2) * b.ne[1] + col) * y_row..].as_ptr()
+        }
+    };
+
+    let (ne01, ne11) = (a.ne[1], b.ne[1]);
+    let n_batch = b.ne[2] * b.ne[3];
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let x_row = a.row_bytes();
+    let threads = rayon::current_num_threads().max(1);
+
+    let cols_per_tile = if ne11 <= MAX_COLS { ne11 } else { TILE_COLS };
+    let col_tiles = ne11.div_ceil(cols_per_tile);
+    let rows_cache = (TILE_WEIGHT_BYTES / x_row.max(1)).clamp(4, 512);
+    let wanted = threads * TILES_PER_THREAD;
+    let per_batch = (wanted / (n_batch * col_tiles).max(1)).max(1);
+    let rows_balance = ne01.div_ceil(per_batch).max(1);
+    let rows_per_tile = rows_cache.min(rows_balance);
+    let row_tiles = ne01.div_ceil(rows_per_tile);
+    let n_tiles = n_batch * col_tiles * row_tiles;
+
+    let dptr = d.ptr;
+    let aptr = a.ptr;
+    let tile = |t: usize| {
+        let rt = t % row_tiles;
+        let ct = (t / row_tiles) % col_tiles;
+        let bt = t / (row_tiles * col_tiles);
+        let (i2, i3) = (bt % b.ne[2], bt / b.ne[2]);
+        let (a2, a3) = (i2 / r2, i3 / r3);
+        let rows = rt * rows_per_tile..((rt + 1) * rows_per_tile).min(ne01);
+        let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(ne11);
+        let mut out = [0f32; MAX_COLS];
+        let mut c0 = cols.start;
+        while c0 < cols.end {
+            let nc = (cols.end - c0).min(MAX_COLS);
+            let mut ys: [&[u8]; MAX_COLS] = [&[]; MAX_COLS];
+            for (j, y) in ys.iter_mut().enumerate().take(nc) {
+                // SAFETY: column c0 + j of batch (i2, i3) is a row of
+                // `y_row` bytes, in src1 (validated) or in the workspace.
+                *y = unsafe { std::slice::from_raw_parts(y_ptr(c0 + j, i2, i3), y_row) };
+            }
+            for r in rows.clone() {
+                let xo = r * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
+                // SAFETY: weight row (r, a2, a3) lies inside src0 (validated,
+                // dense rows) and is not written during the node.
+                let x =
+                    unsafe { std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row) };
+                dot.run(k, x, &ys[..nc], &mut out[..nc]);
+                for (j, &v) in out[..nc].iter().enumerate() {
+                    let o = r * d.nb[0] + (c0 + j) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+                    // SAFETY: element (r, c0 + j, i2, i3) of the F32 result is
+                    // in bounds, aligned, and written by this tile only.
+                    unsafe { (dptr.get().add(o) as *mut f32).write(v) };
+                }
+            }
+            c0 += nc;
+        }
+    };
+    let work = ne01 * ne11 * n_batch * k;
+    if threads == 1 || n_tiles == 1 || work < 64 * 1024 {
+        (0..n_tiles).for_each(tile);
+    } else {
+        (0..n_tiles).into_par_iter().for_each(tile);
+    }
+    Ok(())
+}
+
+/// Converts every row of `b` to `vt` into `out` (rows of `y_row` bytes in
+/// flat row order).
+fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> {
+    let n_y = b.n_rows();
+    let k = b.ne[0];
+    if n_y * k < 64 * 1024 || rayon::current_num_threads() <= 1 {
+        let mut buf = Vec::new();
+        for (r, o) in out.chunks_exact_mut(y_row).enumerate() {
+            // SAFETY: row r of the validated source, only read.
+            let x = unsafe { b.read_row(b.row_index(r), false, &mut buf)? };
+            convert::from_f32(vt, x, o)?;
+        }
+        return Ok(());
+    }
+    out.par_chunks_mut(y_row)
+        .enumerate()
+        .try_for_each_init(Vec::new, |buf, (r, o)| {
+            // SAFETY: row r of the validated source, only read.
+            let x = unsafe { b.read_row(b.row_index(r), false, buf)? };
+            convert::from_f32(vt, x, o)
+        })
+}
+
+/// A dense copy of a float tensor whose rows are strided.
+fn dense_copy(a: &View, bytes: &mut Vec<u8>) -> View {
+    let rb = a.ne[0] * a.ty.type_size();
+    bytes.clear();
+    bytes.resize(rb * a.n_rows(), 0);
+    let es = a.ty.type_size();
+    for r in 0..a.n_rows() {
+        let p = a.row_ptr(a.row_index(r));
+        for (j, o) in bytes[r * rb..(r + 1) * rb].chunks_exact_mut(es).enumerate() {
+            // SAFETY: element j of row r lies inside the validated view.
+            o.copy_from_slice(unsafe { std::slice::from_raw_parts(p.add(j * a.nb[0]), es) });
+        }
+    }
+    View::over(bytes, a.ty, a.ne)
+}

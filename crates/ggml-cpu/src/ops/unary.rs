@@ -1,0 +1,174 @@
+//! SCALE, the unary activations, the gated units and ARGMAX.
+
+use std::sync::OnceLock;
+
+use ggml_core::{GluOp, Result, UnaryOp};
+use half::f16;
+
+use crate::compute::{par_rows, NodeCtx};
+
+/// x * sigmoid(x), as ggml's scalar `ggml_silu_f32`.
+#[inline]
+pub(crate) fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+const GELU_COEF_A: f32 = 0.044715;
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+/// GELU, tanh approximation, in f32.
+#[inline]
+pub(crate) fn gelu_exact(x: f32) -> f32 {
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+}
+
+fn gelu_table() -> &'static [u16] {
+    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|h| f16::from_f32(gelu_exact(f16::from_bits(h).to_f32())).to_bits())
+            .collect()
+    })
+}
+
+/// GELU as ggml's CPU backend computes it by default: 0 below -10, the
+/// identity above 10, else the f16 table of the tanh approximation looked
+/// up at the f16 rounding of x.
+#[inline]
+pub(crate) fn gelu(x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        let h = f16::from_f32(x).to_bits();
+        f16::from_bits(gelu_table()[h as usize]).to_f32()
+    }
+}
+
+fn act(u: UnaryOp) -> fn(f32) -> f32 {
+    match u {
+        UnaryOp::Silu => silu,
+        UnaryOp::Gelu => gelu,
+        UnaryOp::Relu => |x| if x > 0.0 { x } else { 0.0 },
+        UnaryOp::Neg => |x| -x,
+    }
+}
+
+fn map_rows(ctx: &NodeCtx<'_>, work: usize, f: impl Fn(f32) -> f32 + Sync) -> Result<()> {
+    let (a, d) = (&ctx.src[0], &ctx.dst);
+    let alias = ctx.alias[0];
+    par_rows(d.n_rows(), work, |rows, s| {
+        for r in rows {
+            let i = d.row_index(r);
+            // SAFETY: same shape as the result; aliased rows are copied.
+            let x = unsafe { a.read_row(i, alias, &mut s.a)? };
+            // SAFETY: each result row is written by one task.
+            unsafe {
+                d.write_row(i, &mut s.c, |out| {
+                    for (o, &v) in out.iter_mut().zip(x) {
+                        *o = f(v);
+                    }
+                })?
+            };
+        }
+        Ok(())
+    })
+}
+
+/// `dst = src0 * s`.
+pub(crate) fn scale(ctx: &NodeCtx<'_>, s: f32) -> Result<()> {
+    map_rows(ctx, ctx.dst.ne[0], move |x| x * s)
+}
+
+/// Element-wise activation.
+pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
+    if u == UnaryOp::Gelu {
+        gelu_table();
+    }
+    map_rows(ctx, ctx.dst.ne[0] * 8, act(u))
+}
+
+/// `act(gate) * up`, from the two halves of src0's rows or from two tensors.
+pub(crate) fn glu(ctx: &NodeCtx<'_>, op: GluOp, swapped: bool) -> Result<()> {
+    let f = match op {
+        GluOp::Swiglu => silu,
+        GluOp::Geglu => {
+            gelu_table();
+            gelu
+        }
+    };
+    let d = &ctx.dst;
+    let n = d.ne[0];
+    let split = ctx.src.len() >= 2;
+    par_rows(d.n_rows(), n * 8, |rows, s| {
+        for r in rows {
+            let i = d.row_index(r);
+            let (g, u): (&[f32], &[f32]) = if split {
+                // SAFETY: both sources have the result's shape and do not
+                // overlap it (else they were copied).
+                let g = unsafe { ctx.src[0].read_row(i, false, &mut s.a)? };
+                // SAFETY: as above.
+                let u = unsafe { ctx.src[1].read_row(i, false, &mut s.b)? };
+                (g, u)
+            } else {
+                // SAFETY: src0 has rows of 2n elements at the result's indices.
+                let x = unsafe { ctx.src[0].read_row(i, false, &mut s.a)? };
+                let (lo, hi) = x.split_at(n);
+                if swapped {
+                    (hi, lo)
+                } else {
+                    (lo, hi)
+                }
+            };
+            // SAFETY: each result row is written by one task.
+            unsafe {
+                d.write_row(i, &mut s.c, |out| {
+                    for ((o, &gv), &uv) in out.iter_mut().zip(g).zip(u) {
+                        *o = f(gv) * uv;
+                    }
+                })?
+            };
+        }
+        Ok(())
+    })
+}
+
+/// Index of the first maximum of each row (I32).
+pub(crate) fn argmax(ctx: &NodeCtx<'_>) -> Result<()> {
+    let (a, d) = (&ctx.src[0], &ctx.dst);
+    par_rows(a.n_rows(), a.ne[0], |rows, s| {
+        for r in rows {
+            let i = a.row_index(r);
+            // SAFETY: row in range; the result does not overlap the source.
+            let x = unsafe { a.read_row(i, false, &mut s.a)? };
+            let (mut best, mut idx) = (f32::NEG_INFINITY, 0i32);
+            for (k, &v) in x.iter().enumerate() {
+                if v > best {
+                    best = v;
+                    idx = k as i32;
+                }
+            }
+            let p = d.ptr.get().wrapping_add(r * d.nb[0]) as *mut i32;
+            // SAFETY: element r of the I32 result (d.ne0 == rows), aligned
+            // and written by this task only.
+            unsafe { p.write(idx) };
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_follows_the_f16_table() {
+        assert_eq!(gelu(-11.0), 0.0);
+        assert_eq!(gelu(12.5), 12.5);
+        let x = 0.3f32;
+        let want = f16::from_f32(gelu_exact(f16::from_f32(x).to_f32())).to_f32();
+        assert_eq!(gelu(x), want);
+        assert!((gelu(1.0) - 0.8412).abs() < 1e-3);
+    }
+}

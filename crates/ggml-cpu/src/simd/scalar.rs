@@ -1,0 +1,505 @@
+//! Portable dot kernels for every type. Their summation order is the one
+//! ggml-core's reference `vec_dot` documents, so they agree with it bit for
+//! bit; the vector kernels are tested against them.
+
+use ggml_core::quants::{self, KVALUES_IQ4NL, QK_K};
+use ggml_core::Type;
+use half::f16;
+
+use super::{by_cols, check_rows, DotFn};
+
+/// f32 dot product: products in f32, summed in f64.
+pub(crate) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
+    x.iter()
+        .zip(y)
+        .map(|(&a, &b)| f64::from(a * b))
+        .sum::<f64>() as f32
+}
+
+/// f16 dot product: products of the widened values in f32, summed in f64.
+pub(crate) fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
+    x.iter()
+        .zip(y)
+        .map(|(a, b)| f64::from(a.to_f32() * b.to_f32()))
+        .sum::<f64>() as f32
+}
+
+/// The scalar row kernel of a weight type.
+pub(crate) fn row_kernel(ty: Type) -> Option<DotFn> {
+    use Type::*;
+    Some(match ty {
+        F32 => f32_row,
+        F16 => f16_row,
+        BF16 => bf16_row,
+        Q4_0 => q4_0,
+        Q5_0 => q5_0,
+        Q8_0 => q8_0,
+        IQ4_NL => iq4_nl,
+        Q4_1 => q4_1,
+        Q5_1 => q5_1,
+        Q2_K => q2_k,
+        Q3_K => q3_k,
+        Q4_K => q4_k,
+        Q5_K => q5_k,
+        Q6_K => q6_k,
+        IQ4_XS => iq4_xs,
+        _ => return None,
+    })
+}
+
+#[inline]
+pub(crate) fn f16_at(b: &[u8], o: usize) -> f32 {
+    f16::from_bits(u16::from_le_bytes([b[o], b[o + 1]])).to_f32()
+}
+
+#[inline]
+pub(crate) fn f32_at(b: &[u8], o: usize) -> f32 {
+    f32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
+}
+
+#[inline]
+fn isum(q: &[i8], y: &[u8]) -> i32 {
+    q.iter()
+        .zip(y)
+        .map(|(&a, &b)| i32::from(a) * i32::from(b as i8))
+        .sum()
+}
+
+// ------------------------------------------------------------------ floats
+
+fn float_rows<const C: usize>(
+    n: usize,
+    x: &[u8],
+    ys: &[&[u8]],
+    out: &mut [f32],
+    width: usize,
+    get: impl Fn(&[u8], usize) -> f32,
+) {
+    check_rows(n, x, width, ys, width, out);
+    for c in 0..C {
+        let y = ys[c];
+        let mut s = 0f64;
+        for i in 0..n {
+            s += f64::from(get(x, i * width) * get(y, i * width));
+        }
+        out[c] = s as f32;
+    }
+}
+
+fn f32_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    float_rows::<C>(n, x, ys, out, 4, f32_at)
+}
+fn f16_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    float_rows::<C>(n, x, ys, out, 2, f16_at)
+}
+fn bf16_at(b: &[u8], o: usize) -> f32 {
+    f32::from_bits(u32::from(u16::from_le_bytes([b[o], b[o + 1]])) << 16)
+}
+fn bf16_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    float_rows::<C>(n, x, ys, out, 2, bf16_at)
+}
+
+fn f32_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(f32_cols, n, x, ys, out)
+}
+fn f16_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(f16_cols, n, x, ys, out)
+}
+fn bf16_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(bf16_cols, n, x, ys, out)
+}
+
+// -------------------------------------------------------- 32-blocks x Q8_0
+
+/// Decodes a 32-weight block into its scale and signed levels.
+type Decode32 = fn(&[u8], &mut [i8; 32]) -> f32;
+
+fn dec_q4_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
+    for j in 0..16 {
+        q[j] = (b[2 + j] & 15) as i8 - 8;
+        q[j + 16] = (b[2 + j] >> 4) as i8 - 8;
+    }
+    f16_at(b, 0)
+}
+
+fn dec_q5_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
+    let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+    for j in 0..16 {
+        let h0 = ((qh >> j) & 1) << 4;
+        let h1 = ((qh >> (j + 16)) & 1) << 4;
+        q[j] = ((u32::from(b[6 + j] & 15) | h0) as i32 - 16) as i8;
+        q[j + 16] = ((u32::from(b[6 + j] >> 4) | h1) as i32 - 16) as i8;
+    }
+    f16_at(b, 0)
+}
+
+fn dec_q8_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
+    for j in 0..32 {
+        q[j] = b[2 + j] as i8;
+    }
+    f16_at(b, 0)
+}
+
+fn dec_iq4_nl(b: &[u8], q: &mut [i8; 32]) -> f32 {
+    for j in 0..16 {
+        q[j] = KVALUES_IQ4NL[usize::from(b[2 + j] & 15)];
+        q[j + 16] = KVALUES_IQ4NL[usize::from(b[2 + j] >> 4)];
+    }
+    f16_at(b, 0)
+}
+
+fn q8_0_family<const C: usize>(
+    n: usize,
+    x: &[u8],
+    ys: &[&[u8]],
+    out: &mut [f32],
+    bytes: usize,
+    dec: Decode32,
+) {
+    let nb = n / 32;
+    check_rows(nb, x, bytes, ys, 34, out);
+    let mut acc = [0f32; C];
+    let mut q = [0i8; 32];
+    for ib in 0..nb {
+        let dx = dec(&x[ib * bytes..(ib + 1) * bytes], &mut q);
+        for c in 0..C {
+            let yb = &ys[c][ib * 34..ib * 34 + 34];
+            acc[c] += (dx * f16_at(yb, 0)) * isum(&q, &yb[2..]) as f32;
+        }
+    }
+    out[..C].copy_from_slice(&acc);
+}
+
+fn q4_0_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    q8_0_family::<C>(n, x, ys, out, 18, dec_q4_0)
+}
+fn q5_0_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    q8_0_family::<C>(n, x, ys, out, 22, dec_q5_0)
+}
+fn q8_0_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    q8_0_family::<C>(n, x, ys, out, 34, dec_q8_0)
+}
+fn iq4_nl_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    q8_0_family::<C>(n, x, ys, out, 18, dec_iq4_nl)
+}
+fn q4_0(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(q4_0_c, n, x, ys, out)
+}
+fn q5_0(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(q5_0_c, n, x, ys, out)
+}
+fn q8_0(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(q8_0_c, n, x, ys, out)
+}
+fn iq4_nl(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(iq4_nl_c, n, x, ys, out)
+}
+
+// -------------------------------------------------------- 32-blocks x Q8_1
+
+fn q8_1_family<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32], five: bool) {
+    let bytes = if five { 24 } else { 20 };
+    let nb = n / 32;
+    check_rows(nb, x, bytes, ys, 36, out);
+    let mut acc = [0f32; C];
+    let mut q = [0i8; 32];
+    for ib in 0..nb {
+        let b = &x[ib * bytes..(ib + 1) * bytes];
+        let (dx, mx) = (f16_at(b, 0), f16_at(b, 2));
+        if five {
+            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+            for j in 0..16 {
+                q[j] = ((b[8 + j] & 15) as u32 | ((qh >> j) & 1) << 4) as i8;
+                q[j + 16] = ((b[8 + j] >> 4) as u32 | ((qh >> (j + 16)) & 1) << 4) as i8;
+            }
+        } else {
+            for j in 0..16 {
+                q[j] = (b[4 + j] & 15) as i8;
+                q[j + 16] = (b[4 + j] >> 4) as i8;
+            }
+        }
+        for c in 0..C {
+            let yb = &ys[c][ib * 36..ib * 36 + 36];
+            let sumi = isum(&q, &yb[4..]);
+            acc[c] += (dx * f16_at(yb, 0)) * sumi as f32 + mx * f16_at(yb, 2);
+        }
+    }
+    out[..C].copy_from_slice(&acc);
+}
+
+fn q4_1_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    q8_1_family::<C>(n, x, ys, out, false)
+}
+fn q5_1_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    q8_1_family::<C>(n, x, ys, out, true)
+}
+fn q4_1(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(q4_1_c, n, x, ys, out)
+}
+fn q5_1(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    by_cols!(q5_1_c, n, x, ys, out)
+}
+
+// ----------------------------------------------------- super-blocks x Q8_K
+
+/// A decoded super-block: levels, integer group scales and mins.
+struct KBlock {
+    d: f32,
+    dmin: f32,
+    q: [i8; QK_K],
+    sc: [i32; 16],
+    m: [i32; 16],
+    /// Elements per group (16 or 32).
+    group: usize,
+    has_min: bool,
+}
+
+impl KBlock {
+    fn new() -> KBlock {
+        KBlock {
+            d: 0.0,
+            dmin: 0.0,
+            q: [0; QK_K],
+            sc: [0; 16],
+            m: [0; 16],
+            group: 16,
+            has_min: false,
+        }
+    }
+}
+
+/// The 6-bit scale and min of group `j` of Q4_K / Q5_K.
+#[inline]
+pub(crate) fn scale_min_k4(j: usize, q: &[u8]) -> (u8, u8) {
+    if j < 4 {
+        (q[j] & 63, q[j + 4] & 63)
+    } else {
+        (
+            (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4),
+            (q[j + 4] >> 4) | ((q[j] >> 6) << 4),
+        )
+    }
+}
+
+/// The 16 signed 6-bit scales of Q3_K (already minus 32).
+pub(crate) fn q3k_scales(s: &[u8]) -> [i8; 16] {
+    let mut out = [0i8; 16];
+    for j in 0..16 {
+        let low = if j < 8 { s[j] & 15 } else { s[j - 8] >> 4 };
+        let high = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = ((low | (high << 4)) as i8).wrapping_sub(32);
+    }
+    out
+}
+
+fn dec_q2_k(b: &[u8], k: &mut KBlock) {
+    for g in 0..16 {
+        k.sc[g] = i32::from(b[g] & 15);
+        k.m[g] = i32::from(b[g] >> 4);
+    }
+    let qs = &b[16..80];
+    for half in 0..2 {
+        for shift in 0..4 {
+            for l in 0..32 {
+                k.q[128 * half + 32 * shift + l] = ((qs[32 * half + l] >> (2 * shift)) & 3) as i8;
+            }
+        }
+    }
+    k.d = f16_at(b, 80);
+    k.dmin = f16_at(b, 82);
+    k.group = 16;
+    k.has_min = true;
+}
+
+fn dec_q3_k(b: &[u8], k: &mut KBlock) {
+    let hm = &b[0..32];
+    let qs = &b[32..96];
+    let sc = q3k_scales(&b[96..108]);
+    for g in 0..16 {
+        k.sc[g] = i32::from(sc[g]);
+    }
+    for half in 0..2 {
+        for shift in 0..4 {
+            let bit = 1u8 << (4 * half + shift);
+            for l in 0..32 {
+                let low = ((qs[32 * half + l] >> (2 * shift)) & 3) as i8;
+                let sub = if hm[l] & bit != 0 { 0 } else { 4 };
+                k.q[128 * half + 32 * shift + l] = low - sub;
+            }
+        }
+    }
+    k.d = f16_at(b, 108);
+    k.group = 16;
+    k.has_min = false;
+}
+
+fn dec_q4_k(b: &[u8], k: &mut KBlock) {
+    let scales = &b[4..16];
+    for g in 0..8 {
+        let (s, m) = scale_min_k4(g, scales);
+        k.sc[g] = i32::from(s);
+        k.m[g] = i32::from(m);
+    }
+    let qs = &b[16..144];
+    for j in 0..4 {
+        for l in 0..32 {
+            k.q[64 * j + l] = (qs[32 * j + l] & 15) as i8;
+            k.q[64 * j + 32 + l] = (qs[32 * j + l] >> 4) as i8;
+        }
+    }
+    k.d = f16_at(b, 0);
+    k.dmin = f16_at(b, 2);
+    k.group = 32;
+    k.has_min = true;
+}
+
+fn dec_q5_k(b: &[u8], k: &mut KBlock) {
+    let scales = &b[4..16];
+    for g in 0..8 {
+        let (s, m) = scale_min_k4(g, scales);
+        k.sc[g] = i32::from(s);
+        k.m[g] = i32::from(m);
+    }
+    let qh = &b[16..48];
+    let qs = &b[48..176];
+    for j in 0..4 {
+        for l in 0..32 {
+            let h0 = ((qh[l] >> (2 * j)) & 1) << 4;
+            let h1 = ((qh[l] >> (2 * j + 1)) & 1) << 4;
+            k.q[64 * j + l] = ((qs[32 * j + l] & 15) | h0) as i8;
+            k.q[64 * j + 32 + l] = ((qs[32 * j + l] >> 4) | h1) as i8;
+        }
+    }
+    k.d = f16_at(b, 0);
+    k.dmin = f16_at(b, 2);
+    k.group = 32;
+    k.has_min = true;
+}
+
+fn dec_q6_k(b: &[u8], k: &mut KBlock) {
+    let (ql, qh) = (&b[0..128], &b[128..192]);
+    for g in 0..16 {
+        k.sc[g] = i32::from(b[192 + g] as i8);
+    }
+    for half in 0..2 {
+        let (ql, qh) = (&ql[64 * half..], &qh[32 * half..]);
+        let o = 128 * half;
+        for l in 0..32 {
+            k.q[o + l] = ((ql[l] & 15) | ((qh[l] & 3) << 4)) as i8 - 32;
+            k.q[o + l + 32] = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) as i8 - 32;
+            k.q[o + l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) as i8 - 32;
+            k.q[o + l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) as i8 - 32;
+        }
+    }
+    k.d = f16_at(b, 208);
+    k.group = 16;
+    k.has_min = false;
+}
+
+fn dec_iq4_xs(b: &[u8], k: &mut KBlock) {
+    let sh = u16::from_le_bytes([b[2], b[3]]);
+    let sl = &b[4..8];
+    let qs = &b[8..136];
+    for g in 0..8 {
+        let lo = (sl[g / 2] >> (4 * (g % 2))) & 15;
+        let hi = ((sh >> (2 * g)) & 3) as u8;
+        k.sc[g] = i32::from(lo | (hi << 4)) - 32;
+        for j in 0..16 {
+            k.q[32 * g + j] = KVALUES_IQ4NL[usize::from(qs[16 * g + j] & 15)];
+            k.q[32 * g + 16 + j] = KVALUES_IQ4NL[usize::from(qs[16 * g + j] >> 4)];
+        }
+    }
+    k.d = f16_at(b, 0);
+    k.group = 32;
+    k.has_min = false;
+}
+
+/// Bytes of a Q8_K block and offsets of its fields.
+pub(crate) const Q8K_BYTES: usize = 292;
+pub(crate) const Q8K_QS: usize = 4;
+pub(crate) const Q8K_BSUMS: usize = 4 + QK_K;
+
+#[inline]
+pub(crate) fn q8k_bsum(yb: &[u8], j: usize) -> i32 {
+    i32::from(i16::from_le_bytes([
+        yb[Q8K_BSUMS + 2 * j],
+        yb[Q8K_BSUMS + 2 * j + 1],
+    ]))
+}
+
+fn q8_k_family<const C: usize>(
+    n: usize,
+    x: &[u8],
+    ys: &[&[u8]],
+    out: &mut [f32],
+    bytes: usize,
+    dec: fn(&[u8], &mut KBlock),
+) {
+    let nb = n / QK_K;
+    check_rows(nb, x, bytes, ys, Q8K_BYTES, out);
+    let mut acc = [0f32; C];
+    let mut k = KBlock::new();
+    for ib in 0..nb {
+        dec(&x[ib * bytes..(ib + 1) * bytes], &mut k);
+        let gs = k.group;
+        for c in 0..C {
+            let yb = &ys[c][ib * Q8K_BYTES..(ib + 1) * Q8K_BYTES];
+            let dy = f32_at(yb, 0);
+            let yq = &yb[Q8K_QS..Q8K_QS + QK_K];
+            let (mut sumi, mut summ) = (0i32, 0i32);
+            for g in 0..QK_K / gs {
+                sumi += k.sc[g] * isum(&k.q[g * gs..(g + 1) * gs], &yq[g * gs..(g + 1) * gs]);
+                if k.has_min {
+                    let bs = if gs == 16 {
+                        q8k_bsum(yb, g)
+                    } else {
+                        q8k_bsum(yb, 2 * g) + q8k_bsum(yb, 2 * g + 1)
+                    };
+                    summ += k.m[g] * bs;
+                }
+            }
+            if k.has_min {
+                acc[c] += (k.d * dy) * sumi as f32 - (k.dmin * dy) * summ as f32;
+            } else {
+                acc[c] += (k.d * dy) * sumi as f32;
+            }
+        }
+    }
+    out[..C].copy_from_slice(&acc);
+}
+
+macro_rules! k_kernel {
+    ($cols:ident, $row:ident, $bytes:expr, $dec:ident) => {
+        fn $cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+            q8_k_family::<C>(n, x, ys, out, $bytes, $dec)
+        }
+        fn $row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+            by_cols!($cols, n, x, ys, out)
+        }
+    };
+}
+
+k_kernel!(q2_k_c, q2_k, 84, dec_q2_k);
+k_kernel!(q3_k_c, q3_k, 110, dec_q3_k);
+k_kernel!(q4_k_c, q4_k, 144, dec_q4_k);
+k_kernel!(q5_k_c, q5_k, 176, dec_q5_k);
+k_kernel!(q6_k_c, q6_k, 210, dec_q6_k);
+k_kernel!(iq4_xs_c, iq4_xs, 136, dec_iq4_xs);
+
+// --------------------------------------------------------------- the rest
+
+/// Types without a kernel of their own: ggml-core's reference dot product,
+/// one column at a time.
+pub(crate) fn reference_dot(ty: Type, n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    let (Ok(xb), Some(yt)) = (quants::row_size(ty, n), quants::vec_dot_type(ty)) else {
+        out.fill(f32::NAN);
+        return;
+    };
+    let Ok(yb) = quants::row_size(yt, n) else {
+        out.fill(f32::NAN);
+        return;
+    };
+    for (o, y) in out.iter_mut().zip(ys) {
+        *o = quants::vec_dot(ty, n, &x[..xb], &y[..yb]).unwrap_or(f32::NAN);
+    }
+}
