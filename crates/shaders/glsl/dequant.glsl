@@ -1,0 +1,213 @@
+// The "a" operand of matrix products and row gathers, bound at slot 0, for
+// one element type chosen by a define:
+//   A_F32, A_F16                     -> QK == 1, a_elem(i)
+//   A_Q4_0 ... A_Q6_K, A_IQ4_NL      -> QK elements per block,
+//                                       dequant4(block, e): elements e..e+3
+//                                       (e a multiple of 4) of one block.
+// Block layouts are ggml's, byte for byte (little-endian, unpadded).
+// Multiply-adds are `precise` so that no fused multiply-add changes the
+// rounding: dequantized values equal ggml's bit for bit.
+
+#if defined(A_F32)
+#define QK 1
+layout(binding = 0, scalar) readonly buffer BufA { float data_a[]; };
+float a_elem(uint i) { return data_a[i]; }
+
+#elif defined(A_F16)
+#define QK 1
+layout(binding = 0, scalar) readonly buffer BufA { float16_t data_a[]; };
+float a_elem(uint i) { return float(data_a[i]); }
+
+#elif defined(A_Q4_0)
+#define QK 32
+struct Block { float16_t d; uint8_t qs[16]; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const float d = float(data_a[ib].d);
+    const uint j = e & 15u;
+    const uint sh = (e >> 4) * 4u;
+    vec4 q = vec4((uint(data_a[ib].qs[j]) >> sh) & 15u, (uint(data_a[ib].qs[j + 1]) >> sh) & 15u,
+                  (uint(data_a[ib].qs[j + 2]) >> sh) & 15u, (uint(data_a[ib].qs[j + 3]) >> sh) & 15u);
+    return (q - 8.0) * d;
+}
+
+#elif defined(A_Q4_1)
+#define QK 32
+struct Block { float16_t d; float16_t m; uint8_t qs[16]; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const float d = float(data_a[ib].d);
+    const float m = float(data_a[ib].m);
+    const uint j = e & 15u;
+    const uint sh = (e >> 4) * 4u;
+    vec4 q = vec4((uint(data_a[ib].qs[j]) >> sh) & 15u, (uint(data_a[ib].qs[j + 1]) >> sh) & 15u,
+                  (uint(data_a[ib].qs[j + 2]) >> sh) & 15u, (uint(data_a[ib].qs[j + 3]) >> sh) & 15u);
+    precise vec4 res = q * d + m;
+    return res;
+}
+
+#elif defined(A_Q5_0) || defined(A_Q5_1)
+#define QK 32
+#if defined(A_Q5_0)
+struct Block { float16_t d; uint8_t qh[4]; uint8_t qs[16]; };
+#else
+struct Block { float16_t d; float16_t m; uint8_t qh[4]; uint8_t qs[16]; };
+#endif
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const float d = float(data_a[ib].d);
+    const uint qh = uint(data_a[ib].qh[0]) | (uint(data_a[ib].qh[1]) << 8) |
+                    (uint(data_a[ib].qh[2]) << 16) | (uint(data_a[ib].qh[3]) << 24);
+    const uint j = e & 15u;
+    const uint sh = (e >> 4) * 4u;
+    vec4 q;
+    [[unroll]] for (uint k = 0; k < 4; k++) {
+        q[k] = float(((uint(data_a[ib].qs[j + k]) >> sh) & 15u) | (((qh >> (e + k)) & 1u) << 4));
+    }
+#if defined(A_Q5_0)
+    return (q - 16.0) * d;
+#else
+    precise vec4 res = q * d + float(data_a[ib].m);
+    return res;
+#endif
+}
+
+#elif defined(A_Q8_0)
+#define QK 32
+struct Block { float16_t d; int8_t qs[32]; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const float d = float(data_a[ib].d);
+    return vec4(int(data_a[ib].qs[e]), int(data_a[ib].qs[e + 1]), int(data_a[ib].qs[e + 2]),
+                int(data_a[ib].qs[e + 3])) * d;
+}
+
+#elif defined(A_Q2_K)
+#define QK 256
+struct Block { uint8_t scales[16]; uint8_t qs[64]; float16_t d; float16_t dmin; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const uint n = e >> 7;          // 128-element half
+    const uint r = e & 127u;
+    const uint j = r >> 5;          // shift group
+    const uint h = (r >> 4) & 1u;   // 16-element sub-block inside the group
+    const uint l = r & 15u;
+    const uint sc = uint(data_a[ib].scales[n * 8u + j * 2u + h]);
+    const float dl = float(data_a[ib].d) * float(sc & 15u);
+    const float ml = float(data_a[ib].dmin) * float(sc >> 4);
+    const uint q0 = n * 32u + h * 16u + l;
+    const uint sh = 2u * j;
+    vec4 q = vec4((uint(data_a[ib].qs[q0]) >> sh) & 3u, (uint(data_a[ib].qs[q0 + 1]) >> sh) & 3u,
+                  (uint(data_a[ib].qs[q0 + 2]) >> sh) & 3u, (uint(data_a[ib].qs[q0 + 3]) >> sh) & 3u);
+    precise vec4 res = dl * q - ml;
+    return res;
+}
+
+#elif defined(A_Q3_K)
+#define QK 256
+struct Block { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; float16_t d; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const uint n = e >> 7;
+    const uint r = e & 127u;
+    const uint j = r >> 5;
+    const uint h = (r >> 4) & 1u;
+    const uint l = r & 15u;
+    // 16 signed 6-bit scales packed in 12 bytes: low nibbles in bytes 0..7,
+    // high 2 bits in bytes 8..11.
+    const uint is = n * 8u + j * 2u + h;
+    const uint lo = is < 8u ? uint(data_a[ib].scales[is]) & 15u : uint(data_a[ib].scales[is - 8u]) >> 4;
+    const uint hi = (uint(data_a[ib].scales[8u + (is & 3u)]) >> (2u * (is >> 2))) & 3u;
+    const float dl = float(data_a[ib].d) * (float(lo | (hi << 4)) - 32.0);
+    const uint q0 = n * 32u + h * 16u + l;
+    const uint m0 = h * 16u + l;
+    const uint sh = 2u * j;
+    const uint hb = n * 4u + j;
+    vec4 q;
+    [[unroll]] for (uint k = 0; k < 4; k++) {
+        const float low = float((uint(data_a[ib].qs[q0 + k]) >> sh) & 3u);
+        q[k] = ((uint(data_a[ib].hmask[m0 + k]) >> hb) & 1u) != 0u ? low : low - 4.0;
+    }
+    return dl * q;
+}
+
+#elif defined(A_Q4_K) || defined(A_Q5_K)
+#define QK 256
+#if defined(A_Q4_K)
+struct Block { float16_t d; float16_t dmin; uint8_t scales[12]; uint8_t qs[128]; };
+#else
+struct Block { float16_t d; float16_t dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+#endif
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+// Scale and min of sub-block s (0..7), 6 bits each.
+vec2 scale_min_k4(uint ib, uint s) {
+    if (s < 4u) {
+        return vec2(uint(data_a[ib].scales[s]) & 63u, uint(data_a[ib].scales[s + 4u]) & 63u);
+    }
+    const uint a = uint(data_a[ib].scales[s + 4u]);
+    return vec2((a & 15u) | ((uint(data_a[ib].scales[s - 4u]) >> 6) << 4),
+                (a >> 4) | ((uint(data_a[ib].scales[s]) >> 6) << 4));
+}
+vec4 dequant4(uint ib, uint e) {
+    const uint g = e >> 6;          // 64-element group
+    const uint hi = (e >> 5) & 1u;  // low or high nibbles
+    const uint l = e & 31u;
+    const vec2 sm = scale_min_k4(ib, 2u * g + hi);
+    const float d = float(data_a[ib].d) * sm.x;
+    const float m = float(data_a[ib].dmin) * sm.y;
+    const uint q0 = g * 32u + l;
+    const uint sh = hi * 4u;
+    vec4 q = vec4((uint(data_a[ib].qs[q0]) >> sh) & 15u, (uint(data_a[ib].qs[q0 + 1]) >> sh) & 15u,
+                  (uint(data_a[ib].qs[q0 + 2]) >> sh) & 15u, (uint(data_a[ib].qs[q0 + 3]) >> sh) & 15u);
+#if defined(A_Q5_K)
+    const uint hb = 2u * g + hi;
+    [[unroll]] for (uint k = 0; k < 4; k++) {
+        q[k] += float(((uint(data_a[ib].qh[l + k]) >> hb) & 1u) << 4);
+    }
+#endif
+    precise vec4 res = d * q - m;
+    return res;
+}
+
+#elif defined(A_Q6_K)
+#define QK 256
+struct Block { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; float16_t d; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    const uint n = e >> 7;
+    const uint r = e & 127u;
+    const uint quarter = r >> 5;
+    const uint l = r & 31u;
+    const float d = float(data_a[ib].d) * float(int(data_a[ib].scales[n * 8u + (l >> 4) + 2u * quarter]));
+    const uint ql0 = n * 64u + l + 32u * (quarter & 1u);
+    const uint qh0 = n * 32u + l;
+    const uint shl = (quarter >> 1) * 4u;
+    const uint shh = 2u * quarter;
+    vec4 q;
+    [[unroll]] for (uint k = 0; k < 4; k++) {
+        const uint v = ((uint(data_a[ib].ql[ql0 + k]) >> shl) & 15u) |
+                       (((uint(data_a[ib].qh[qh0 + k]) >> shh) & 3u) << 4);
+        q[k] = float(int(v) - 32);
+    }
+    return d * q;
+}
+
+#elif defined(A_IQ4_NL)
+#define QK 32
+struct Block { float16_t d; uint8_t qs[16]; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+const float kvalues_iq4nl[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+                                          1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+vec4 dequant4(uint ib, uint e) {
+    const float d = float(data_a[ib].d);
+    const uint j = e & 15u;
+    const uint sh = (e >> 4) * 4u;
+    return d * vec4(kvalues_iq4nl[(uint(data_a[ib].qs[j]) >> sh) & 15u],
+                    kvalues_iq4nl[(uint(data_a[ib].qs[j + 1]) >> sh) & 15u],
+                    kvalues_iq4nl[(uint(data_a[ib].qs[j + 2]) >> sh) & 15u],
+                    kvalues_iq4nl[(uint(data_a[ib].qs[j + 3]) >> sh) & 15u]);
+}
+
+#else
+#error "no A type defined"
+#endif

@@ -1,0 +1,204 @@
+//! The list of shader variants: which GLSL source each SPIR-V module is
+//! compiled from and with which defines. The generator (`build-spirv`) and
+//! the staleness test both read it; the Vulkan backend only sees the names.
+
+use std::fs;
+use std::io;
+use std::path::Path;
+
+/// Element types the matrix products and row gathers read as their "a"
+/// operand: (name in variant names, define selecting the layout).
+pub const A_TYPES: &[(&str, &str)] = &[
+    ("f32", "A_F32"),
+    ("f16", "A_F16"),
+    ("q4_0", "A_Q4_0"),
+    ("q4_1", "A_Q4_1"),
+    ("q5_0", "A_Q5_0"),
+    ("q5_1", "A_Q5_1"),
+    ("q8_0", "A_Q8_0"),
+    ("q2_k", "A_Q2_K"),
+    ("q3_k", "A_Q3_K"),
+    ("q4_k", "A_Q4_K"),
+    ("q5_k", "A_Q5_K"),
+    ("q6_k", "A_Q6_K"),
+    ("iq4_nl", "A_IQ4_NL"),
+];
+
+/// Float element types of the element-wise ops: (name, GLSL type).
+pub const FLOAT_TYPES: &[(&str, &str)] = &[("f32", "float"), ("f16", "float16_t")];
+
+/// Flags passed to glslc for every variant (part of the source hash).
+pub const GLSLC_FLAGS: &[&str] = &["-fshader-stage=compute", "--target-env=vulkan1.2", "-O"];
+
+/// One SPIR-V module: its name, its GLSL source file (in `glsl/`) and the
+/// defines it is compiled with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Variant {
+    /// Name of the module (`mul_mat_vec_q4_0_f32_sg`), also its file stem.
+    pub name: String,
+    /// Source file name in `glsl/`.
+    pub source: &'static str,
+    /// `KEY=VALUE` (or `KEY`) defines.
+    pub defines: Vec<String>,
+}
+
+fn v(name: String, source: &'static str, defines: &[String]) -> Variant {
+    Variant {
+        name,
+        source,
+        defines: defines.to_vec(),
+    }
+}
+
+fn ty(prefix: &str, name: &str) -> String {
+    format!("{prefix}={name}")
+}
+
+/// Every variant, sorted by name.
+pub fn all() -> Vec<Variant> {
+    let mut out = Vec::new();
+    for &(an, at) in FLOAT_TYPES {
+        for &(dn, dt) in FLOAT_TYPES {
+            let mut defs = vec![ty("A_TYPE", at), ty("D_TYPE", dt)];
+            if an == dn {
+                defs.push("SAME_TYPE".into());
+            }
+            out.push(v(format!("copy_{an}_{dn}"), "copy.comp", &defs));
+            out.push(v(
+                format!("set_rows_{an}_{dn}"),
+                "set_rows.comp",
+                &[ty("A_TYPE", at), ty("D_TYPE", dt)],
+            ));
+        }
+    }
+    out.push(v(
+        "copy_i32_i32".into(),
+        "copy.comp",
+        &[ty("A_TYPE", "int"), ty("D_TYPE", "int"), "SAME_TYPE".into()],
+    ));
+    for op in ["add", "mul"] {
+        for &(an, at) in FLOAT_TYPES {
+            for &(bn, bt) in FLOAT_TYPES {
+                out.push(v(
+                    format!("{op}_{an}_{bn}"),
+                    "binary.comp",
+                    &[
+                        ty("A_TYPE", at),
+                        ty("B_TYPE", bt),
+                        ty("D_TYPE", at),
+                        format!("OP_{}", op.to_uppercase()),
+                    ],
+                ));
+            }
+        }
+    }
+    for &(an, at) in FLOAT_TYPES {
+        let td = [ty("A_TYPE", at), ty("D_TYPE", at)];
+        for op in ["silu", "gelu", "relu", "neg", "scale"] {
+            let mut defs = td.to_vec();
+            defs.push(format!("OP_{}", op.to_uppercase()));
+            out.push(v(format!("{op}_{an}"), "unary.comp", &defs));
+        }
+        for op in ["swiglu", "geglu"] {
+            let mut defs = td.to_vec();
+            defs.push(format!("OP_{}", op.to_uppercase()));
+            out.push(v(format!("{op}_{an}"), "glu.comp", &defs));
+        }
+        for op in ["rms_norm", "norm"] {
+            let mut defs = td.to_vec();
+            defs.push(format!("OP_{}", op.to_uppercase()));
+            out.push(v(format!("{op}_{an}"), "norm.comp", &defs));
+        }
+        for mode in ["normal", "neox"] {
+            let mut defs = td.to_vec();
+            defs.push(format!("MODE_{}", mode.to_uppercase()));
+            out.push(v(format!("rope_{mode}_{an}"), "rope.comp", &defs));
+        }
+        for &(mn, mt) in FLOAT_TYPES {
+            out.push(v(
+                format!("soft_max_{an}_{mn}"),
+                "soft_max.comp",
+                &[ty("A_TYPE", at), ty("B_TYPE", mt), ty("D_TYPE", "float")],
+            ));
+        }
+    }
+    out.push(v("argmax_f32".into(), "argmax.comp", &[]));
+    out.push(v("get_rows_i32".into(), "get_rows.comp", &["D_INT".into()]));
+    for &(an, ad) in A_TYPES {
+        let a = [ad.to_string()];
+        out.push(v(format!("get_rows_{an}"), "get_rows.comp", &a));
+        out.push(v(format!("mul_mat_{an}_f32"), "mul_mat.comp", &a));
+        out.push(v(format!("mul_mat_vec_{an}_f32"), "mul_mat_vec.comp", &a));
+        out.push(v(
+            format!("mul_mat_vec_{an}_f32_sg"),
+            "mul_mat_vec.comp",
+            &[ad.to_string(), "SUBGROUP".into()],
+        ));
+    }
+    let f16b = ["A_F16".to_string(), "B_F16".to_string()];
+    out.push(v("mul_mat_f16_f16".into(), "mul_mat.comp", &f16b));
+    out.push(v("mul_mat_vec_f16_f16".into(), "mul_mat_vec.comp", &f16b));
+    out.push(v(
+        "mul_mat_vec_f16_f16_sg".into(),
+        "mul_mat_vec.comp",
+        &[f16b[0].clone(), f16b[1].clone(), "SUBGROUP".into()],
+    ));
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// 64-bit FNV-1a, enough to notice any change of the inputs.
+fn fnv1a(h: &mut u64, bytes: &[u8]) {
+    for &b in bytes {
+        *h ^= u64::from(b);
+        *h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+}
+
+/// Hash of everything the SPIR-V is generated from: every file in
+/// `glsl_dir` (names and contents), the variant list and the glslc flags.
+pub fn source_hash(glsl_dir: &Path) -> io::Result<u64> {
+    let mut files: Vec<_> = fs::read_dir(glsl_dir)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<io::Result<_>>()?;
+    files.sort();
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    for f in files {
+        if !f.is_file() {
+            continue;
+        }
+        let name = f.file_name().map(|n| n.to_string_lossy().into_owned());
+        fnv1a(&mut h, name.unwrap_or_default().as_bytes());
+        fnv1a(&mut h, &[0]);
+        // Line endings do not change the SPIR-V: hash the text without CRs.
+        let text: Vec<u8> = fs::read(&f)?.into_iter().filter(|&b| b != b'\r').collect();
+        fnv1a(&mut h, &text);
+        fnv1a(&mut h, &[0]);
+    }
+    for v in all() {
+        fnv1a(&mut h, v.name.as_bytes());
+        fnv1a(&mut h, v.source.as_bytes());
+        for d in &v.defines {
+            fnv1a(&mut h, d.as_bytes());
+            fnv1a(&mut h, &[1]);
+        }
+        fnv1a(&mut h, &[0]);
+    }
+    for f in GLSLC_FLAGS {
+        fnv1a(&mut h, f.as_bytes());
+    }
+    Ok(h)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_sorted() {
+        let all = all();
+        for w in all.windows(2) {
+            assert!(w[0].name < w[1].name, "{} / {}", w[0].name, w[1].name);
+        }
+    }
+}
