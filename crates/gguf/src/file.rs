@@ -33,7 +33,10 @@ pub struct GgufFile {
 }
 
 fn open_file(path: &Path) -> Result<File> {
-    File::open(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })
+    File::open(path).map_err(|source| Error::Open {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 impl GgufFile {
@@ -50,7 +53,11 @@ impl GgufFile {
         if len == 0 {
             // Nothing to map; report the missing magic.
             let parsed = parse(SliceInput::new(&[]), opts)?;
-            return Ok(GgufFile::from_parsed(parsed, Some(path.to_path_buf()), None));
+            return Ok(GgufFile::from_parsed(
+                parsed,
+                Some(path.to_path_buf()),
+                None,
+            ));
         }
         // SAFETY: the map is read-only and private to this process. As with
         // any file mapping, the file must not be truncated or rewritten by
@@ -58,7 +65,11 @@ impl GgufFile {
         // opening model files this way (llama.cpp makes the same assumption).
         let mmap = unsafe { Mmap::map(&file) }?;
         let parsed = parse(SliceInput::new(&mmap), opts)?;
-        Ok(GgufFile::from_parsed(parsed, Some(path.to_path_buf()), Some(Arc::new(mmap))))
+        Ok(GgufFile::from_parsed(
+            parsed,
+            Some(path.to_path_buf()),
+            Some(Arc::new(mmap)),
+        ))
     }
 
     /// Parses and validates from a stream (from its position 0), without a
@@ -161,9 +172,14 @@ impl GgufFile {
 
     /// The byte range of a tensor's data in the file, checked.
     fn tensor_range(&self, info: &TensorInfo, len: u64) -> Result<std::ops::Range<usize>> {
-        let out = || Error::DataOutOfBounds { name: info.name.clone() };
+        let out = || Error::DataOutOfBounds {
+            name: info.name.clone(),
+        };
         let start = self.data_offset.checked_add(info.offset).ok_or_else(out)?;
-        let end = start.checked_add(info.size).filter(|&e| e <= len).ok_or_else(out)?;
+        let end = start
+            .checked_add(info.size)
+            .filter(|&e| e <= len)
+            .ok_or_else(out)?;
         // Both are within a length that is in memory, so they fit usize.
         Ok(start as usize..end as usize)
     }
@@ -199,11 +215,18 @@ impl GgufFile {
         }
         let start = self.data_offset.checked_add(info.offset);
         let start = start
-            .filter(|s| s.checked_add(info.size).is_some_and(|e| e <= self.file_size))
-            .ok_or_else(|| Error::DataOutOfBounds { name: info.name.clone() })?;
+            .filter(|s| {
+                s.checked_add(info.size)
+                    .is_some_and(|e| e <= self.file_size)
+            })
+            .ok_or_else(|| Error::DataOutOfBounds {
+                name: info.name.clone(),
+            })?;
         reader.seek(SeekFrom::Start(start))?;
         reader.read_exact(buf).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => Error::DataOutOfBounds { name: info.name.clone() },
+            std::io::ErrorKind::UnexpectedEof => Error::DataOutOfBounds {
+                name: info.name.clone(),
+            },
             _ => Error::Io(e),
         })
     }
@@ -211,8 +234,15 @@ impl GgufFile {
     /// Writes options that reproduce this file's version and byte order
     /// (version 1 files are written as version 3).
     pub fn write_options(&self) -> WriteOptions {
-        let version = if self.version >= 2 { self.version } else { VERSION };
-        WriteOptions { endian: self.endian, version }
+        let version = if self.version >= 2 {
+            self.version
+        } else {
+            VERSION
+        };
+        WriteOptions {
+            endian: self.endian,
+            version,
+        }
     }
 
     /// Writes this file again, with the same metadata and tensors. A file
@@ -253,10 +283,15 @@ impl GgufFile {
                 )));
             }
         }
-        let file = File::create(path)
-            .map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
-        let out = self.write_with_metadata(BufWriter::new(file), metadata, &self.write_options())?;
-        out.into_inner().map_err(|e| Error::Io(e.into_error()))?.sync_all()?;
+        let file = File::create(path).map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let out =
+            self.write_with_metadata(BufWriter::new(file), metadata, &self.write_options())?;
+        out.into_inner()
+            .map_err(|e| Error::Io(e.into_error()))?
+            .sync_all()?;
         Ok(())
     }
 

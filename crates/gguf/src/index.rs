@@ -84,6 +84,9 @@ mod tests {
         let err = NameIndex::build(names.len(), |i| names[i]).unwrap_err();
         assert_eq!(err, (0, 2));
         let names = ["y", "x", "y", "x"];
-        assert_eq!(NameIndex::build(names.len(), |i| names[i]).unwrap_err(), (0, 2));
+        assert_eq!(
+            NameIndex::build(names.len(), |i| names[i]).unwrap_err(),
+            (0, 2)
+        );
     }
 }

@@ -15,6 +15,10 @@ pub(crate) trait Input {
     /// The next `n` bytes. Callers check `n <= len() - pos()` first, so a
     /// source never buffers more than the file holds.
     fn take(&mut self, n: usize) -> io::Result<&[u8]>;
+    /// All unread bytes, when the whole input is in memory (fast paths).
+    fn rest(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// Reads from memory (a mapped file).
@@ -50,6 +54,10 @@ impl Input for SliceInput<'_> {
             None => Err(io::ErrorKind::UnexpectedEof.into()),
         }
     }
+
+    fn rest(&self) -> Option<&[u8]> {
+        self.data.get(self.pos..)
+    }
 }
 
 /// Reads from a stream through a buffer, from stream position 0.
@@ -66,7 +74,14 @@ impl<R: Read + Seek> StreamInput<R> {
     pub(crate) fn new(mut inner: R) -> io::Result<StreamInput<R>> {
         let len = inner.seek(SeekFrom::End(0))?;
         inner.seek(SeekFrom::Start(0))?;
-        Ok(StreamInput { inner, buf: Vec::new(), head: 0, filled: 0, pos: 0, len })
+        Ok(StreamInput {
+            inner,
+            buf: Vec::new(),
+            head: 0,
+            filled: 0,
+            pos: 0,
+            len,
+        })
     }
 }
 

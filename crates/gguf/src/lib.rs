@@ -36,10 +36,12 @@ pub use format::{align_up, Endian, MAGIC, MAX_ARRAY_DEPTH, VERSION};
 pub use metadata::{Metadata, DEFAULT_ALIGNMENT, KEY_ALIGNMENT};
 pub use reader::{Layout, ReadOptions};
 pub use split::{
-    plan_split, split_metadata, split_path, split_prefix, GgufModel, SplitOptions,
-    KEY_SPLIT_COUNT, KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, MAX_SPLITS,
+    plan_split, split_metadata, split_path, split_prefix, GgufModel, SplitOptions, KEY_SPLIT_COUNT,
+    KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, MAX_SPLITS,
 };
 pub use tensor::{TensorInfo, MAX_DIMS, MAX_NAME_LEN};
 pub use types::{GgmlType, TypeTraits, GGML_TYPE_COUNT, QK_K};
-pub use value::{Array, ArrayElement, StringArray, StringArrayIter, Value, ValueType, VALUE_TYPE_COUNT};
+pub use value::{
+    Array, ArrayElement, StringArray, StringArrayIter, Value, ValueType, VALUE_TYPE_COUNT,
+};
 pub use writer::{GgufWriter, WriteOptions};

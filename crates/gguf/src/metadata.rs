@@ -97,7 +97,8 @@ impl Metadata {
 
     /// The value of `key`, or [`Error::KeyNotFound`].
     pub fn require(&self, key: &str) -> Result<&Value> {
-        self.get(key).ok_or_else(|| Error::KeyNotFound(key.to_string()))
+        self.get(key)
+            .ok_or_else(|| Error::KeyNotFound(key.to_string()))
     }
 
     /// Sets `key` to `value`: an existing key keeps its position, a new key
@@ -159,7 +160,9 @@ impl Metadata {
     /// `u32` reads the same, as llama.cpp's loader accepts both).
     pub fn get_uint(&self, key: &str) -> Result<u64> {
         let v = self.require(key)?;
-        let n = v.as_integer().ok_or_else(|| mismatch(key, "an integer", v))?;
+        let n = v
+            .as_integer()
+            .ok_or_else(|| mismatch(key, "an integer", v))?;
         u64::try_from(n).map_err(|_| Error::OutOfRange {
             key: key.to_string(),
             value: n.to_string(),
@@ -170,7 +173,9 @@ impl Metadata {
     /// Any integer value that fits `i64`.
     pub fn get_int(&self, key: &str) -> Result<i64> {
         let v = self.require(key)?;
-        let n = v.as_integer().ok_or_else(|| mismatch(key, "an integer", v))?;
+        let n = v
+            .as_integer()
+            .ok_or_else(|| mismatch(key, "an integer", v))?;
         i64::try_from(n).map_err(|_| Error::OutOfRange {
             key: key.to_string(),
             value: n.to_string(),
@@ -188,8 +193,10 @@ impl Metadata {
 
     /// A string value as UTF-8.
     pub fn get_str(&self, key: &str) -> Result<&str> {
-        std::str::from_utf8(self.get_bytes(key)?)
-            .map_err(|_| Error::InvalidUtf8 { key: key.to_string(), index: None })
+        std::str::from_utf8(self.get_bytes(key)?).map_err(|_| Error::InvalidUtf8 {
+            key: key.to_string(),
+            index: None,
+        })
     }
 
     /// An array value of any element type.
@@ -241,8 +248,10 @@ impl Metadata {
             .iter()
             .enumerate()
             .map(|(i, s)| {
-                std::str::from_utf8(s)
-                    .map_err(|_| Error::InvalidUtf8 { key: key.to_string(), index: Some(i) })
+                std::str::from_utf8(s).map_err(|_| Error::InvalidUtf8 {
+                    key: key.to_string(),
+                    index: Some(i),
+                })
             })
             .collect()
     }
@@ -392,19 +401,31 @@ mod tests {
         assert_eq!(md.get_u32("a.u32").unwrap(), 7);
         assert_eq!(md.get_uint("a.u32").unwrap(), 7);
         assert_eq!(md.get_uint("a.i32p").unwrap(), 5);
-        assert!(matches!(md.get_uint("a.i32"), Err(Error::OutOfRange { .. })));
+        assert!(matches!(
+            md.get_uint("a.i32"),
+            Err(Error::OutOfRange { .. })
+        ));
         assert_eq!(md.get_int("a.i32").unwrap(), -1);
         assert_eq!(md.get_str("a.str").unwrap(), "hello");
-        assert!(matches!(md.get_str("a.bad"), Err(Error::InvalidUtf8 { .. })));
+        assert!(matches!(
+            md.get_str("a.bad"),
+            Err(Error::InvalidUtf8 { .. })
+        ));
         assert_eq!(md.get_bytes("a.bad").unwrap(), &[0xff, 0xfe]);
         assert_eq!(md.get_array::<u32>("a.arr").unwrap(), vec![1, 2, 3]);
         assert_eq!(md.get_array_len("a.arr").unwrap(), 3);
         assert_eq!(md.get_str_array("a.strs").unwrap(), vec!["x", "y"]);
         assert!(matches!(md.get_u32("nope"), Err(Error::KeyNotFound(k)) if k == "nope"));
         let e = md.get_u32("a.i32").unwrap_err().to_string();
-        assert!(e.contains("a.i32") && e.contains("i32") && e.contains("u32"), "{e}");
+        assert!(
+            e.contains("a.i32") && e.contains("i32") && e.contains("u32"),
+            "{e}"
+        );
         let e = md.get_array::<f32>("a.arr").unwrap_err().to_string();
-        assert!(e.contains("array of u32") && e.contains("array of f32"), "{e}");
+        assert!(
+            e.contains("array of u32") && e.contains("array of f32"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub(crate) struct Parsed {
     pub tensor_index: NameIndex,
 }
 
+/// Offsets of a tensor info's start and of its data offset field.
+type InfoAt = (u64, u64);
+
 /// Most entries reserved up front from a count the file declares; beyond
 /// this, vectors grow only as entries are actually read.
 const PREALLOC_MAX: usize = 4096;
@@ -59,12 +62,20 @@ struct Parser<I> {
 
 /// Parses and validates a whole file.
 pub(crate) fn parse<I: Input>(input: I, opts: &ReadOptions) -> Result<Parsed> {
-    let mut p = Parser { input, big: false, v1: false };
+    let mut p = Parser {
+        input,
+        big: false,
+        v1: false,
+    };
     p.parse(opts)
 }
 
 fn invalid(field: impl Into<String>, offset: u64, reason: impl Into<String>) -> Error {
-    Error::Invalid { field: field.into(), offset, reason: reason.into() }
+    Error::Invalid {
+        field: field.into(),
+        offset,
+        reason: reason.into(),
+    }
 }
 
 impl<I: Input> Parser<I> {
@@ -81,7 +92,12 @@ impl<I: Input> Parser<I> {
         let offset = self.pos();
         let available = self.remaining();
         if n > available {
-            return Err(Error::Truncated { field: field(), offset, needed: n, available });
+            return Err(Error::Truncated {
+                field: field(),
+                offset,
+                needed: n,
+                available,
+            });
         }
         let n = usize::try_from(n)
             .map_err(|_| invalid(field(), offset, "does not fit in memory on this platform"))?;
@@ -127,7 +143,9 @@ impl<I: Input> Parser<I> {
     fn parse(&mut self, opts: &ReadOptions) -> Result<Parsed> {
         let magic = self.bytes(4, || "magic".into())?;
         if magic != MAGIC {
-            return Err(Error::BadMagic { found: magic.to_vec() });
+            return Err(Error::BadMagic {
+                found: magic.to_vec(),
+            });
         }
         let raw: u32 = self.read(|| "version".into())?;
         let version = if (1..=3).contains(&raw) {
@@ -146,13 +164,16 @@ impl<I: Input> Parser<I> {
         let min_kv = len + 1 + 4 + 1;
         let min_ti = len + 4 + 4 + 8;
         let rem = self.remaining();
-        let ti_bytes = n_tensors.checked_mul(min_ti).filter(|&b| b <= rem).ok_or_else(|| {
-            invalid(
-                "header tensor count",
-                n_tensors_at,
-                format!("{n_tensors} tensor infos cannot fit in the {rem} bytes left"),
-            )
-        })?;
+        let ti_bytes = n_tensors
+            .checked_mul(min_ti)
+            .filter(|&b| b <= rem)
+            .ok_or_else(|| {
+                invalid(
+                    "header tensor count",
+                    n_tensors_at,
+                    format!("{n_tensors} tensor infos cannot fit in the {rem} bytes left"),
+                )
+            })?;
         n_kv.checked_mul(min_kv)
             .and_then(|b| b.checked_add(ti_bytes))
             .filter(|&b| b <= rem)
@@ -171,16 +192,21 @@ impl<I: Input> Parser<I> {
         let (metadata, kv_offsets) = self.parse_kvs(n_kv)?;
         let alignment = metadata.alignment().map_err(|e| {
             let i = metadata.position(KEY_ALIGNMENT).unwrap_or(0);
-            invalid(format!("kv[{i}] '{KEY_ALIGNMENT}'"), kv_offsets.get(i).copied().unwrap_or(0), e.to_string())
+            invalid(
+                format!("kv[{i}] '{KEY_ALIGNMENT}'"),
+                kv_offsets.get(i).copied().unwrap_or(0),
+                e.to_string(),
+            )
         })?;
         drop(kv_offsets);
 
         let (tensors, info_offsets) = self.parse_tensor_infos(n_tensors)?;
-        let tensor_index = NameIndex::build(tensors.len(), |i| tensors[i].name.as_str())
-            .map_err(|(_, second)| Error::DuplicateTensor {
+        let tensor_index = NameIndex::build(tensors.len(), |i| tensors[i].name.as_str()).map_err(
+            |(_, second)| Error::DuplicateTensor {
                 name: tensors[second].name.clone(),
                 offset: info_offsets[second].0,
-            })?;
+            },
+        )?;
 
         let data_offset = align_up(self.pos(), alignment)
             .ok_or_else(|| invalid("data section offset", self.pos(), "overflows"))?;
@@ -190,15 +216,23 @@ impl<I: Input> Parser<I> {
         }
         let file_size = self.input.len();
         for t in &tensors {
-            let end = data_offset.checked_add(t.offset).and_then(|s| s.checked_add(t.size));
+            let end = data_offset
+                .checked_add(t.offset)
+                .and_then(|s| s.checked_add(t.size));
             if !matches!(end, Some(e) if e <= file_size) {
-                return Err(Error::DataOutOfBounds { name: t.name.clone() });
+                return Err(Error::DataOutOfBounds {
+                    name: t.name.clone(),
+                });
             }
         }
 
         Ok(Parsed {
             version,
-            endian: if self.big { Endian::Big } else { Endian::Little },
+            endian: if self.big {
+                Endian::Big
+            } else {
+                Endian::Little
+            },
             alignment,
             data_offset,
             file_size,
@@ -224,18 +258,23 @@ impl<I: Input> Parser<I> {
             let ty_at = self.pos();
             let id: u32 = self.read(|| format!("{} value type", ctx()))?;
             let ty = ValueType::from_u32(id).ok_or_else(|| {
-                invalid(format!("{} value type", ctx()), ty_at, format!("unknown value type {id}"))
+                invalid(
+                    format!("{} value type", ctx()),
+                    ty_at,
+                    format!("unknown value type {id}"),
+                )
             })?;
             let value = self.value(ty, &ctx)?;
             entries.push((key, value));
             offsets.push(at);
         }
-        let index = NameIndex::build(entries.len(), |i| &*entries[i].0).map_err(
-            |(_, second)| Error::DuplicateKey {
-                key: entries[second].0.to_string(),
-                offset: offsets[second],
-            },
-        )?;
+        let index =
+            NameIndex::build(entries.len(), |i| &*entries[i].0).map_err(|(_, second)| {
+                Error::DuplicateKey {
+                    key: entries[second].0.to_string(),
+                    offset: offsets[second],
+                }
+            })?;
         Ok((Metadata::from_parts(entries, index), offsets))
     }
 
@@ -269,7 +308,11 @@ impl<I: Input> Parser<I> {
         }
         let id: u32 = self.read(|| format!("{} array element type", ctx()))?;
         let et = ValueType::from_u32(id).ok_or_else(|| {
-            invalid(format!("{} array element type", ctx()), at, format!("unknown value type {id}"))
+            invalid(
+                format!("{} array element type", ctx()),
+                at,
+                format!("unknown value type {id}"),
+            )
         })?;
         let n_at = self.pos();
         let n = self.count(|| format!("{} array length", ctx()))?;
@@ -292,11 +335,16 @@ impl<I: Input> Parser<I> {
             ValueType::U32 => Array::U32(self.read_vec(n, f)?),
             ValueType::I32 => Array::I32(self.read_vec(n, f)?),
             ValueType::F32 => Array::F32(self.read_vec(n, f)?),
-            ValueType::Bool => Array::Bool(self.bytes(n as u64, f)?.iter().map(|&b| b != 0).collect()),
+            ValueType::Bool => {
+                Array::Bool(self.bytes(n as u64, f)?.iter().map(|&b| b != 0).collect())
+            }
             ValueType::U64 => Array::U64(self.read_vec(n, f)?),
             ValueType::I64 => Array::I64(self.read_vec(n, f)?),
             ValueType::F64 => Array::F64(self.read_vec(n, f)?),
             ValueType::String => {
+                if let Some(a) = self.string_array_in_memory(n) {
+                    return Ok(Array::String(a));
+                }
                 let mut a = StringArray::with_capacity(n.min(PREALLOC_MAX), 0);
                 for j in 0..n {
                     a.push(self.string(&|| format!("{} element {j}", ctx()))?);
@@ -313,8 +361,49 @@ impl<I: Input> Parser<I> {
         })
     }
 
+    /// Fast path for a string array when the input is in memory: one pass
+    /// to check every length, then exact allocations and one copy. `None`
+    /// (nothing consumed) when the input is a stream or the array is broken,
+    /// in which case the careful path reports the error.
+    fn string_array_in_memory(&mut self, n: usize) -> Option<StringArray> {
+        let rest = self.input.rest()?;
+        let lw = if self.v1 { 4 } else { 8 };
+        let big = self.big;
+        let len_at = |p: usize| -> Option<usize> {
+            let b = rest.get(p..p + lw)?;
+            let len = if lw == 4 {
+                u64::from(u32::decode(b, big))
+            } else {
+                u64::decode(b, big)
+            };
+            usize::try_from(len).ok()
+        };
+        let (mut p, mut total) = (0usize, 0usize);
+        for _ in 0..n {
+            let len = len_at(p)?;
+            p += lw;
+            if len > rest.len() - p {
+                return None;
+            }
+            p += len;
+            total += len;
+        }
+        let mut data = Vec::with_capacity(total);
+        let mut ends = Vec::with_capacity(n);
+        let mut q = 0;
+        for _ in 0..n {
+            let len = len_at(q)?;
+            q += lw;
+            data.extend_from_slice(&rest[q..q + len]);
+            ends.push(data.len());
+            q += len;
+        }
+        self.input.take(p).ok()?;
+        Some(StringArray::from_raw(data, ends))
+    }
+
     /// Tensor infos and, for each, the offsets of its start and of its offset field.
-    fn parse_tensor_infos(&mut self, n: usize) -> Result<(Vec<TensorInfo>, Vec<(u64, u64)>)> {
+    fn parse_tensor_infos(&mut self, n: usize) -> Result<(Vec<TensorInfo>, Vec<InfoAt>)> {
         let mut tensors = Vec::with_capacity(n.min(PREALLOC_MAX));
         let mut offsets = Vec::with_capacity(n.min(PREALLOC_MAX));
         for i in 0..n {
@@ -357,7 +446,10 @@ impl<I: Input> Parser<I> {
                 invalid(
                     ctx("type"),
                     ty_at,
-                    format!("type id {id} is out of range (0 to {})", GGML_TYPE_COUNT - 1),
+                    format!(
+                        "type id {id} is out of range (0 to {})",
+                        GGML_TYPE_COUNT - 1
+                    ),
                 )
             })?;
             if ty.is_removed() {
@@ -374,7 +466,10 @@ impl<I: Input> Parser<I> {
                 return Err(invalid(
                     ctx("ne[0]"),
                     dims_at,
-                    format!("row length {ne0} is not a multiple of the block size {bs} of type {}", ty.name()),
+                    format!(
+                        "row length {ne0} is not a multiple of the block size {bs} of type {}",
+                        ty.name()
+                    ),
                 ));
             }
             let size = ty
@@ -382,7 +477,13 @@ impl<I: Input> Parser<I> {
                 .ok_or_else(|| invalid(ctx("dimensions"), dims_at, "byte size overflows"))?;
             let off_at = self.pos();
             let offset: u64 = self.read(|| ctx("offset"))?;
-            tensors.push(TensorInfo { name, ty, dims, offset, size });
+            tensors.push(TensorInfo {
+                name,
+                ty,
+                dims,
+                offset,
+                size,
+            });
             offsets.push((at, off_at));
         }
         Ok((tensors, offsets))
@@ -391,7 +492,7 @@ impl<I: Input> Parser<I> {
 
 /// llama.cpp's rule: each tensor starts where the previous one's padded
 /// size ends, the first at 0.
-fn check_strict_layout(tensors: &[TensorInfo], at: &[(u64, u64)], alignment: u64) -> Result<()> {
+fn check_strict_layout(tensors: &[TensorInfo], at: &[InfoAt], alignment: u64) -> Result<()> {
     let mut expected: u64 = 0;
     for (i, t) in tensors.iter().enumerate() {
         let field = || format!("tensor_info[{i}] '{}' offset", t.name);
@@ -410,21 +511,26 @@ fn check_strict_layout(tensors: &[TensorInfo], at: &[(u64, u64)], alignment: u64
 }
 
 /// Aligned and non-overlapping, in any order.
-fn check_relaxed_layout(tensors: &[TensorInfo], at: &[(u64, u64)], alignment: u64) -> Result<()> {
+fn check_relaxed_layout(tensors: &[TensorInfo], at: &[InfoAt], alignment: u64) -> Result<()> {
     let field = |i: usize| format!("tensor_info[{i}] '{}' offset", tensors[i].name);
     for (i, t) in tensors.iter().enumerate() {
         if t.offset % alignment != 0 {
             return Err(invalid(
                 field(i),
                 at[i].1,
-                format!("data offset {} is not a multiple of the alignment {alignment}", t.offset),
+                format!(
+                    "data offset {} is not a multiple of the alignment {alignment}",
+                    t.offset
+                ),
             ));
         }
         if t.offset.checked_add(t.size).is_none() {
             return Err(invalid(field(i), at[i].1, "data end overflows"));
         }
     }
-    let mut order: Vec<usize> = (0..tensors.len()).filter(|&i| tensors[i].size > 0).collect();
+    let mut order: Vec<usize> = (0..tensors.len())
+        .filter(|&i| tensors[i].size > 0)
+        .collect();
     order.sort_unstable_by_key(|&i| (tensors[i].offset, i));
     // The furthest data end so far, and whose it is.
     let mut reach: Option<(u64, usize)> = None;
@@ -437,7 +543,10 @@ fn check_relaxed_layout(tensors: &[TensorInfo], at: &[(u64, u64)], alignment: u6
                 return Err(invalid(
                     field(i),
                     at[i].1,
-                    format!("data [{}, {end}) overlaps tensor '{}'", t.offset, tensors[owner].name),
+                    format!(
+                        "data [{}, {end}) overlaps tensor '{}'",
+                        t.offset, tensors[owner].name
+                    ),
                 ));
             }
         }

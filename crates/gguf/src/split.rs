@@ -28,7 +28,10 @@ pub const MAX_SPLITS: u64 = u16::MAX as u64;
 /// The path of part `split_no` (0-based) of `split_count`:
 /// `PREFIX-NNNNN-of-MMMMM.gguf` with NNNNN = `split_no + 1`.
 pub fn split_path(prefix: &str, split_no: u32, split_count: u32) -> String {
-    format!("{prefix}-{:05}-of-{split_count:05}.gguf", u64::from(split_no) + 1)
+    format!(
+        "{prefix}-{:05}-of-{split_count:05}.gguf",
+        u64::from(split_no) + 1
+    )
 }
 
 /// The prefix of `path` when it is the name of part `split_no` (0-based) of
@@ -49,8 +52,17 @@ fn without_split_keys(metadata: &Metadata) -> Metadata {
 /// all of `base` (minus any old `split.*` keys), the others only the split
 /// keys (and `general.alignment` when `base` sets it); then `split.no`,
 /// `split.tensors.count`, `split.count`, in the order `gguf-split` writes them.
-pub fn split_metadata(base: &Metadata, split_no: u16, split_count: u16, n_tensors: i32) -> Metadata {
-    let mut md = if split_no == 0 { without_split_keys(base) } else { Metadata::new() };
+pub fn split_metadata(
+    base: &Metadata,
+    split_no: u16,
+    split_count: u16,
+    n_tensors: i32,
+) -> Metadata {
+    let mut md = if split_no == 0 {
+        without_split_keys(base)
+    } else {
+        Metadata::new()
+    };
     if split_no != 0 {
         if let Some(a) = base.get(KEY_ALIGNMENT) {
             md.set(KEY_ALIGNMENT, a.clone());
@@ -74,14 +86,20 @@ pub struct SplitOptions {
 
 /// Groups consecutive tensors into parts within the limits. Always returns
 /// at least one part (empty when there are no tensors).
-pub fn plan_split(tensors: &[TensorInfo], alignment: u64, opts: &SplitOptions) -> Vec<Range<usize>> {
+pub fn plan_split(
+    tensors: &[TensorInfo],
+    alignment: u64,
+    opts: &SplitOptions,
+) -> Vec<Range<usize>> {
     let mut parts = Vec::new();
     let (mut start, mut bytes) = (0usize, 0u64);
     for (i, t) in tensors.iter().enumerate() {
         let size = align_up(t.size, alignment).unwrap_or(u64::MAX);
         let n = i - start;
         let full = opts.max_tensors.is_some_and(|m| n >= m.max(1))
-            || opts.max_bytes.is_some_and(|m| bytes.saturating_add(size) > m);
+            || opts
+                .max_bytes
+                .is_some_and(|m| bytes.saturating_add(size) > m);
         if n > 0 && full {
             parts.push(start..i);
             (start, bytes) = (i, 0);
@@ -125,10 +143,15 @@ impl GgufModel {
             return GgufModel::from_files(vec![file]);
         }
         if count > MAX_SPLITS {
-            return Err(split_err(format!("{KEY_SPLIT_COUNT} is {count}, at most {MAX_SPLITS}")));
+            return Err(split_err(format!(
+                "{KEY_SPLIT_COUNT} is {count}, at most {MAX_SPLITS}"
+            )));
         }
         let no = split_key(&file, KEY_SPLIT_NO)?.ok_or_else(|| {
-            split_err(format!("'{}' has {KEY_SPLIT_COUNT} {count} but no {KEY_SPLIT_NO}", path.display()))
+            split_err(format!(
+                "'{}' has {KEY_SPLIT_COUNT} {count} but no {KEY_SPLIT_NO}",
+                path.display()
+            ))
         })?;
         if no >= count {
             return Err(split_err(format!(
@@ -151,10 +174,13 @@ impl GgufModel {
         let mut files = Vec::with_capacity(count as usize);
         for i in 0..count {
             let f = if i == no {
-                first.take().ok_or_else(|| split_err("internal: part opened twice"))?
+                first
+                    .take()
+                    .ok_or_else(|| split_err("internal: part opened twice"))?
             } else {
                 let p = split_path(&prefix, i, count);
-                GgufFile::open(&p).map_err(|e| split_err(format!("part {} of {count}: {e}", i + 1)))?
+                GgufFile::open(&p)
+                    .map_err(|e| split_err(format!("part {} of {count}: {e}", i + 1)))?
             };
             files.push(f);
         }
@@ -170,7 +196,10 @@ impl GgufModel {
             return Err(split_err("no files"));
         }
         let where_ = |f: &GgufFile, i: usize| {
-            f.path().map_or_else(|| format!("part {}", i + 1), |p| format!("'{}'", p.display()))
+            f.path().map_or_else(
+                || format!("part {}", i + 1),
+                |p| format!("'{}'", p.display()),
+            )
         };
         if count > 1 {
             let total: usize = files.iter().map(|f| f.tensors().len()).sum();
@@ -243,7 +272,10 @@ impl GgufModel {
 
     /// The tensor named `name` and the index of its file.
     pub fn tensor(&self, name: &str) -> Option<(usize, &TensorInfo)> {
-        self.files.iter().enumerate().find_map(|(i, f)| f.tensor(name).map(|t| (i, t)))
+        self.files
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| f.tensor(name).map(|t| (i, t)))
     }
 
     /// A tensor's bytes, from the mapping of file `file_index`.
@@ -254,7 +286,12 @@ impl GgufModel {
             .tensor_data(info)
     }
 
-    fn write_tensors<W: Write>(&self, out: W, md: &Metadata, tensors: &[(usize, &TensorInfo)]) -> Result<W> {
+    fn write_tensors<W: Write>(
+        &self,
+        out: W,
+        md: &Metadata,
+        tensors: &[(usize, &TensorInfo)],
+    ) -> Result<W> {
         let infos: Vec<TensorInfo> = tensors.iter().map(|(_, t)| (*t).clone()).collect();
         let opts = self.files[0].write_options();
         let mut w = GgufWriter::with_options(out, md, &infos, &opts)?;
@@ -281,7 +318,10 @@ impl GgufModel {
 
     fn create(&self, path: &Path) -> Result<BufWriter<File>> {
         self.check_not_source(path)?;
-        let f = File::create(path).map_err(|source| Error::Open { path: path.to_path_buf(), source })?;
+        let f = File::create(path).map_err(|source| Error::Open {
+            path: path.to_path_buf(),
+            source,
+        })?;
         Ok(BufWriter::new(f))
     }
 
@@ -294,14 +334,20 @@ impl GgufModel {
         let parts = plan_split(&infos, base.alignment()?, opts);
         let count = u16::try_from(parts.len())
             .map_err(|_| Error::Writer(format!("{} parts, at most {MAX_SPLITS}", parts.len())))?;
-        let n_tensors = i32::try_from(all.len())
-            .map_err(|_| Error::Writer(format!("{} tensors do not fit split.tensors.count", all.len())))?;
+        let n_tensors = i32::try_from(all.len()).map_err(|_| {
+            Error::Writer(format!(
+                "{} tensors do not fit split.tensors.count",
+                all.len()
+            ))
+        })?;
         let mut paths = Vec::with_capacity(parts.len());
         for (k, range) in parts.into_iter().enumerate() {
             let md = split_metadata(&base, k as u16, count, n_tensors);
             let path = PathBuf::from(split_path(prefix, k as u32, u32::from(count)));
             let out = self.write_tensors(self.create(&path)?, &md, &all[range])?;
-            out.into_inner().map_err(|e| Error::Io(e.into_error()))?.sync_all()?;
+            out.into_inner()
+                .map_err(|e| Error::Io(e.into_error()))?
+                .sync_all()?;
             paths.push(path);
         }
         Ok(paths)
@@ -318,7 +364,9 @@ impl GgufModel {
     /// [`GgufModel::write_merged`] to a new file at `path`.
     pub fn save_merged(&self, path: impl AsRef<Path>) -> Result<()> {
         let out = self.write_merged(self.create(path.as_ref())?)?;
-        out.into_inner().map_err(|e| Error::Io(e.into_error()))?.sync_all()?;
+        out.into_inner()
+            .map_err(|e| Error::Io(e.into_error()))?
+            .sync_all()?;
         Ok(())
     }
 }
@@ -331,7 +379,10 @@ mod tests {
     #[test]
     fn names() {
         assert_eq!(split_path("/m/x", 0, 3), "/m/x-00001-of-00003.gguf");
-        assert_eq!(split_prefix("/m/x-00002-of-00003.gguf", 1, 3).as_deref(), Some("/m/x"));
+        assert_eq!(
+            split_prefix("/m/x-00002-of-00003.gguf", 1, 3).as_deref(),
+            Some("/m/x")
+        );
         assert_eq!(split_prefix("/m/x-00002-of-00003.gguf", 0, 3), None);
         assert_eq!(split_prefix("/m/x.gguf", 0, 1), None);
     }
@@ -340,9 +391,23 @@ mod tests {
     fn plan() {
         let t = |n: &str, len| TensorInfo::new(n, GgmlType::F32, &[len]).unwrap();
         let ts = vec![t("a", 8), t("b", 8), t("c", 100), t("d", 1)];
-        let by_count = plan_split(&ts, 32, &SplitOptions { max_tensors: Some(3), max_bytes: None });
+        let by_count = plan_split(
+            &ts,
+            32,
+            &SplitOptions {
+                max_tensors: Some(3),
+                max_bytes: None,
+            },
+        );
         assert_eq!(by_count, vec![0..3, 3..4]);
-        let by_bytes = plan_split(&ts, 32, &SplitOptions { max_tensors: None, max_bytes: Some(100) });
+        let by_bytes = plan_split(
+            &ts,
+            32,
+            &SplitOptions {
+                max_tensors: None,
+                max_bytes: Some(100),
+            },
+        );
         assert_eq!(by_bytes, vec![0..2, 2..3, 3..4]);
         assert_eq!(plan_split(&[], 32, &SplitOptions::default()), vec![0..0]);
         assert_eq!(plan_split(&ts, 32, &SplitOptions::default()), vec![0..4]);

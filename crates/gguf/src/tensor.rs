@@ -30,10 +30,15 @@ impl TensorInfo {
     /// name length, the number of dimensions, the type and the block size.
     pub fn new(name: impl Into<String>, ty: GgmlType, dims: &[u64]) -> Result<TensorInfo> {
         let name = name.into();
-        let size = checked_size(&name, ty, dims).map_err(|reason| {
-            Error::Writer(format!("tensor '{name}': {reason}"))
-        })?;
-        Ok(TensorInfo { name, ty, dims: dims.to_vec(), offset: 0, size })
+        let size = checked_size(&name, ty, dims)
+            .map_err(|reason| Error::Writer(format!("tensor '{name}': {reason}")))?;
+        Ok(TensorInfo {
+            name,
+            ty,
+            dims: dims.to_vec(),
+            offset: 0,
+            size,
+        })
     }
 
     /// The dimensions padded with 1 to four entries.
@@ -60,13 +65,23 @@ impl TensorInfo {
 /// info, or the reason it is rejected.
 pub(crate) fn checked_size(name: &str, ty: GgmlType, dims: &[u64]) -> Result<u64, String> {
     if name.len() >= MAX_NAME_LEN {
-        return Err(format!("name is {} bytes, must be shorter than {MAX_NAME_LEN}", name.len()));
+        return Err(format!(
+            "name is {} bytes, must be shorter than {MAX_NAME_LEN}",
+            name.len()
+        ));
     }
     if dims.len() > MAX_DIMS {
-        return Err(format!("{} dimensions, at most {MAX_DIMS} allowed", dims.len()));
+        return Err(format!(
+            "{} dimensions, at most {MAX_DIMS} allowed",
+            dims.len()
+        ));
     }
     if ty.is_removed() {
-        return Err(format!("type {} ({}) was removed from ggml", ty.id(), ty.name()));
+        return Err(format!(
+            "type {} ({}) was removed from ggml",
+            ty.id(),
+            ty.name()
+        ));
     }
     check_dims(dims)?;
     let bs = ty.block_size() as u64;
@@ -77,7 +92,8 @@ pub(crate) fn checked_size(name: &str, ty: GgmlType, dims: &[u64]) -> Result<u64
             ty.name()
         ));
     }
-    ty.tensor_size(dims).ok_or_else(|| "byte size overflows".to_string())
+    ty.tensor_size(dims)
+        .ok_or_else(|| "byte size overflows".to_string())
 }
 
 /// Each dimension fits `i64` and the element count is below `i64::MAX`.

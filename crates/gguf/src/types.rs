@@ -73,11 +73,23 @@ pub struct TypeTraits {
 }
 
 const fn t(name: &'static str, block_size: usize, type_size: usize, quantized: bool) -> TypeTraits {
-    TypeTraits { name, block_size, type_size, removed: false, quantized }
+    TypeTraits {
+        name,
+        block_size,
+        type_size,
+        removed: false,
+        quantized,
+    }
 }
 
 const fn removed(name: &'static str, block_size: usize, type_size: usize) -> TypeTraits {
-    TypeTraits { name, block_size, type_size, removed: true, quantized: true }
+    TypeTraits {
+        name,
+        block_size,
+        type_size,
+        removed: true,
+        quantized: true,
+    }
 }
 
 /// Block size of every K-quant and most i-quants.
@@ -149,7 +161,9 @@ impl GgmlType {
 
     /// Looks a type up by ggml's name, case-insensitively (`"q4_k"`, `"Q4_K"`, `"f16"`).
     pub fn from_name(name: &str) -> Option<GgmlType> {
-        ALL.iter().copied().find(|t| t.name().eq_ignore_ascii_case(name))
+        ALL.iter()
+            .copied()
+            .find(|t| t.name().eq_ignore_ascii_case(name))
     }
 
     /// The stored id.

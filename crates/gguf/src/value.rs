@@ -403,8 +403,25 @@ impl StringArray {
         if n == 0 && bytes == 0 {
             return StringArray::new();
         }
-        let s = Strings { data: Vec::with_capacity(bytes), ends: Vec::with_capacity(n) };
-        StringArray { inner: Some(Box::new(s)) }
+        let s = Strings {
+            data: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(n),
+        };
+        StringArray {
+            inner: Some(Box::new(s)),
+        }
+    }
+
+    /// Builds from concatenated strings and their end offsets (ascending,
+    /// the last equal to `data.len()`).
+    pub(crate) fn from_raw(data: Vec<u8>, ends: Vec<usize>) -> StringArray {
+        debug_assert!(ends.last().map_or(data.is_empty(), |&e| e == data.len()));
+        if ends.is_empty() {
+            return StringArray::new();
+        }
+        StringArray {
+            inner: Some(Box::new(Strings { data, ends })),
+        }
     }
 
     fn data(&self) -> &[u8] {
@@ -452,7 +469,10 @@ impl StringArray {
 
     /// Iterates over the strings' bytes.
     pub fn iter(&self) -> StringArrayIter<'_> {
-        StringArrayIter { array: self, next: 0 }
+        StringArrayIter {
+            array: self,
+            next: 0,
+        }
     }
 }
 
@@ -476,7 +496,9 @@ impl<S: AsRef<[u8]>> FromIterator<S> for StringArray {
 
 impl fmt::Debug for StringArray {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter().map(String::from_utf8_lossy)).finish()
+        f.debug_list()
+            .entries(self.iter().map(String::from_utf8_lossy))
+            .finish()
     }
 }
 

@@ -26,7 +26,10 @@ pub struct WriteOptions {
 
 impl Default for WriteOptions {
     fn default() -> WriteOptions {
-        WriteOptions { endian: Endian::Little, version: VERSION }
+        WriteOptions {
+            endian: Endian::Little,
+            version: VERSION,
+        }
     }
 }
 
@@ -72,7 +75,10 @@ impl<W: Write> GgufWriter<W> {
         opts: &WriteOptions,
     ) -> Result<GgufWriter<W>> {
         if !(2..=3).contains(&opts.version) {
-            return Err(Error::Writer(format!("cannot write version {}, only 2 or 3", opts.version)));
+            return Err(Error::Writer(format!(
+                "cannot write version {}, only 2 or 3",
+                opts.version
+            )));
         }
         let alignment = metadata.alignment()?;
         let tensors = layout(tensors, alignment)?;
@@ -87,7 +93,14 @@ impl<W: Write> GgufWriter<W> {
             write_zeros(&mut out, padded - data_offset)?;
             data_offset = padded;
         }
-        Ok(GgufWriter { out, alignment, data_offset, tensors, current: 0, written: 0 })
+        Ok(GgufWriter {
+            out,
+            alignment,
+            data_offset,
+            tensors,
+            current: 0,
+            written: 0,
+        })
     }
 
     /// The tensors as laid out in the file (offsets assigned).
@@ -114,7 +127,11 @@ impl<W: Write> GgufWriter<W> {
         };
         let got = self.written.saturating_add(chunk.len() as u64);
         if got > t.size {
-            return Err(Error::TensorSize { name: t.name.clone(), expected: t.size, got });
+            return Err(Error::TensorSize {
+                name: t.name.clone(),
+                expected: t.size,
+                got,
+            });
         }
         self.out.write_all(chunk)?;
         self.written = got;
@@ -130,7 +147,9 @@ impl<W: Write> GgufWriter<W> {
     /// Writes the whole data of the next tensor, which must be `name`.
     pub fn write_tensor(&mut self, name: &str, data: &[u8]) -> Result<()> {
         let Some(t) = self.tensors.get(self.current) else {
-            return Err(Error::Writer(format!("data for '{name}' given after the last tensor")));
+            return Err(Error::Writer(format!(
+                "data for '{name}' given after the last tensor"
+            )));
         };
         if t.name != name {
             return Err(Error::Writer(format!(
@@ -189,7 +208,10 @@ pub(crate) fn layout(tensors: &[TensorInfo], alignment: u64) -> Result<Vec<Tenso
                 t.name, t.size
             )));
         }
-        out.push(TensorInfo { offset, ..t.clone() });
+        out.push(TensorInfo {
+            offset,
+            ..t.clone()
+        });
         offset = align_up(size, alignment)
             .and_then(|s| offset.checked_add(s))
             .ok_or_else(|| Error::Writer("data section size overflows".into()))?;
@@ -275,7 +297,10 @@ impl Encoder {
 
 /// Everything before the data section (without the final padding).
 fn encode_header(md: &Metadata, tensors: &[TensorInfo], opts: &WriteOptions) -> Result<Vec<u8>> {
-    let mut e = Encoder { buf: Vec::new(), big: opts.endian == Endian::Big };
+    let mut e = Encoder {
+        buf: Vec::new(),
+        big: opts.endian == Endian::Big,
+    };
     e.buf.extend_from_slice(&MAGIC);
     e.put(opts.version);
     e.put(tensors.len() as u64);

@@ -161,7 +161,10 @@ fn parsing_allocates_a_bounded_multiple_of_the_file_size() {
         cases.push(("mutated sample", b));
     }
     if let Some(dir) = common::fixtures() {
-        for p in ["vocab/ggml-vocab-deepseek-llm.gguf", "models/stories260K.gguf"] {
+        for p in [
+            "vocab/ggml-vocab-deepseek-llm.gguf",
+            "models/stories260K.gguf",
+        ] {
             cases.push(("fixture", std::fs::read(dir.join(p)).expect("fixture")));
         }
     }
@@ -183,12 +186,19 @@ fn parsing_allocates_a_bounded_multiple_of_the_file_size() {
             );
             let ratio = peak as f64 / bytes.len() as f64;
             if bytes.len() > 100_000 {
-                eprintln!("{what} ({} bytes, streamed {streamed}): peak {:.2}x", bytes.len(), ratio);
+                eprintln!(
+                    "{what} ({} bytes, streamed {streamed}): peak {:.2}x",
+                    bytes.len(),
+                    ratio
+                );
                 if ratio > worst.0 {
                     worst = (ratio, what);
                 }
             }
         }
     }
-    eprintln!("worst peak/file-size ratio over files > 100 kB: {:.2} ({})", worst.0, worst.1);
+    eprintln!(
+        "worst peak/file-size ratio over files > 100 kB: {:.2} ({})",
+        worst.0, worst.1
+    );
 }

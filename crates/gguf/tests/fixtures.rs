@@ -26,10 +26,15 @@ fn every_fixture_parses_mapped_and_streamed() {
             assert_eq!(data.len() as u64, t.size);
             assert_eq!(mapped.tensor(&t.name), Some(t));
             let mut buf = vec![0u8; t.size as usize];
-            streamed.read_tensor_data(&mut r, t, &mut buf).expect("read tensor");
+            streamed
+                .read_tensor_data(&mut r, t, &mut buf)
+                .expect("read tensor");
             assert_eq!(buf, data, "{} {}", path.display(), t.name);
         }
-        assert!(matches!(streamed.tensors().first().map(|t| streamed.tensor_data(t)), None | Some(Err(gguf::Error::NotMapped))));
+        assert!(matches!(
+            streamed.tensors().first().map(|t| streamed.tensor_data(t)),
+            None | Some(Err(gguf::Error::NotMapped))
+        ));
     }
 }
 
@@ -42,18 +47,36 @@ fn stories260k_facts() {
     assert_eq!(f.get_u32("llama.context_length").unwrap(), 512);
     assert_eq!(f.get_uint("llama.context_length").unwrap(), 512);
     assert_eq!(f.get_str("general.architecture").unwrap(), "llama");
-    assert_eq!(f.get_f32("llama.attention.layer_norm_rms_epsilon").unwrap(), 1e-5);
-    assert!(matches!(f.get_u32("llama.rope.freq_base"), Err(gguf::Error::KeyNotFound(_))));
+    assert_eq!(
+        f.get_f32("llama.attention.layer_norm_rms_epsilon").unwrap(),
+        1e-5
+    );
+    assert!(matches!(
+        f.get_u32("llama.rope.freq_base"),
+        Err(gguf::Error::KeyNotFound(_))
+    ));
     let tokens = f.get_str_array("tokenizer.ggml.tokens").unwrap();
     assert_eq!(tokens.len(), 512);
     assert_eq!(&tokens[..3], &["<unk>", "<s>", "</s>"]);
-    assert_eq!(f.get_array::<f32>("tokenizer.ggml.scores").unwrap().len(), 512);
-    assert_eq!(f.get_slice::<i32>("tokenizer.ggml.token_type").unwrap()[0], 2);
+    assert_eq!(
+        f.get_array::<f32>("tokenizer.ggml.scores").unwrap().len(),
+        512
+    );
+    assert_eq!(
+        f.get_slice::<i32>("tokenizer.ggml.token_type").unwrap()[0],
+        2
+    );
     assert_eq!(f.get_array_len("tokenizer.ggml.tokens").unwrap(), 512);
     let e = f.get_u32("tokenizer.ggml.model").unwrap_err().to_string();
-    assert!(e.contains("tokenizer.ggml.model") && e.contains("str") && e.contains("u32"), "{e}");
+    assert!(
+        e.contains("tokenizer.ggml.model") && e.contains("str") && e.contains("u32"),
+        "{e}"
+    );
     let t = f.tensor("token_embd.weight").expect("token_embd");
-    assert_eq!((t.ty, t.dims.as_slice(), t.ne()), (GgmlType::F32, &[64, 512][..], [64, 512, 1, 1]));
+    assert_eq!(
+        (t.ty, t.dims.as_slice(), t.ne()),
+        (GgmlType::F32, &[64, 512][..], [64, 512, 1, 1])
+    );
     assert_eq!(t.n_elements(), 64 * 512);
     assert_eq!(f.tensor_file_offset(t), f.data_offset() + t.offset);
     assert_eq!(f.alignment(), 32);
@@ -63,7 +86,10 @@ fn stories260k_facts() {
 fn deepseek_vocab_has_102400_tokens() {
     let dir = fixtures_or_skip!();
     let f = GgufFile::open(dir.join("vocab/ggml-vocab-deepseek-llm.gguf")).expect("open");
-    assert_eq!(f.get_str_array("tokenizer.ggml.tokens").unwrap().len(), 102400);
+    assert_eq!(
+        f.get_str_array("tokenizer.ggml.tokens").unwrap().len(),
+        102400
+    );
     assert!(f.tensors().is_empty());
 }
 
@@ -73,6 +99,7 @@ fn tensor_bytes_match_reference_values() {
     let dir = fixtures_or_skip!();
     let f = GgufFile::open(dir.join("models/tiny-f32.gguf")).expect("open");
     let t = f.tensor("blk.0.attn_q.weight").expect("tensor");
-    let expected = std::fs::read(dir.join("expected/dequant/tiny-f32.blk.0.attn_q.weight.f32")).expect("read");
+    let expected =
+        std::fs::read(dir.join("expected/dequant/tiny-f32.blk.0.attn_q.weight.f32")).expect("read");
     assert_eq!(f.tensor_data(t).unwrap(), expected.as_slice());
 }

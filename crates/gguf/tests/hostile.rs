@@ -6,9 +6,7 @@ mod common;
 
 use std::io::Cursor;
 
-use gguf::{
-    Array, Error, GgmlType, GgufFile, GgufWriter, Layout, ReadOptions, TensorInfo, Value,
-};
+use gguf::{Array, Error, GgmlType, GgufFile, GgufWriter, Layout, ReadOptions, TensorInfo, Value};
 
 /// An independent encoder that remembers where each numeric field lies, so
 /// tests can break fields by name.
@@ -27,11 +25,17 @@ struct RawTensor {
 
 impl RawTensor {
     fn new(name: &str, ty: GgmlType, dims: &[u64]) -> RawTensor {
-        RawTensor { name: name.as_bytes().to_vec(), dims: dims.to_vec(), ty: ty.id() }
+        RawTensor {
+            name: name.as_bytes().to_vec(),
+            dims: dims.to_vec(),
+            ty: ty.id(),
+        }
     }
 
     fn size(&self) -> u64 {
-        GgmlType::from_u32(self.ty).and_then(|t| t.tensor_size(&self.dims)).unwrap_or(0)
+        GgmlType::from_u32(self.ty)
+            .and_then(|t| t.tensor_size(&self.dims))
+            .unwrap_or(0)
     }
 }
 
@@ -163,7 +167,11 @@ fn sample_emit() -> Emit {
     let kvs: Vec<(&[u8], Value)> = md.iter().map(|(k, v)| (k.as_bytes(), v.clone())).collect();
     let tensors: Vec<RawTensor> = common::sample_tensors()
         .iter()
-        .map(|t| RawTensor { name: t.name.as_bytes().to_vec(), dims: t.dims.clone(), ty: t.ty.id() })
+        .map(|t| RawTensor {
+            name: t.name.as_bytes().to_vec(),
+            dims: t.dims.clone(),
+            ty: t.ty.id(),
+        })
         .collect();
     let mut e = Emit::file(&kvs, &tensors);
     // Same data as the writer sample.
@@ -179,7 +187,11 @@ fn sample_emit() -> Emit {
 fn parse(bytes: &[u8]) -> gguf::Result<GgufFile> {
     let a = GgufFile::from_bytes(bytes);
     let b = GgufFile::read_from(Cursor::new(bytes));
-    assert_eq!(a.is_ok(), b.is_ok(), "slice and stream readers disagree: {a:?} / {b:?}");
+    assert_eq!(
+        a.is_ok(),
+        b.is_ok(),
+        "slice and stream readers disagree: {a:?} / {b:?}"
+    );
     if let (Err(x), Err(y)) = (&a, &b) {
         assert_eq!(x.to_string(), y.to_string());
     }
@@ -211,7 +223,9 @@ fn truncation_at_every_byte_fails() {
     for n in 0..bytes.len() {
         let r = parse(&bytes[..n]);
         if n < needed {
-            let e = r.err().unwrap_or_else(|| panic!("prefix of {n} bytes accepted"));
+            let e = r
+                .err()
+                .unwrap_or_else(|| panic!("prefix of {n} bytes accepted"));
             if n >= f.data_offset() as usize {
                 assert!(matches!(e, Error::DataOutOfBounds { .. }), "{n}: {e}");
             }
@@ -226,7 +240,17 @@ fn truncation_at_every_byte_fails() {
 fn huge_counts_and_lengths_fail() {
     let e = sample_emit();
     let len = e.b.len() as u64;
-    let huge = [len + 1, 1 << 31, u32::MAX as u64, 1 << 40, 1 << 62, 1 << 63, u64::MAX / 2, u64::MAX - 1, u64::MAX];
+    let huge = [
+        len + 1,
+        1 << 31,
+        u32::MAX as u64,
+        1 << 40,
+        1 << 62,
+        1 << 63,
+        u64::MAX / 2,
+        u64::MAX - 1,
+        u64::MAX,
+    ];
     let mut checked = 0;
     for (name, _, size) in &e.fields {
         if name == "magic" || name == "version" || !(*size == 4 || *size == 8) {
@@ -255,14 +279,26 @@ fn header_rules() {
     let e = sample_emit();
     let mut b = e.b.clone();
     b[3] = b'X';
-    assert_eq!(err_text(&b), "invalid magic 'GGUX' at offset 0, expected 'GGUF'");
+    assert_eq!(
+        err_text(&b),
+        "invalid magic 'GGUX' at offset 0, expected 'GGUF'"
+    );
     for v in [0u64, 4, 0x0001_0000, u32::MAX as u64] {
-        assert!(matches!(err(&e.patched("version", v)), Error::UnsupportedVersion { .. }));
+        assert!(matches!(
+            err(&e.patched("version", v)),
+            Error::UnsupportedVersion { .. }
+        ));
     }
     let m = err_text(&e.patched("n_tensors", 1 << 40));
-    assert!(m.contains("header tensor count") && m.contains("offset 8"), "{m}");
+    assert!(
+        m.contains("header tensor count") && m.contains("offset 8"),
+        "{m}"
+    );
     let m = err_text(&e.patched("n_kv", 1 << 40));
-    assert!(m.contains("header key/value count") && m.contains("offset 16"), "{m}");
+    assert!(
+        m.contains("header key/value count") && m.contains("offset 16"),
+        "{m}"
+    );
     assert!(matches!(err(&b"GG"[..]), Error::Truncated { .. }));
     assert!(matches!(err(&[]), Error::Truncated { .. }));
 }
@@ -278,7 +314,11 @@ fn metadata_rules() {
     let m = err_text(&kv_file(&[ok(b"a", 1u8.into()), ok(b"", 1u8.into())]).b);
     assert_eq!(m, "invalid kv[1] key at offset 38: empty key");
     // Duplicate key, reported at the second occurrence.
-    let e = kv_file(&[ok(b"a", 1u8.into()), ok(b"b", 1u8.into()), ok(b"a", 2u8.into())]);
+    let e = kv_file(&[
+        ok(b"a", 1u8.into()),
+        ok(b"b", 1u8.into()),
+        ok(b"a", 2u8.into()),
+    ]);
     let (at, _) = e.at("kv2.key.len");
     match err(&e.b) {
         Error::DuplicateKey { key, offset } => assert_eq!((key.as_str(), offset), ("a", at as u64)),
@@ -289,28 +329,48 @@ fn metadata_rules() {
     // Unknown value type and element type.
     let e = kv_file(&[ok(b"a", 1u32.into())]);
     let m = err_text(&e.patched("kv0.type", 13));
-    assert!(m.contains("kv[0] 'a' value type") && m.contains("unknown value type 13"), "{m}");
+    assert!(
+        m.contains("kv[0] 'a' value type") && m.contains("unknown value type 13"),
+        "{m}"
+    );
     let e = kv_file(&[ok(b"a", vec![1u32].into())]);
     let m = err_text(&e.patched("kv0.arr.type", 99));
-    assert!(m.contains("array element type") && m.contains("unknown value type 99"), "{m}");
+    assert!(
+        m.contains("array element type") && m.contains("unknown value type 99"),
+        "{m}"
+    );
     // Lengths beyond the file.
     let e = kv_file(&[ok(b"a", "text".into())]);
-    assert!(matches!(err(&e.patched("kv0.str.len", 1 << 20)), Error::Truncated { .. }));
+    assert!(matches!(
+        err(&e.patched("kv0.str.len", 1 << 20)),
+        Error::Truncated { .. }
+    ));
     let e = kv_file(&[ok(b"a", vec![1u32, 2].into())]);
     let m = err_text(&e.patched("kv0.arr.len", 1 << 30));
-    assert!(m.contains("kv[0] 'a' array length") && m.contains("cannot fit"), "{m}");
+    assert!(
+        m.contains("kv[0] 'a' array length") && m.contains("cannot fit"),
+        "{m}"
+    );
     // Nesting.
     let mut deep = Array::U8(vec![1]);
     for _ in 0..gguf::MAX_ARRAY_DEPTH {
         deep = Array::Array(vec![deep]);
     }
-    assert!(err_text(&kv_file(&[ok(b"a", Value::Array(deep.clone()))]).b).contains("nested deeper"));
+    assert!(
+        err_text(&kv_file(&[ok(b"a", Value::Array(deep.clone()))]).b).contains("nested deeper")
+    );
     if let Array::Array(mut v) = deep {
         let shallower = v.remove(0);
         assert!(parse(&kv_file(&[ok(b"a", Value::Array(shallower))]).b).is_ok());
     }
     // Alignment: a non-zero power of two stored as u32.
-    for bad in [Value::U32(0), Value::U32(3), Value::U32(48), Value::U64(32), Value::I32(32)] {
+    for bad in [
+        Value::U32(0),
+        Value::U32(3),
+        Value::U32(48),
+        Value::U64(32),
+        Value::I32(32),
+    ] {
         let m = err_text(&kv_file(&[ok(b"general.alignment", bad)]).b);
         assert!(m.contains("kv[0] 'general.alignment'"), "{m}");
     }
@@ -331,12 +391,18 @@ fn tensor_rules() {
     // Name length: 63 is fine, 64 is not.
     assert!(parse(&Emit::file(&[], &[t(&"n".repeat(63), GgmlType::F32, &[1])]).b).is_ok());
     let m = err_text(&Emit::file(&[], &[t(&"n".repeat(64), GgmlType::F32, &[1])]).b);
-    assert!(m.contains("tensor_info[0] name length") && m.contains("64 bytes"), "{m}");
+    assert!(
+        m.contains("tensor_info[0] name length") && m.contains("64 bytes"),
+        "{m}"
+    );
     let mut bad = t("x", GgmlType::F32, &[1]);
     bad.name = vec![0xc3];
     assert!(err_text(&Emit::file(&[], &[bad]).b).contains("not valid UTF-8"));
     // Duplicate names.
-    let e = Emit::file(&[], &[t("a", GgmlType::F32, &[8]), t("a", GgmlType::F32, &[8])]);
+    let e = Emit::file(
+        &[],
+        &[t("a", GgmlType::F32, &[8]), t("a", GgmlType::F32, &[8])],
+    );
     match err(&e.b) {
         Error::DuplicateTensor { name, offset } => {
             assert_eq!((name.as_str(), offset), ("a", e.at("t1.name.len").0 as u64))
@@ -345,19 +411,34 @@ fn tensor_rules() {
     }
     // Dimensions.
     let m = err_text(&e_patch(&two(), "t0.n_dims", 5));
-    assert!(m.contains("'a' n_dims") && m.contains("5 dimensions"), "{m}");
+    assert!(
+        m.contains("'a' n_dims") && m.contains("5 dimensions"),
+        "{m}"
+    );
     let m = err_text(&e_patch(&two(), "t0.ne0", 1 << 63));
-    assert!(m.contains("'a' dimensions") && m.contains("dimension 0"), "{m}");
+    assert!(
+        m.contains("'a' dimensions") && m.contains("dimension 0"),
+        "{m}"
+    );
     let m = err_text(&Emit::file(&[], &[t("a", GgmlType::F32, &[1 << 32, 1 << 32])]).b);
     assert!(m.contains("overflows"), "{m}");
     // Types.
     let m = err_text(&e_patch(&two(), "t1.type", 40));
     assert!(m.contains("'b' type") && m.contains("out of range"), "{m}");
     let m = err_text(&e_patch(&two(), "t1.type", 31));
-    assert!(m.contains("type 31 (q4_0_4_4)") && m.contains("removed"), "{m}");
-    assert!(matches!(err(&e_patch(&two(), "t0.type", 4)), Error::RemovedType { id: 4, .. }));
+    assert!(
+        m.contains("type 31 (q4_0_4_4)") && m.contains("removed"),
+        "{m}"
+    );
+    assert!(matches!(
+        err(&e_patch(&two(), "t0.type", 4)),
+        Error::RemovedType { id: 4, .. }
+    ));
     let m = err_text(&Emit::file(&[], &[t("q", GgmlType::Q8_0, &[33])]).b);
-    assert!(m.contains("'q' ne[0]") && m.contains("block size 32"), "{m}");
+    assert!(
+        m.contains("'q' ne[0]") && m.contains("block size 32"),
+        "{m}"
+    );
     // Offsets: llama.cpp's running offset.
     let e = Emit::file(&[], &two());
     let m = err_text(&e.patched("t1.offset", 64));
@@ -371,7 +452,9 @@ fn e_patch(ts: &[RawTensor], field: &str, v: u64) -> Vec<u8> {
 
 #[test]
 fn relaxed_layout_accepts_any_order_but_not_overlap_or_misalignment() {
-    let relaxed = ReadOptions { layout: Layout::Relaxed };
+    let relaxed = ReadOptions {
+        layout: Layout::Relaxed,
+    };
     let ts = [t("a", GgmlType::F32, &[8]), t("b", GgmlType::F32, &[8])];
     let e = Emit::file(&[], &ts);
     let mut swapped = e.patched("t0.offset", 32);
@@ -384,41 +467,68 @@ fn relaxed_layout_accepts_any_order_but_not_overlap_or_misalignment() {
     assert_eq!(a, &swapped[(f.data_offset() + 32) as usize..][..32]);
 
     let misaligned = e.patched("t1.offset", 16);
-    let m = GgufFile::from_bytes_with(&misaligned, &relaxed).unwrap_err().to_string();
+    let m = GgufFile::from_bytes_with(&misaligned, &relaxed)
+        .unwrap_err()
+        .to_string();
     assert!(m.contains("not a multiple of the alignment 32"), "{m}");
 
     let kvs: [(&[u8], Value); 1] = [(b"general.alignment", Value::U32(16))];
     let e = Emit::file(&kvs, &ts);
     let overlap = e.patched("t1.offset", 16);
-    let m = GgufFile::from_bytes_with(&overlap, &relaxed).unwrap_err().to_string();
+    let m = GgufFile::from_bytes_with(&overlap, &relaxed)
+        .unwrap_err()
+        .to_string();
     assert!(m.contains("overlaps tensor 'a'"), "{m}");
     // An empty tensor inside another does not hide a later overlap.
-    let ts3 = [t("a", GgmlType::F32, &[16]), t("z", GgmlType::F32, &[0]), t("b", GgmlType::F32, &[8])];
+    let ts3 = [
+        t("a", GgmlType::F32, &[16]),
+        t("z", GgmlType::F32, &[0]),
+        t("b", GgmlType::F32, &[8]),
+    ];
     let e = Emit::file(&kvs, &ts3);
     let b = e.patched("t1.offset", 16);
     let (at, _) = e.at("t2.offset");
     let mut b2 = b.clone();
     b2[at..at + 8].copy_from_slice(&32u64.to_le_bytes());
-    assert!(GgufFile::from_bytes_with(&b2, &relaxed).unwrap_err().to_string().contains("overlaps"));
+    assert!(GgufFile::from_bytes_with(&b2, &relaxed)
+        .unwrap_err()
+        .to_string()
+        .contains("overlaps"));
 }
 
 #[test]
 fn data_outside_the_file_names_the_tensor() {
-    let e = Emit::file(&[], &[t("a", GgmlType::F32, &[8]), t("blk.0.w", GgmlType::F32, &[8])]);
+    let e = Emit::file(
+        &[],
+        &[
+            t("a", GgmlType::F32, &[8]),
+            t("blk.0.w", GgmlType::F32, &[8]),
+        ],
+    );
     let b = &e.b[..e.b.len() - 1];
     assert_eq!(
         err_text(b),
         "tensor 'blk.0.w' data is not within the file bounds: the file may be truncated"
     );
-    let relaxed = ReadOptions { layout: Layout::Relaxed };
+    let relaxed = ReadOptions {
+        layout: Layout::Relaxed,
+    };
     let far = e.patched("t1.offset", 1 << 20);
-    let m = GgufFile::from_bytes_with(&far, &relaxed).unwrap_err().to_string();
-    assert_eq!(m, "tensor 'blk.0.w' data is not within the file bounds: the file may be truncated");
+    let m = GgufFile::from_bytes_with(&far, &relaxed)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        m,
+        "tensor 'blk.0.w' data is not within the file bounds: the file may be truncated"
+    );
     // And through a file on disk with a foreign tensor info.
     let f = GgufFile::from_bytes(&e.b).unwrap();
     let mut foreign = f.tensors()[1].clone();
     foreign.offset = u64::MAX - 3;
-    assert!(matches!(f.tensor_data_in(&e.b, &foreign), Err(Error::DataOutOfBounds { .. })));
+    assert!(matches!(
+        f.tensor_data_in(&e.b, &foreign),
+        Err(Error::DataOutOfBounds { .. })
+    ));
     let mut buf = vec![0u8; foreign.size as usize];
     let r = f.read_tensor_data(&mut Cursor::new(&e.b), &foreign, &mut buf);
     assert!(matches!(r, Err(Error::DataOutOfBounds { .. })));
@@ -429,7 +539,9 @@ fn rewrite(f: &GgufFile, bytes: &[u8]) -> Vec<u8> {
     let mut w = GgufWriter::with_options(Vec::new(), f.metadata(), f.tensors(), &f.write_options())
         .expect("a file that parses can be written");
     for t in f.tensors() {
-        let d = f.tensor_data_in(bytes, t).expect("validated data is in bounds");
+        let d = f
+            .tensor_data_in(bytes, t)
+            .expect("validated data is in bounds");
         assert_eq!(d.len() as u64, t.size);
         w.write_tensor(&t.name, d).expect("write");
     }
@@ -441,7 +553,12 @@ fn rewrite(f: &GgufFile, bytes: &[u8]) -> Vec<u8> {
 /// unreliable, bytes are not).
 fn use_file(f: &GgufFile, bytes: &[u8]) {
     for (k, v) in f.metadata().iter() {
-        let _ = (f.get_uint(k), f.get_str(k), f.get_str_array(k), f.get_array::<f32>(k));
+        let _ = (
+            f.get_uint(k),
+            f.get_str(k),
+            f.get_str_array(k),
+            f.get_array::<f32>(k),
+        );
         let _ = v.type_description();
     }
     let out = rewrite(f, bytes);
@@ -453,7 +570,29 @@ fn use_file(f: &GgufFile, bytes: &[u8]) {
 fn seeded_random_mutations_never_panic() {
     let e = sample_emit();
     let base = e.b.clone();
-    let interesting = [0u64, 1, 2, 3, 4, 8, 9, 12, 13, 31, 32, 33, 63, 64, 255, 256, 0x7fff_ffff, 0xffff_ffff, 1 << 32, 1 << 63, u64::MAX];
+    let interesting = [
+        0u64,
+        1,
+        2,
+        3,
+        4,
+        8,
+        9,
+        12,
+        13,
+        31,
+        32,
+        33,
+        63,
+        64,
+        255,
+        256,
+        0x7fff_ffff,
+        0xffff_ffff,
+        1 << 32,
+        1 << 63,
+        u64::MAX,
+    ];
     let mut rng = common::Rng(0x6767_7566);
     let (mut ok, mut failed) = (0, 0);
     for iter in 0..20_000 {
@@ -498,7 +637,11 @@ fn seeded_random_mutations_never_panic() {
                 }
             }
         }
-        let r = if iter % 4 == 0 { parse(&b) } else { GgufFile::from_bytes(&b) };
+        let r = if iter % 4 == 0 {
+            parse(&b)
+        } else {
+            GgufFile::from_bytes(&b)
+        };
         match r {
             Ok(f) => {
                 use_file(&f, &b);

@@ -16,12 +16,19 @@ fn every_fixture_round_trips_byte_for_byte() {
         let original = std::fs::read(&path).expect("read");
         let f = GgufFile::open(&path).expect("open");
         let written = f.write_to(Vec::new()).expect("write");
-        assert!(written == original, "{} differs after a round trip", path.display());
+        assert!(
+            written == original,
+            "{} differs after a round trip",
+            path.display()
+        );
         let again = GgufFile::from_bytes(&written).expect("reparse");
         assert_eq!(again.metadata(), f.metadata());
         assert_eq!(again.tensors(), f.tensors());
         for t in f.tensors() {
-            assert_eq!(again.tensor_data_in(&written, t).unwrap(), f.tensor_data(t).unwrap());
+            assert_eq!(
+                again.tensor_data_in(&written, t).unwrap(),
+                f.tensor_data(t).unwrap()
+            );
         }
     }
 }
@@ -34,9 +41,15 @@ fn sample_round_trips() {
     let ts = common::sample_tensors();
     assert_eq!(f.tensors().len(), ts.len());
     for (a, b) in f.tensors().iter().zip(&ts) {
-        assert_eq!((&a.name, a.ty, &a.dims, a.size), (&b.name, b.ty, &b.dims, b.size));
+        assert_eq!(
+            (&a.name, a.ty, &a.dims, a.size),
+            (&b.name, b.ty, &b.dims, b.size)
+        );
         assert_eq!(a.offset % 32, 0);
-        assert_eq!(f.tensor_data_in(&bytes, a).unwrap(), common::tensor_bytes(b));
+        assert_eq!(
+            f.tensor_data_in(&bytes, a).unwrap(),
+            common::tensor_bytes(b)
+        );
     }
     assert_eq!(f.tensor("d.scalar").map(|t| t.ne()), Some([1, 1, 1, 1]));
     let mut out = Vec::new();
@@ -49,13 +62,23 @@ fn big_endian_and_version_2_round_trip() {
     let md = common::sample_metadata();
     let ts = common::sample_tensors();
     for opts in [
-        WriteOptions { endian: Endian::Big, version: 3 },
-        WriteOptions { endian: Endian::Little, version: 2 },
-        WriteOptions { endian: Endian::Big, version: 2 },
+        WriteOptions {
+            endian: Endian::Big,
+            version: 3,
+        },
+        WriteOptions {
+            endian: Endian::Little,
+            version: 2,
+        },
+        WriteOptions {
+            endian: Endian::Big,
+            version: 2,
+        },
     ] {
         let mut w = GgufWriter::with_options(Vec::new(), &md, &ts, &opts).expect("writer");
         for t in &ts {
-            w.write_tensor(&t.name, &common::tensor_bytes(t)).expect("tensor");
+            w.write_tensor(&t.name, &common::tensor_bytes(t))
+                .expect("tensor");
         }
         let bytes = w.finish().expect("finish");
         assert_eq!(&bytes[..4], b"GGUF");
@@ -65,10 +88,22 @@ fn big_endian_and_version_2_round_trip() {
         assert_eq!(f.write_options(), opts);
         for t in &ts {
             let got = f.tensor(&t.name).expect("tensor");
-            assert_eq!(f.tensor_data_in(&bytes, got).unwrap(), common::tensor_bytes(t));
+            assert_eq!(
+                f.tensor_data_in(&bytes, got).unwrap(),
+                common::tensor_bytes(t)
+            );
         }
     }
-    assert!(GgufWriter::with_options(Vec::new(), &md, &ts, &WriteOptions { endian: Endian::Little, version: 1 }).is_err());
+    assert!(GgufWriter::with_options(
+        Vec::new(),
+        &md,
+        &ts,
+        &WriteOptions {
+            endian: Endian::Little,
+            version: 1
+        }
+    )
+    .is_err());
 }
 
 /// Builds a version 1 file by hand: u32 counts, lengths and dims.
@@ -115,17 +150,24 @@ fn version_1_reads_and_converts_to_3() {
     let f = GgufFile::from_bytes(&bytes).expect("v1");
     assert_eq!(f.version(), 1);
     assert_eq!(f.get_u32("llama.context_length").unwrap(), 128);
-    assert_eq!(f.get_str_array("tokenizer.ggml.tokens").unwrap(), vec!["<s>", "hi"]);
+    assert_eq!(
+        f.get_str_array("tokenizer.ggml.tokens").unwrap(),
+        vec!["<s>", "hi"]
+    );
     let t = f.tensor("w").expect("w");
     assert_eq!((t.dims.as_slice(), t.size), (&[2, 3][..], 24));
     let data = f.tensor_data_in(&bytes, t).unwrap().to_vec();
-    let mut w = GgufWriter::with_options(Vec::new(), f.metadata(), f.tensors(), &f.write_options()).unwrap();
+    let mut w = GgufWriter::with_options(Vec::new(), f.metadata(), f.tensors(), &f.write_options())
+        .unwrap();
     w.write_tensor("w", &data).unwrap();
     let v3 = w.finish().unwrap();
     let g = GgufFile::from_bytes(&v3).expect("v3");
     assert_eq!(g.version(), 3);
     assert_eq!(g.metadata(), f.metadata());
-    assert_eq!(g.tensor_data_in(&v3, g.tensor("w").unwrap()).unwrap(), data.as_slice());
+    assert_eq!(
+        g.tensor_data_in(&v3, g.tensor("w").unwrap()).unwrap(),
+        data.as_slice()
+    );
 }
 
 #[test]
@@ -147,7 +189,10 @@ fn editor_sets_adds_and_removes_keys() {
     assert_eq!(g.metadata().keys().next(), Some("general.architecture"));
     assert_eq!(g.tensors().len(), 48);
     for t in f.tensors() {
-        assert_eq!(g.tensor_data(g.tensor(&t.name).unwrap()).unwrap(), f.tensor_data(t).unwrap());
+        assert_eq!(
+            g.tensor_data(g.tensor(&t.name).unwrap()).unwrap(),
+            f.tensor_data(t).unwrap()
+        );
     }
 
     // A new alignment moves the tensors; the data stays the same.
@@ -159,11 +204,17 @@ fn editor_sets_adds_and_removes_keys() {
     assert_eq!(h.data_offset() % 256, 0);
     for t in h.tensors() {
         assert_eq!(t.offset % 256, 0);
-        assert_eq!(h.tensor_data(t).unwrap(), f.tensor_data(f.tensor(&t.name).unwrap()).unwrap());
+        assert_eq!(
+            h.tensor_data(t).unwrap(),
+            f.tensor_data(f.tensor(&t.name).unwrap()).unwrap()
+        );
     }
 
     // Never over the file being read.
-    assert!(matches!(g.save_with_metadata(&out, &md), Err(gguf::Error::Writer(_))));
+    assert!(matches!(
+        g.save_with_metadata(&out, &md),
+        Err(gguf::Error::Writer(_))
+    ));
     std::fs::remove_dir_all(&tmp).ok();
 }
 
@@ -205,7 +256,12 @@ fn writer_matches_gguf_py_byte_for_byte() {
     let script = tmp.join("mk.py");
     std::fs::write(&script, PY_SCRIPT).expect("script");
     let (le, be) = (tmp.join("le.gguf"), tmp.join("be.gguf"));
-    let st = Command::new("python3").arg(&script).arg(&le).arg(&be).status().expect("python3");
+    let st = Command::new("python3")
+        .arg(&script)
+        .arg(&le)
+        .arg(&be)
+        .status()
+        .expect("python3");
     assert!(st.success());
 
     let mut md = Metadata::new();
@@ -230,7 +286,10 @@ fn writer_matches_gguf_py_byte_for_byte() {
     md.set("t.arr.i32", vec![-1i32, 1]);
     md.set("t.arr.f32", vec![0.5f32, -0.25]);
     md.set("t.arr.bool", vec![true, false, true]);
-    md.set("t.arr.str", ["a", "", "ccc"].into_iter().collect::<StringArray>());
+    md.set(
+        "t.arr.str",
+        ["a", "", "ccc"].into_iter().collect::<StringArray>(),
+    );
     md.set("t.arr.u64", vec![u64::MAX]);
     md.set("t.arr.i64", vec![i64::MIN]);
     md.set("t.arr.f64", vec![1e300f64]);
@@ -248,7 +307,10 @@ fn writer_matches_gguf_py_byte_for_byte() {
     ];
     let a: Vec<u8> = (0..8).flat_map(|i| (i as f32).to_le_bytes()).collect();
     let b: Vec<u8> = (0..68u8).collect();
-    let c: Vec<u8> = [0x3c00u16, 0x4000, 0x4200].iter().flat_map(|x| x.to_le_bytes()).collect();
+    let c: Vec<u8> = [0x3c00u16, 0x4000, 0x4200]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
     let mut w = GgufWriter::new(Vec::new(), &md, &ts).unwrap();
     for (t, d) in ts.iter().zip([&a, &b, &c]) {
         w.write_tensor(&t.name, d).unwrap();

@@ -57,7 +57,11 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let text = if json { to_json(&path, &file) } else { to_text(&file, full) };
+    let text = if json {
+        to_json(&path, &file)
+    } else {
+        to_text(&file, full)
+    };
     let mut out = std::io::stdout().lock();
     // A closed pipe (`gguf-dump x | head`) is not an error worth reporting.
     let _ = out.write_all(text.as_bytes()).and_then(|_| out.flush());
@@ -134,9 +138,15 @@ fn element(a: &Array, i: usize) -> Option<Value> {
 
 fn text_array(a: &Array, full: bool) -> String {
     let n = a.len();
-    let shown = if full || n <= ARRAY_SHOWN_MAX { n } else { ARRAY_HEAD };
-    let items: Vec<String> =
-        (0..shown).filter_map(|i| element(a, i)).map(|v| text_value(&v, full)).collect();
+    let shown = if full || n <= ARRAY_SHOWN_MAX {
+        n
+    } else {
+        ARRAY_HEAD
+    };
+    let items: Vec<String> = (0..shown)
+        .filter_map(|i| element(a, i))
+        .map(|v| text_value(&v, full))
+        .collect();
     if shown < n {
         format!("[{}, ... {n} items]", items.join(", "))
     } else {
@@ -159,11 +169,27 @@ fn to_text(f: &GgufFile, full: bool) -> String {
         f.file_size()
     );
     let kw = md.keys().map(str::len).max().unwrap_or(3).max(3);
-    let _ = writeln!(s, "\nkey/values:\n  {:>4}  {:kw$}  {:8}  value", "#", "key", "type");
+    let _ = writeln!(
+        s,
+        "\nkey/values:\n  {:>4}  {:kw$}  {:8}  value",
+        "#", "key", "type"
+    );
     for (i, (k, v)) in md.iter().enumerate() {
-        let _ = writeln!(s, "  {:>4}  {k:kw$}  {:8}  {}", i + 1, type_label(v), text_value(v, full));
+        let _ = writeln!(
+            s,
+            "  {:>4}  {k:kw$}  {:8}  {}",
+            i + 1,
+            type_label(v),
+            text_value(v, full)
+        );
     }
-    let nw = f.tensors().iter().map(|t| t.name.len()).max().unwrap_or(4).max(4);
+    let nw = f
+        .tensors()
+        .iter()
+        .map(|t| t.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let _ = writeln!(
         s,
         "\ntensors:\n  {:>4}  {:nw$}  {:8}  {:24}  {:>12}  {:>12}",
@@ -225,7 +251,11 @@ fn json_value(out: &mut String, v: &Value) {
     }
 }
 
-fn json_list<T>(out: &mut String, items: impl Iterator<Item = T>, mut each: impl FnMut(&mut String, T)) {
+fn json_list<T>(
+    out: &mut String,
+    items: impl Iterator<Item = T>,
+    mut each: impl FnMut(&mut String, T),
+) {
     out.push('[');
     for (i, x) in items.enumerate() {
         if i > 0 {
@@ -247,7 +277,9 @@ fn json_array(out: &mut String, a: &Array) {
         Array::I16(v) => json_list(out, v.iter(), num),
         Array::U32(v) => json_list(out, v.iter(), num),
         Array::I32(v) => json_list(out, v.iter(), num),
-        Array::F32(v) => json_list(out, v.iter(), |o, x| json_float(o, f64::from(*x), x.to_string())),
+        Array::F32(v) => json_list(out, v.iter(), |o, x| {
+            json_float(o, f64::from(*x), x.to_string())
+        }),
         Array::Bool(v) => json_list(out, v.iter(), num),
         Array::String(v) => json_list(out, v.iter(), json_str),
         Array::Array(v) => json_list(out, v.iter(), json_array),
@@ -274,7 +306,12 @@ fn to_json(path: &str, f: &GgufFile) -> String {
         json_str(o, k.as_bytes());
         let _ = write!(o, ",\"type\":\"{}\"", v.value_type().name());
         if let Value::Array(a) = v {
-            let _ = write!(o, ",\"element_type\":\"{}\",\"len\":{}", a.element_type().name(), a.len());
+            let _ = write!(
+                o,
+                ",\"element_type\":\"{}\",\"len\":{}",
+                a.element_type().name(),
+                a.len()
+            );
         }
         o.push_str(",\"value\":");
         json_value(o, v);

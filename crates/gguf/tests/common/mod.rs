@@ -84,7 +84,10 @@ pub fn sample_metadata() -> Metadata {
     md.set("t.arr.i32", vec![-1i32, 1]);
     md.set("t.arr.f32", vec![0.5f32, -0.25]);
     md.set("t.arr.bool", vec![true, false, true]);
-    md.set("t.arr.str", ["a", "", "ccc"].into_iter().collect::<StringArray>());
+    md.set(
+        "t.arr.str",
+        ["a", "", "ccc"].into_iter().collect::<StringArray>(),
+    );
     md.set("t.arr.u64", vec![u64::MAX]);
     md.set("t.arr.i64", vec![i64::MIN]);
     md.set("t.arr.f64", vec![1e300f64]);
@@ -113,7 +116,9 @@ pub fn sample_tensors() -> Vec<TensorInfo> {
 
 /// Deterministic bytes for a tensor.
 pub fn tensor_bytes(t: &TensorInfo) -> Vec<u8> {
-    (0..t.size).map(|i| (i as u8).wrapping_mul(31).wrapping_add(t.name.len() as u8)).collect()
+    (0..t.size)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(t.name.len() as u8))
+        .collect()
 }
 
 /// A small valid file made with the writer.
