@@ -11,6 +11,7 @@ pub mod op;
 pub mod quants;
 pub mod reference;
 pub mod registry;
+pub mod sched;
 pub mod tensor;
 
 pub use alloc::{DynAlloc, GraphAlloc, LinearAlloc, VBuffer};
@@ -22,4 +23,5 @@ pub use error::{Error, Result};
 pub use gguf::GgmlType as Type;
 pub use graph::{Flags, Graph, Node, TensorId};
 pub use op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
+pub use sched::Scheduler;
 pub use tensor::{TensorDesc, MAX_DIMS};

@@ -1,0 +1,966 @@
+//! The backend scheduler (ggml_backend_sched): decides which backend runs
+//! each node of a graph, cuts the graph into splits of consecutive nodes on
+//! one backend, copies each split's inputs from other backends, sizes one
+//! compute buffer per backend and runs the splits in order.
+//!
+//! # Assignment
+//! Backends are given in priority order, the CPU last. Each node gets a
+//! backend in passes:
+//! 1. a tensor that already has memory (a weight, the KV cache, or a view of
+//!    one) runs on the highest-priority backend that can use its buffer type
+//!    (and run its op); graph inputs go to the CPU; an op that reads a weight
+//!    runs where the weight lives (ROPE excepted: its frequency factors are too
+//!    small to decide), except that with `op_offload` an op whose weight lives
+//!    in host memory of the CPU moves to the first higher-priority backend that
+//!    supports it and wants it ([`Device::offload_op`], e.g. for batches of
+//!    32 tokens or more);
+//! 2. assignments spread to unassigned neighbours: first those of the non-CPU
+//!    backends downwards then upwards, then any backend's downwards then
+//!    upwards, each time only to nodes the backend supports;
+//! 3. a node moves to a higher-priority backend with the same buffer type that
+//!    supports it and can read all its sources; a still unassigned node goes
+//!    to the backend that supports it and can read most of its sources;
+//! 4. views follow their source; sources without a backend take their
+//!    consumer's; whatever is left goes to the first backend supporting it.
+//!
+//! User assignments ([`Scheduler::set_tensor_backend`]) are never changed.
+//!
+//! # Splits and copies
+//! Consecutive nodes on one backend form a split. A source that lives on
+//! another backend whose memory the split's backend cannot read gets a copy:
+//! the scheduler appends a leaf to the graph (named
+//! `"{backend}#{source}#{copy}"`, with the source's layout and the source as
+//! its only `src`, which keeps the source alive until the copy is made) and
+//! rewrites the node's `src` to it. A source copied to one backend is copied
+//! once per graph and reused by later splits on that backend. A split has at
+//! most [`SCHED_MAX_SPLIT_INPUTS`] inputs: a node that would add more starts a
+//! new split on the same backend. A node that reads a weight its backend
+//! cannot read also starts a new split once the current one has inputs, so
+//! that the memory of the copied weights can be reused.
+//!
+//! Because copies are appended (their ids are higher than their consumers'),
+//! the scheduler computes from its per-split node lists, never in id order.
+//! A graph is allocated by [`Scheduler::alloc_graph`] once; build a new graph
+//! for the next batch. [`Scheduler::reserve`] works on a clone and leaves its
+//! graph untouched.
+//!
+//! # Inputs
+//! Graph inputs ([`Flags::INPUT`]: token ids, positions, masks) live on the
+//! CPU (the last backend) unless assigned otherwise. After
+//! [`Scheduler::alloc_graph`] the caller writes their data into
+//! `graph.placement(id)` (host memory; [`Scheduler::set_input`] does it with
+//! a size check); [`Scheduler::compute`] copies them to every split that
+//! reads them on another backend, just before that split runs.
+//!
+//! # Pipeline parallelism
+//! With `parallel`, the scheduler keeps [`SCHED_MAX_COPIES`] sets of split
+//! inputs (and of graph inputs) and uses one per graph in turn, so that the
+//! copies for one batch do not overwrite inputs a backend may still be reading
+//! for the previous one; one event per backend and copy orders the copies
+//! after the work that last read them. Set it only when the devices support
+//! asynchronous compute and events (as llama.cpp does); without events the
+//! scheduler falls back to synchronizing the backend.
+//!
+//! # Memory
+//! [`Scheduler::reserve`] sizes one compute buffer per backend (a
+//! [`crate::alloc::VBuffer`] of at most 16 chunks) for a worst-case graph;
+//! afterwards [`Scheduler::alloc_graph`] allocates no buffer for graphs no
+//! larger, and grows the buffers (reporting it) for graphs that are.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use smallvec::SmallVec;
+
+use crate::alloc::GraphAlloc;
+use crate::backend::{
+    copy_placement, Backend, Buffer, BufferType, BufferUsage, Device, DeviceKind, Event, Placement,
+};
+use crate::graph::{Flags, Graph, Node, TensorId};
+use crate::op::Op;
+use crate::{Error, Result};
+
+/// Most backends a scheduler takes.
+pub const SCHED_MAX_BACKENDS: usize = 16;
+/// Sets of split inputs kept for pipeline parallelism.
+pub const SCHED_MAX_COPIES: usize = 4;
+/// Most inputs (copies from other backends) one split may have.
+pub const SCHED_MAX_SPLIT_INPUTS: usize = 30;
+
+/// Called after each node is computed, with the node and where its data is;
+/// returning false stops the computation ([`Error::Aborted`]).
+pub type EvalCallback = Box<dyn FnMut(&Graph, TensorId, &Placement) -> bool + Send>;
+
+/// Polled between splits (and between nodes when an eval callback is set);
+/// returning true stops the computation ([`Error::Aborted`]).
+pub type AbortCallback = Box<dyn FnMut() -> bool + Send>;
+
+/// A tensor one split reads from another backend, with its copies (one per
+/// copy set; the current set's copy is what the split's nodes read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SplitInput {
+    /// The tensor on its own backend.
+    pub src: TensorId,
+    /// Its copies, indexed by copy set.
+    pub copies: SmallVec<[TensorId; SCHED_MAX_COPIES]>,
+}
+
+/// Consecutive nodes that run on one backend.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Split {
+    backend: usize,
+    nodes: Vec<TensorId>,
+    compute: Vec<TensorId>,
+    inputs: Vec<SplitInput>,
+}
+
+impl Split {
+    /// Index of the backend that runs it.
+    pub fn backend(&self) -> usize {
+        self.backend
+    }
+
+    /// Its nodes in execution order, views included.
+    pub fn nodes(&self) -> &[TensorId] {
+        &self.nodes
+    }
+
+    /// The nodes handed to the backend (views compute nothing and are left out).
+    pub fn compute_nodes(&self) -> &[TensorId] {
+        &self.compute
+    }
+
+    /// Tensors copied in from other backends before it runs.
+    pub fn inputs(&self) -> &[SplitInput] {
+        &self.inputs
+    }
+}
+
+/// Runs graphs over several backends (ggml_backend_sched).
+pub struct Scheduler {
+    backends: Vec<Box<dyn Backend>>,
+    devices: Vec<Arc<dyn Device>>,
+    bufts: Vec<Arc<dyn BufferType>>,
+    galloc: GraphAlloc,
+    graph_size: usize,
+    op_offload: bool,
+    n_copies: usize,
+    cur_copy: usize,
+    next_copy: usize,
+    /// `events[backend][copy]`.
+    events: Vec<Vec<Option<Arc<dyn Event>>>>,
+    user_backend: HashMap<TensorId, usize>,
+    backend_of: Vec<Option<usize>>,
+    splits: Vec<Split>,
+    graph_inputs: Vec<SplitInput>,
+    copies: HashMap<(TensorId, usize), SmallVec<[TensorId; SCHED_MAX_COPIES]>>,
+    order: Vec<TensorId>,
+    buffer_ids: Vec<usize>,
+    is_alloc: bool,
+    alloc_len: usize,
+    eval_cb: Option<EvalCallback>,
+    abort_cb: Option<AbortCallback>,
+}
+
+impl fmt::Debug for Scheduler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Scheduler")
+            .field(
+                "backends",
+                &self.backends.iter().map(|b| b.name()).collect::<Vec<_>>(),
+            )
+            .field("n_splits", &self.splits.len())
+            .field("n_copies", &self.n_copies)
+            .field("op_offload", &self.op_offload)
+            .finish()
+    }
+}
+
+fn base_buffer(graph: &Graph, id: TensorId) -> Option<&Arc<dyn Buffer>> {
+    let (base, _) = graph.view_base(id);
+    graph.node(base).at.as_ref().map(|p| &p.buffer)
+}
+
+fn same_buft(a: &Arc<dyn BufferType>, b: &Arc<dyn BufferType>) -> bool {
+    std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+}
+
+fn is_view_op(node: &Node) -> bool {
+    node.op.is_view()
+}
+
+impl Scheduler {
+    /// A scheduler over `backends` in priority order, the CPU last (at most
+    /// [`SCHED_MAX_BACKENDS`]). `bufts` gives the compute buffer type of each
+    /// backend (`None`: each device's own). `graph_size` is the largest graph
+    /// (in nodes) it will be given. `parallel` keeps [`SCHED_MAX_COPIES`]
+    /// input sets for pipeline parallelism; `op_offload` lets higher-priority
+    /// backends take expensive ops whose weights are in host memory.
+    pub fn new(
+        backends: Vec<Box<dyn Backend>>,
+        bufts: Option<Vec<Arc<dyn BufferType>>>,
+        graph_size: usize,
+        parallel: bool,
+        op_offload: bool,
+    ) -> Result<Scheduler> {
+        let n = backends.len();
+        if n == 0 || n > SCHED_MAX_BACKENDS {
+            return Err(Error::Invalid(format!(
+                "scheduler: {n} backends given, 1 to {SCHED_MAX_BACKENDS} allowed"
+            )));
+        }
+        let devices: Vec<Arc<dyn Device>> = backends.iter().map(|b| b.device()).collect();
+        if devices[n - 1].kind() != DeviceKind::Cpu {
+            return Err(Error::Invalid(format!(
+                "scheduler: the last backend must be the CPU, not {}",
+                backends[n - 1].name()
+            )));
+        }
+        let bufts = match bufts {
+            Some(b) if b.len() != n => {
+                return Err(Error::Invalid(format!(
+                    "scheduler: {} buffer types for {n} backends",
+                    b.len()
+                )))
+            }
+            Some(b) => b,
+            None => devices.iter().map(|d| d.buffer_type()).collect(),
+        };
+        for (i, bt) in bufts.iter().enumerate() {
+            if !devices[i].supports_buft(&**bt) {
+                return Err(Error::Invalid(format!(
+                    "scheduler: backend {} cannot use buffer type {}",
+                    backends[i].name(),
+                    bt.name()
+                )));
+            }
+        }
+        let n_copies = if parallel { SCHED_MAX_COPIES } else { 1 };
+        let events = devices
+            .iter()
+            .map(|d| {
+                (0..n_copies)
+                    .map(|_| if parallel { d.event_new() } else { None })
+                    .collect()
+            })
+            .collect();
+        Ok(Scheduler {
+            galloc: GraphAlloc::with_buffer_types(bufts.clone())?,
+            backends,
+            devices,
+            bufts,
+            graph_size,
+            op_offload,
+            n_copies,
+            cur_copy: 0,
+            next_copy: 0,
+            events,
+            user_backend: HashMap::new(),
+            backend_of: Vec::new(),
+            splits: Vec::new(),
+            graph_inputs: Vec::new(),
+            copies: HashMap::new(),
+            order: Vec::new(),
+            buffer_ids: Vec::new(),
+            is_alloc: false,
+            alloc_len: 0,
+            eval_cb: None,
+            abort_cb: None,
+        })
+    }
+
+    /// Number of backends.
+    pub fn n_backends(&self) -> usize {
+        self.backends.len()
+    }
+
+    /// Backend `i`, e.g. to set its thread count.
+    pub fn backend_mut(&mut self, i: usize) -> Option<&mut (dyn Backend + 'static)> {
+        self.backends.get_mut(i).map(|b| &mut **b)
+    }
+
+    /// Name of backend `i`.
+    pub fn backend_name(&self, i: usize) -> Option<&str> {
+        self.backends.get(i).map(|b| b.name())
+    }
+
+    /// Index of the backend named `name`.
+    pub fn backend_index(&self, name: &str) -> Option<usize> {
+        self.backends.iter().position(|b| b.name() == name)
+    }
+
+    /// Compute buffer type of backend `i`.
+    pub fn buffer_type(&self, i: usize) -> Option<&Arc<dyn BufferType>> {
+        self.bufts.get(i)
+    }
+
+    /// Largest graph (in nodes) the scheduler takes.
+    pub fn graph_size(&self) -> usize {
+        self.graph_size
+    }
+
+    /// Whether expensive ops on host weights may move to other backends.
+    pub fn op_offload(&self) -> bool {
+        self.op_offload
+    }
+
+    /// Number of splits of the last graph split.
+    pub fn n_splits(&self) -> usize {
+        self.splits.len()
+    }
+
+    /// The splits of the last graph split.
+    pub fn splits(&self) -> &[Split] {
+        &self.splits
+    }
+
+    /// Graph inputs with their copy sets (only with pipeline parallelism).
+    pub fn graph_inputs(&self) -> &[SplitInput] {
+        &self.graph_inputs
+    }
+
+    /// Number of input copy sets: [`SCHED_MAX_COPIES`] with pipeline
+    /// parallelism, else 1.
+    pub fn n_copies(&self) -> usize {
+        self.n_copies
+    }
+
+    /// The copy set the last allocated graph uses.
+    pub fn cur_copy(&self) -> usize {
+        self.cur_copy
+    }
+
+    /// Bytes of backend `i`'s compute buffer (0 when an earlier backend has
+    /// the same buffer type and the memory is counted there).
+    pub fn buffer_size(&self, i: usize) -> usize {
+        self.galloc.buffer_size(i)
+    }
+
+    /// Compute buffers allocated so far, over all backends.
+    pub fn n_buffer_allocs(&self) -> usize {
+        self.galloc.n_buffer_allocs()
+    }
+
+    /// Runs `id` on backend `backend` in the next graph (until [`Scheduler::reset`]).
+    pub fn set_tensor_backend(&mut self, id: TensorId, backend: usize) -> Result<()> {
+        if backend >= self.backends.len() {
+            return Err(Error::Invalid(format!(
+                "scheduler: backend {backend} does not exist ({} backends)",
+                self.backends.len()
+            )));
+        }
+        self.user_backend.insert(id, backend);
+        Ok(())
+    }
+
+    /// The backend of `id`: as assigned by the last split, or by the user.
+    pub fn tensor_backend(&self, id: TensorId) -> Option<usize> {
+        self.backend_of
+            .get(id.index())
+            .copied()
+            .flatten()
+            .or_else(|| self.user_backend.get(&id).copied())
+    }
+
+    /// Sets (or clears) the callback that sees each node after it is computed.
+    /// While one is set, nodes are computed one at a time.
+    pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>) {
+        self.eval_cb = cb;
+    }
+
+    /// Sets (or clears) the abort callback.
+    pub fn set_abort_callback(&mut self, cb: Option<AbortCallback>) {
+        self.abort_cb = cb;
+    }
+
+    /// Forgets the user assignments and the current allocation; call it
+    /// before building a new graph whose nodes you assign by hand.
+    pub fn reset(&mut self) {
+        self.user_backend.clear();
+        self.backend_of.clear();
+        self.is_alloc = false;
+    }
+
+    /// Waits for every backend. Outside an allocated graph, the next graph
+    /// uses copy set 0 again (so that a synchronous decode loop always sees
+    /// the same graph).
+    pub fn synchronize(&mut self) -> Result<()> {
+        for b in &mut self.backends {
+            b.synchronize()?;
+        }
+        if !self.is_alloc {
+            self.next_copy = 0;
+        }
+        Ok(())
+    }
+
+    /// Sizes the compute buffers for `graph`, a worst case (e.g. a full
+    /// ubatch of prompt tokens): splits a clone of it and allocates the
+    /// buffers its plan needs. Later graphs no larger allocate nothing.
+    pub fn reserve(&mut self, graph: &Graph) -> Result<()> {
+        self.check_size(graph)?;
+        self.synchronize()?;
+        let mut g = graph.clone();
+        self.split_graph(&mut g)?;
+        self.galloc.reserve_n(&g, &self.order, &self.buffer_ids)?;
+        self.reset();
+        Ok(())
+    }
+
+    /// Assigns backends, splits `graph` (appending copy leaves) and places
+    /// every intermediate tensor. Returns true when the compute buffers had
+    /// to grow (the graph was larger than any reserved). Write the inputs'
+    /// data afterwards, then call [`Scheduler::compute`].
+    pub fn alloc_graph(&mut self, graph: &mut Graph) -> Result<bool> {
+        self.check_size(graph)?;
+        self.cur_copy = self.next_copy;
+        self.next_copy = (self.next_copy + 1) % self.n_copies;
+        self.split_graph(graph)?;
+        self.galloc.plan(graph, &self.order, &self.buffer_ids)?;
+        if self.galloc.needs_growth() {
+            // buffers are about to be replaced: nothing may still use them
+            for b in &mut self.backends {
+                b.synchronize()?;
+            }
+        }
+        let grew = self.galloc.commit(graph)?;
+        self.is_alloc = true;
+        self.alloc_len = graph.len();
+        Ok(grew)
+    }
+
+    /// Writes `data` into input `id` of an allocated graph.
+    pub fn set_input(graph: &Graph, id: TensorId, data: &[u8]) -> Result<()> {
+        let want = graph.desc(id).nbytes();
+        if data.len() != want {
+            return Err(Error::Invalid(format!(
+                "input '{}' takes {want} bytes, {} given",
+                graph.desc(id).name,
+                data.len()
+            )));
+        }
+        let p = graph.placement_or_err(id)?;
+        p.buffer.set_tensor(p.offset, data)
+    }
+
+    /// Computes `graph` (allocating it first unless [`Scheduler::alloc_graph`]
+    /// was called for it) and waits for the result.
+    pub fn compute(&mut self, graph: &mut Graph) -> Result<()> {
+        let r = self.compute_async(graph);
+        let s = self.synchronize();
+        r.and(s)
+    }
+
+    /// Like [`Scheduler::compute`], without waiting at the end: backends that
+    /// run asynchronously may still be working when it returns (call
+    /// [`Scheduler::synchronize`] before reading results).
+    pub fn compute_async(&mut self, graph: &mut Graph) -> Result<()> {
+        if !self.is_alloc {
+            self.alloc_graph(graph)?;
+        } else if graph.len() != self.alloc_len {
+            return Err(Error::Invalid(
+                "scheduler: compute was given a graph other than the one allocated".into(),
+            ));
+        }
+        let r = self.compute_splits(graph);
+        self.is_alloc = false;
+        r
+    }
+
+    fn check_size(&self, graph: &Graph) -> Result<()> {
+        if graph.len() > self.graph_size {
+            return Err(Error::Invalid(format!(
+                "scheduler: graph of {} nodes, created for at most {}",
+                graph.len(),
+                self.graph_size
+            )));
+        }
+        Ok(())
+    }
+
+    fn aborted(&mut self) -> bool {
+        self.abort_cb.as_mut().is_some_and(|cb| cb())
+    }
+
+    // ------------------------------------------------------------ compute
+
+    fn compute_splits(&mut self, graph: &Graph) -> Result<()> {
+        let cur = self.cur_copy;
+        for si in 0..self.splits.len() {
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            let b = self.splits[si].backend;
+            let event = self.events[b][cur].clone();
+            for input in &self.splits[si].inputs {
+                let (src, dst) = (input.src, input.copies[cur]);
+                let sp = graph.placement_or_err(src)?;
+                let dp = graph.placement_or_err(dst)?;
+                let size = graph.desc(src).nbytes();
+                let backend = &mut self.backends[b];
+                if graph.node(src).flags.contains(Flags::INPUT) {
+                    // the caller may overwrite its inputs once compute returns:
+                    // copy them now
+                    match &event {
+                        Some(e) => e.synchronize()?,
+                        None => backend.synchronize()?,
+                    }
+                    copy_placement(&sp, &dp, size)?;
+                } else {
+                    // the split's backend must be done with this copy set
+                    match &event {
+                        Some(e) => backend.event_wait(&**e)?,
+                        None => backend.synchronize()?,
+                    }
+                    if !backend.cpy_tensor_async(&sp, &dp, size)? {
+                        let from = self.backend_of[src.index()].unwrap_or(b);
+                        self.backends[from].synchronize()?;
+                        match &event {
+                            Some(e) => e.synchronize()?,
+                            None => self.backends[b].synchronize()?,
+                        }
+                        copy_placement(&sp, &dp, size)?;
+                    }
+                }
+            }
+            if self.eval_cb.is_none() {
+                let split = &self.splits[si];
+                if !split.compute.is_empty() {
+                    self.backends[b].graph_compute(graph, &split.compute)?;
+                }
+            } else {
+                for k in 0..self.splits[si].nodes.len() {
+                    if self.aborted() {
+                        return Err(Error::Aborted);
+                    }
+                    let id = self.splits[si].nodes[k];
+                    if !is_view_op(graph.node(id)) {
+                        self.backends[b].graph_compute(graph, &[id])?;
+                        self.backends[b].synchronize()?;
+                    }
+                    let p = graph.placement_or_err(id)?;
+                    if let Some(cb) = self.eval_cb.as_mut() {
+                        if !cb(graph, id, &p) {
+                            return Err(Error::Aborted);
+                        }
+                    }
+                }
+            }
+            if !self.splits[si].inputs.is_empty() {
+                if let Some(e) = &event {
+                    self.backends[b].event_record(&**e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    // ------------------------------------------------------------ assignment
+
+    /// True when backend `b` can compute `id` (leaves and views compute nothing).
+    fn supports(&self, graph: &Graph, b: usize, id: TensorId) -> bool {
+        let op = &graph.node(id).op;
+        *op == Op::None || op.is_view() || self.devices[b].supports_op(graph, id)
+    }
+
+    /// The highest-priority backend that can use the buffer holding `t`
+    /// and run `op_node`.
+    fn backend_from_buffer(&self, graph: &Graph, t: TensorId, op_node: TensorId) -> Option<usize> {
+        let buf = base_buffer(graph, t)?;
+        let buft = buf.buffer_type();
+        (0..self.backends.len())
+            .find(|&b| self.devices[b].supports_buft(&*buft) && self.supports(graph, b, op_node))
+    }
+
+    /// True when backend `b` can read `t` where it lives (or will live).
+    fn buffer_supported(&self, graph: &Graph, t: TensorId, b: usize) -> bool {
+        if let Some(buf) = base_buffer(graph, t) {
+            return self.devices[b].supports_buft(&*buf.buffer_type());
+        }
+        let tb =
+            self.backend_of[t.index()].or_else(|| self.backend_of[graph.view_base(t).0.index()]);
+        tb.is_some_and(|tb| self.devices[b].supports_buft(&*self.bufts[tb]))
+    }
+
+    fn backend_from_cur(&self, graph: &Graph, id: TensorId) -> Result<Option<usize>> {
+        if let Some(b) = self.backend_from_buffer(graph, id, id) {
+            return Ok(Some(b));
+        }
+        let node = graph.node(id);
+        if let Some(buf) = base_buffer(graph, id) {
+            return Err(Error::Invalid(format!(
+                "scheduler: tensor '{}' lives in a {} buffer, and no backend that can use it runs {}",
+                node.desc.name,
+                buf.buffer_type().name(),
+                node.op.name()
+            )));
+        }
+        if node.flags.contains(Flags::INPUT) {
+            return Ok(Some(self.backends.len() - 1));
+        }
+        if matches!(node.op, Op::Rope(_)) {
+            return Ok(None);
+        }
+        let cpu = self.backends.len() - 1;
+        for &s in &node.src {
+            let Some(buf) = base_buffer(graph, s) else {
+                continue;
+            };
+            if buf.usage() != BufferUsage::Weights {
+                continue;
+            }
+            let sb = self.backend_from_buffer(graph, s, id);
+            if self.op_offload && sb == Some(cpu) && buf.buffer_type().is_host() {
+                for b in 0..cpu {
+                    if self.devices[b].supports_op(graph, id)
+                        && self.devices[b].offload_op(graph, id)
+                    {
+                        return Ok(Some(b));
+                    }
+                }
+            }
+            return Ok(sb);
+        }
+        Ok(None)
+    }
+
+    fn set_if_supported(&mut self, graph: &Graph, id: TensorId, b: usize) {
+        if self.supports(graph, b, id) {
+            self.backend_of[id.index()] = Some(b);
+        }
+    }
+
+    /// Spreads assignments to unassigned neighbours in `nodes` order;
+    /// `skip_cpu` stops at CPU nodes instead of spreading the CPU.
+    fn expand(&mut self, graph: &Graph, nodes: &[TensorId], skip_cpu: bool, reverse: bool) {
+        let cpu = self.backends.len() - 1;
+        let mut cur: Option<usize> = None;
+        let mut step = |s: &mut Scheduler, id: TensorId| {
+            if is_view_op(graph.node(id)) {
+                return;
+            }
+            match s.backend_of[id.index()] {
+                Some(b) if skip_cpu && b == cpu => cur = None,
+                Some(b) => cur = Some(b),
+                None => {
+                    if let Some(c) = cur {
+                        s.set_if_supported(graph, id, c);
+                    }
+                }
+            }
+        };
+        if reverse {
+            for &id in nodes.iter().rev() {
+                step(self, id);
+            }
+        } else {
+            for &id in nodes {
+                step(self, id);
+            }
+        }
+    }
+
+    fn split_graph(&mut self, graph: &mut Graph) -> Result<()> {
+        let n = graph.len();
+        let nb = self.backends.len();
+        self.backend_of.clear();
+        self.backend_of.resize(n, None);
+        for (&id, &b) in &self.user_backend {
+            if id.index() < n {
+                self.backend_of[id.index()] = Some(b);
+            }
+        }
+        self.splits.clear();
+        self.graph_inputs.clear();
+        self.copies.clear();
+        let leaves: Vec<TensorId> = graph
+            .ids()
+            .filter(|&id| graph.node(id).op == Op::None)
+            .collect();
+        let nodes: Vec<TensorId> = graph
+            .ids()
+            .filter(|&id| graph.node(id).op != Op::None)
+            .collect();
+
+        // pass 1: tensors with memory, inputs, ops on weights
+        for &id in leaves.iter().chain(&nodes) {
+            if self.backend_of[id.index()].is_none() {
+                self.backend_of[id.index()] = self.backend_from_cur(graph, id)?;
+            }
+        }
+
+        // pass 2: spread to neighbours, first the non-CPU backends
+        self.expand(graph, &nodes, true, false);
+        self.expand(graph, &nodes, true, true);
+        self.expand(graph, &nodes, false, false);
+        self.expand(graph, &nodes, false, true);
+
+        // pass 3: upgrade to higher-priority backends; place the rest where
+        // most of their sources can be read
+        for &id in &nodes {
+            if is_view_op(graph.node(id)) {
+                continue;
+            }
+            match self.backend_of[id.index()] {
+                None => {
+                    let mut best: Option<usize> = None;
+                    for b in 0..nb {
+                        if !self.supports(graph, b, id) {
+                            continue;
+                        }
+                        let n_ok = graph
+                            .node(id)
+                            .src
+                            .iter()
+                            .filter(|&&s| {
+                                let assigned = self.backend_of[s.index()].is_some()
+                                    || self.backend_of[graph.view_base(s).0.index()].is_some();
+                                assigned && self.buffer_supported(graph, s, b)
+                            })
+                            .count();
+                        if best.is_none_or(|nbest| n_ok > nbest) {
+                            best = Some(n_ok);
+                            self.backend_of[id.index()] = Some(b);
+                        }
+                    }
+                }
+                Some(cur) => {
+                    for b in 0..cur {
+                        if same_buft(&self.bufts[b], &self.bufts[cur])
+                            && self.supports(graph, b, id)
+                            && graph
+                                .node(id)
+                                .src
+                                .iter()
+                                .all(|&s| self.buffer_supported(graph, s, b))
+                        {
+                            self.backend_of[id.index()] = Some(b);
+                            break;
+                        }
+                    }
+                }
+            }
+        }
+
+        // pass 4: views follow their source, sources their consumer
+        for &id in &nodes {
+            let node = graph.node(id);
+            if self.backend_of[id.index()].is_none() && node.view.is_some() {
+                self.backend_of[id.index()] = self.backend_of[graph.view_base(id).0.index()];
+            }
+            if self.backend_of[id.index()].is_none() {
+                for b in 0..nb {
+                    self.set_if_supported(graph, id, b);
+                    if self.backend_of[id.index()].is_some() {
+                        break;
+                    }
+                }
+            }
+            let Some(cur) = self.backend_of[id.index()] else {
+                return Err(Error::Unsupported {
+                    backend: "every backend".into(),
+                    op: node.op.name().into(),
+                    tensor: node.desc.name.clone(),
+                });
+            };
+            for &s in &node.src {
+                if self.backend_of[s.index()].is_some() {
+                    continue;
+                }
+                if graph.node(s).view.is_some() {
+                    let base = graph.view_base(s).0;
+                    if self.backend_of[base.index()].is_none() {
+                        self.backend_of[base.index()] = Some(cur);
+                    }
+                    self.backend_of[s.index()] = self.backend_of[base.index()];
+                } else {
+                    self.backend_of[s.index()] = Some(cur);
+                }
+            }
+        }
+        // unused leaves still need a buffer: the CPU's
+        for &id in &leaves {
+            if self.backend_of[id.index()].is_none() {
+                self.backend_of[id.index()] = Some(nb - 1);
+            }
+        }
+
+        // pass 5: splits and copies
+        self.make_splits(graph, &nodes)?;
+
+        // allocation order: graph input copy sets, leaves, then each split's
+        // input copies followed by its nodes
+        let total = graph.len();
+        let mut listed = vec![false; total];
+        self.order.clear();
+        for gi in &self.graph_inputs {
+            for &c in &gi.copies {
+                self.order.push(c);
+                listed[c.index()] = true;
+            }
+        }
+        for &id in &leaves {
+            if !listed[id.index()] {
+                self.order.push(id);
+                listed[id.index()] = true;
+            }
+        }
+        for split in &self.splits {
+            for input in &split.inputs {
+                self.order.extend(input.copies.iter().copied());
+            }
+            self.order.extend(split.nodes.iter().copied());
+        }
+        self.buffer_ids.clear();
+        self.buffer_ids
+            .extend(self.backend_of.iter().map(|b| b.unwrap_or(nb - 1)));
+        Ok(())
+    }
+
+    fn push_copy(
+        &mut self,
+        graph: &mut Graph,
+        src: TensorId,
+        backend: usize,
+        c: usize,
+        flags: Flags,
+        keep_src: bool,
+    ) -> TensorId {
+        let mut desc = graph.desc(src).clone();
+        desc.name = format!("{}#{}#{c}", self.backends[backend].name(), desc.name);
+        let id = graph.push(Node {
+            desc,
+            op: Op::None,
+            src: if keep_src {
+                std::iter::once(src).collect()
+            } else {
+                SmallVec::new()
+            },
+            view: None,
+            flags,
+            at: None,
+        });
+        self.backend_of.push(Some(backend));
+        id
+    }
+
+    fn make_splits(&mut self, graph: &mut Graph, nodes: &[TensorId]) -> Result<()> {
+        let cur_copy = self.cur_copy;
+        let n_copies = self.n_copies;
+        let copy_flags = if n_copies > 1 {
+            let mut f = Flags::INPUT;
+            f.insert(Flags::OUTPUT);
+            f
+        } else {
+            Flags::default()
+        };
+        let mut pending_views: Vec<TensorId> = Vec::new();
+        let mut split: Option<Split> = None;
+        for &id in nodes {
+            if is_view_op(graph.node(id)) {
+                match split.as_mut() {
+                    Some(s) => s.nodes.push(id),
+                    None => pending_views.push(id),
+                }
+                continue;
+            }
+            let Some(b) = self.backend_of[id.index()] else {
+                return Err(Error::Invalid(format!(
+                    "scheduler: node '{}' has no backend",
+                    graph.desc(id).name
+                )));
+            };
+            let srcs: SmallVec<[TensorId; 4]> = graph.node(id).src.clone();
+            let mut need_new = false;
+            if let Some(s) = split
+                .as_ref()
+                .filter(|s| s.backend == b && !s.inputs.is_empty())
+            {
+                let mut n_new_inputs = 0;
+                for &src in &srcs {
+                    let elsewhere = self.backend_of[src.index()] != Some(b)
+                        && !self.buffer_supported(graph, src, b);
+                    let weight = base_buffer(graph, src)
+                        .is_some_and(|buf| buf.usage() == BufferUsage::Weights);
+                    if weight && elsewhere {
+                        need_new = true;
+                        break;
+                    }
+                    if elsewhere && !self.copies.contains_key(&(src, b)) {
+                        n_new_inputs += 1;
+                    }
+                }
+                if s.inputs.len() + n_new_inputs > SCHED_MAX_SPLIT_INPUTS {
+                    need_new = true;
+                }
+            }
+            if split.as_ref().is_none_or(|s| s.backend != b) || need_new {
+                if let Some(s) = split.take() {
+                    self.splits.push(s);
+                }
+                split = Some(Split {
+                    backend: b,
+                    nodes: std::mem::take(&mut pending_views),
+                    compute: Vec::new(),
+                    inputs: Vec::new(),
+                });
+            }
+            let Some(s) = split.as_mut() else {
+                continue;
+            };
+            s.nodes.push(id);
+            s.compute.push(id);
+            for (j, &src) in srcs.iter().enumerate() {
+                let Some(sb) = self.backend_of[src.index()] else {
+                    return Err(Error::Invalid(format!(
+                        "scheduler: source '{}' of '{}' has no backend",
+                        graph.desc(src).name,
+                        graph.desc(id).name
+                    )));
+                };
+                if n_copies > 1
+                    && graph.node(src).flags.contains(Flags::INPUT)
+                    && !self.copies.contains_key(&(src, sb))
+                {
+                    let mut set = SmallVec::new();
+                    for c in 0..n_copies {
+                        if c == cur_copy {
+                            set.push(src);
+                        } else {
+                            set.push(self.push_copy(graph, src, sb, c, copy_flags, false));
+                        }
+                    }
+                    self.copies.insert((src, sb), set.clone());
+                    self.graph_inputs.push(SplitInput { src, copies: set });
+                }
+                if sb != b && !self.buffer_supported(graph, src, b) {
+                    let copy = match self.copies.get(&(src, b)) {
+                        Some(set) => set[cur_copy],
+                        None => {
+                            if s.inputs.len() >= SCHED_MAX_SPLIT_INPUTS {
+                                return Err(Error::Invalid(format!(
+                                    "scheduler: node '{}' needs more than {SCHED_MAX_SPLIT_INPUTS} inputs from other backends",
+                                    graph.desc(id).name
+                                )));
+                            }
+                            let mut set = SmallVec::new();
+                            for c in 0..n_copies {
+                                set.push(self.push_copy(graph, src, b, c, copy_flags, true));
+                            }
+                            let copy = set[cur_copy];
+                            self.copies.insert((src, b), set.clone());
+                            s.inputs.push(SplitInput { src, copies: set });
+                            copy
+                        }
+                    };
+                    graph.node_mut(id).src[j] = copy;
+                }
+            }
+        }
+        if let Some(s) = split {
+            self.splits.push(s);
+        }
+        Ok(())
+    }
+}
