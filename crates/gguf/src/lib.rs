@@ -16,6 +16,27 @@
 //! llama.cpp's reader and loader enforce is enforced here, with errors that
 //! name the field and its byte offset. Versions 1 to 3 are read, in either
 //! byte order; version 3 (little- or big-endian) is written.
+//!
+//! ```
+//! use gguf::{GgmlType, GgufFile, GgufWriter, Metadata, TensorInfo};
+//!
+//! let mut md = Metadata::new();
+//! md.set("general.architecture", "llama");
+//! md.set("llama.context_length", 512u32);
+//! let tensors = [TensorInfo::new("output_norm.weight", GgmlType::F32, &[4])?];
+//! let mut w = GgufWriter::new(Vec::new(), &md, &tensors)?;
+//! w.write_tensor("output_norm.weight", &[0u8; 16])?;
+//! let bytes = w.finish()?;
+//!
+//! let f = GgufFile::from_bytes(&bytes)?;
+//! assert_eq!(f.get_uint("llama.context_length")?, 512);
+//! let t = f.tensor("output_norm.weight").expect("present");
+//! assert_eq!((t.ne(), t.size), ([4, 1, 1, 1], 16));
+//! assert_eq!(f.tensor_data_in(&bytes, t)?, &[0u8; 16]);
+//! # Ok::<(), gguf::Error>(())
+//! ```
+
+#![warn(missing_docs)]
 
 mod error;
 mod file;
@@ -34,7 +55,7 @@ pub use error::{Error, Result};
 pub use file::GgufFile;
 pub use format::{align_up, Endian, MAGIC, MAX_ARRAY_DEPTH, VERSION};
 pub use metadata::{Metadata, DEFAULT_ALIGNMENT, KEY_ALIGNMENT};
-pub use reader::{Layout, ReadOptions};
+pub use reader::{DataLayout, ReadOptions};
 pub use split::{
     plan_split, split_metadata, split_path, split_prefix, GgufModel, SplitOptions, KEY_SPLIT_COUNT,
     KEY_SPLIT_NO, KEY_SPLIT_TENSORS_COUNT, MAX_SPLITS,

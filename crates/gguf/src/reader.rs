@@ -17,7 +17,7 @@ use crate::value::{Array, StringArray, Value, ValueType};
 
 /// How strictly tensor data offsets are checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Layout {
+pub enum DataLayout {
     /// As llama.cpp: tensors lie back to back in info order, each starting
     /// where the previous one's padded size ends.
     #[default]
@@ -31,7 +31,7 @@ pub enum Layout {
 #[derive(Clone, Debug, Default)]
 pub struct ReadOptions {
     /// Tensor offset rules.
-    pub layout: Layout,
+    pub layout: DataLayout,
 }
 
 /// The result of parsing a file's header.
@@ -211,8 +211,8 @@ impl<I: Input> Parser<I> {
         let data_offset = align_up(self.pos(), alignment)
             .ok_or_else(|| invalid("data section offset", self.pos(), "overflows"))?;
         match opts.layout {
-            Layout::Strict => check_strict_layout(&tensors, &info_offsets, alignment)?,
-            Layout::Relaxed => check_relaxed_layout(&tensors, &info_offsets, alignment)?,
+            DataLayout::Strict => check_strict_layout(&tensors, &info_offsets, alignment)?,
+            DataLayout::Relaxed => check_relaxed_layout(&tensors, &info_offsets, alignment)?,
         }
         let file_size = self.input.len();
         for t in &tensors {

@@ -12,45 +12,85 @@ use std::fmt;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[repr(u32)]
 pub enum GgmlType {
+    /// 32-bit float.
     F32 = 0,
+    /// IEEE half float.
     F16 = 1,
+    /// 4-bit blocks of 32 with an f16 scale.
     Q4_0 = 2,
+    /// 4-bit blocks of 32 with f16 scale and minimum.
     Q4_1 = 3,
+    /// Removed from ggml.
     Q4_2 = 4,
+    /// Removed from ggml.
     Q4_3 = 5,
+    /// 5-bit blocks of 32 with an f16 scale.
     Q5_0 = 6,
+    /// 5-bit blocks of 32 with f16 scale and minimum.
     Q5_1 = 7,
+    /// 8-bit blocks of 32 with an f16 scale.
     Q8_0 = 8,
+    /// 8-bit blocks of 32 with f16 scale and sum (activations).
     Q8_1 = 9,
+    /// 2-bit K-quant super-blocks of 256.
     Q2_K = 10,
+    /// 3-bit K-quant super-blocks of 256.
     Q3_K = 11,
+    /// 4-bit K-quant super-blocks of 256.
     Q4_K = 12,
+    /// 5-bit K-quant super-blocks of 256.
     Q5_K = 13,
+    /// 6-bit K-quant super-blocks of 256.
     Q6_K = 14,
+    /// 8-bit K-quant super-blocks of 256 (activations).
     Q8_K = 15,
+    /// 2.06-bit i-quant.
     IQ2_XXS = 16,
+    /// 2.31-bit i-quant.
     IQ2_XS = 17,
+    /// 3.06-bit i-quant.
     IQ3_XXS = 18,
+    /// 1.56-bit i-quant.
     IQ1_S = 19,
+    /// 4-bit non-linear blocks of 32.
     IQ4_NL = 20,
+    /// 3.44-bit i-quant.
     IQ3_S = 21,
+    /// 2.5-bit i-quant.
     IQ2_S = 22,
+    /// 4.25-bit non-linear super-blocks of 256.
     IQ4_XS = 23,
+    /// 8-bit integer.
     I8 = 24,
+    /// 16-bit integer.
     I16 = 25,
+    /// 32-bit integer.
     I32 = 26,
+    /// 64-bit integer.
     I64 = 27,
+    /// 64-bit float.
     F64 = 28,
+    /// 1.75-bit i-quant.
     IQ1_M = 29,
+    /// bfloat16.
     BF16 = 30,
+    /// Removed from ggml (repacked Q4_0).
     Q4_0_4_4 = 31,
+    /// Removed from ggml (repacked Q4_0).
     Q4_0_4_8 = 32,
+    /// Removed from ggml (repacked Q4_0).
     Q4_0_8_8 = 33,
+    /// Ternary 1.69-bit.
     TQ1_0 = 34,
+    /// Ternary 2.06-bit.
     TQ2_0 = 35,
+    /// Removed from ggml (repacked IQ4_NL).
     IQ4_NL_4_4 = 36,
+    /// Removed from ggml (repacked IQ4_NL).
     IQ4_NL_4_8 = 37,
+    /// Removed from ggml (repacked IQ4_NL).
     IQ4_NL_8_8 = 38,
+    /// Microscaling FP4 blocks of 32.
     MXFP4 = 39,
 }
 

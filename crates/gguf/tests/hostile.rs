@@ -6,7 +6,9 @@ mod common;
 
 use std::io::Cursor;
 
-use gguf::{Array, Error, GgmlType, GgufFile, GgufWriter, Layout, ReadOptions, TensorInfo, Value};
+use gguf::{
+    Array, DataLayout, Error, GgmlType, GgufFile, GgufWriter, ReadOptions, TensorInfo, Value,
+};
 
 /// An independent encoder that remembers where each numeric field lies, so
 /// tests can break fields by name.
@@ -453,7 +455,7 @@ fn e_patch(ts: &[RawTensor], field: &str, v: u64) -> Vec<u8> {
 #[test]
 fn relaxed_layout_accepts_any_order_but_not_overlap_or_misalignment() {
     let relaxed = ReadOptions {
-        layout: Layout::Relaxed,
+        layout: DataLayout::Relaxed,
     };
     let ts = [t("a", GgmlType::F32, &[8]), t("b", GgmlType::F32, &[8])];
     let e = Emit::file(&[], &ts);
@@ -511,7 +513,7 @@ fn data_outside_the_file_names_the_tensor() {
         "tensor 'blk.0.w' data is not within the file bounds: the file may be truncated"
     );
     let relaxed = ReadOptions {
-        layout: Layout::Relaxed,
+        layout: DataLayout::Relaxed,
     };
     let far = e.patched("t1.offset", 1 << 20);
     let m = GgufFile::from_bytes_with(&far, &relaxed)
