@@ -1,0 +1,795 @@
+//! The execution stream of a device: records transfers and dispatches into
+//! a command buffer, with barriers only between dependent commands, and
+//! submits it on the device queue with a timeline semaphore.
+
+use std::collections::{HashSet, VecDeque};
+use std::sync::Arc;
+
+use ash::vk;
+use ggml_core::{Backend, Buffer, Device, Event, Graph, Op, Placement, TensorId};
+
+use crate::buffer::VkBuffer;
+use crate::device::VulkanDevice;
+use crate::error::{Error, Result, VkContext};
+use crate::event::{Timeline, VkEvent};
+use crate::logical::{DeviceShared, RawBuffer};
+use crate::pipeline::{N_BINDINGS, PUSH_CONSTANT_BYTES};
+use crate::transfer::{begin_barrier, end_barrier};
+
+/// Bytes of a pooled staging chunk of asynchronous uploads.
+const STAGING_CHUNK: usize = 4 << 20;
+/// Uploads larger than this wait for the queue and go synchronously
+/// instead of taking staging memory.
+const ASYNC_UPLOAD_MAX: usize = 64 << 20;
+/// Staging chunks kept for reuse.
+const STAGING_POOL: usize = 4;
+/// Descriptor sets per descriptor pool.
+const SETS_PER_POOL: u32 = 256;
+
+/// A byte range of a buffer, for dependency tracking.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Span {
+    buffer: vk::Buffer,
+    start: u64,
+    end: u64,
+}
+
+impl Span {
+    fn overlaps(&self, o: &Span) -> bool {
+        self.buffer == o.buffer && self.start < o.end && o.start < self.end
+    }
+}
+
+/// A tensor bound for a dispatch: the storage-buffer window that holds it,
+/// its first element inside the window (in units of its element or block
+/// size) and the bytes it spans.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bound {
+    buffer: vk::Buffer,
+    offset: u64,
+    range: u64,
+    /// First element (or block) of the tensor in the window.
+    pub(crate) off: u32,
+    span: Span,
+}
+
+/// Commands being recorded and the resources they use.
+struct Recording {
+    cmd: vk::CommandBuffer,
+    pools: Vec<vk::DescriptorPool>,
+    staging: Vec<(RawBuffer, usize)>,
+    keep: Vec<Arc<dyn Buffer>>,
+    kept: HashSet<usize>,
+    reads: Vec<Span>,
+    writes: Vec<Span>,
+}
+
+/// Submitted commands and what must live until they complete.
+struct Submitted {
+    value: u64,
+    cmd: Option<vk::CommandBuffer>,
+    pools: Vec<vk::DescriptorPool>,
+    staging: Vec<RawBuffer>,
+    _keep: Vec<Arc<dyn Buffer>>,
+    _waits: Vec<(Arc<Timeline>, u64)>,
+}
+
+/// An execution stream of a [`VulkanDevice`].
+pub struct VulkanBackend {
+    device: Arc<VulkanDevice>,
+    shared: Arc<DeviceShared>,
+    pool: vk::CommandPool,
+    timeline: vk::Semaphore,
+    signaled: u64,
+    rec: Option<Recording>,
+    in_flight: VecDeque<Submitted>,
+    free_cmds: Vec<vk::CommandBuffer>,
+    free_pools: Vec<vk::DescriptorPool>,
+    free_staging: Vec<RawBuffer>,
+    waits: Vec<(Arc<Timeline>, u64)>,
+}
+
+impl VulkanBackend {
+    pub(crate) fn new(device: Arc<VulkanDevice>) -> Result<VulkanBackend> {
+        let shared = device.shared().clone();
+        let dev = &shared.device;
+        // SAFETY: a live device; both objects are destroyed in Drop, or here
+        // when the second cannot be made.
+        let (pool, timeline) = unsafe {
+            let pool = dev
+                .create_command_pool(
+                    &vk::CommandPoolCreateInfo::default()
+                        .queue_family_index(shared.queue_family)
+                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                    None,
+                )
+                .ctx("vkCreateCommandPool")?;
+            let mut ti = vk::SemaphoreTypeCreateInfo::default()
+                .semaphore_type(vk::SemaphoreType::TIMELINE)
+                .initial_value(0);
+            match dev.create_semaphore(&vk::SemaphoreCreateInfo::default().push_next(&mut ti), None)
+            {
+                Ok(s) => (pool, s),
+                Err(e) => {
+                    dev.destroy_command_pool(pool, None);
+                    return Err(Error::vk("vkCreateSemaphore", e));
+                }
+            }
+        };
+        Ok(VulkanBackend {
+            device,
+            shared,
+            pool,
+            timeline,
+            signaled: 0,
+            rec: None,
+            in_flight: VecDeque::new(),
+            free_cmds: Vec::new(),
+            free_pools: Vec::new(),
+            free_staging: Vec::new(),
+            waits: Vec::new(),
+        })
+    }
+
+    pub(crate) fn shared(&self) -> &Arc<DeviceShared> {
+        &self.shared
+    }
+
+    fn recording(&mut self) -> Result<&mut Recording> {
+        if self.rec.is_none() {
+            let dev = &self.shared.device;
+            let cmd = match self.free_cmds.pop() {
+                Some(c) => c,
+                // SAFETY: the pool belongs to this backend.
+                None => unsafe {
+                    dev.allocate_command_buffers(
+                        &vk::CommandBufferAllocateInfo::default()
+                            .command_pool(self.pool)
+                            .level(vk::CommandBufferLevel::PRIMARY)
+                            .command_buffer_count(1),
+                    )
+                }
+                .ctx("vkAllocateCommandBuffers")?[0],
+            };
+            // SAFETY: `cmd` is in the initial state (new or reset on recycling).
+            unsafe {
+                dev.begin_command_buffer(
+                    cmd,
+                    &vk::CommandBufferBeginInfo::default()
+                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
+                )
+            }
+            .ctx("vkBeginCommandBuffer")?;
+            begin_barrier(dev, cmd);
+            self.rec = Some(Recording {
+                cmd,
+                pools: Vec::new(),
+                staging: Vec::new(),
+                keep: Vec::new(),
+                kept: HashSet::new(),
+                reads: Vec::new(),
+                writes: Vec::new(),
+            });
+        }
+        Ok(self.rec.as_mut().expect("recording was just started"))
+    }
+
+    /// Submits what was recorded (or only the waits and signals when
+    /// nothing was), signalling the timeline and `extra`.
+    fn flush(&mut self, extra: Option<(vk::Semaphore, u64)>) -> Result<()> {
+        let rec = self.rec.take();
+        if rec.is_none() && extra.is_none() && self.waits.is_empty() {
+            return Ok(());
+        }
+        let dev = &self.shared.device;
+        let mut cmds = Vec::new();
+        if let Some(r) = &rec {
+            end_barrier(dev, r.cmd);
+            // SAFETY: the command buffer is in the recording state.
+            unsafe { dev.end_command_buffer(r.cmd) }.ctx("vkEndCommandBuffer")?;
+            cmds.push(r.cmd);
+        }
+        let value = self.signaled + 1;
+        let mut signal = vec![self.timeline];
+        let mut signal_values = vec![value];
+        if let Some((s, v)) = extra {
+            signal.push(s);
+            signal_values.push(v);
+        }
+        let waits = std::mem::take(&mut self.waits);
+        let wait_sems: Vec<_> = waits.iter().map(|w| w.0.sem).collect();
+        let wait_values: Vec<_> = waits.iter().map(|w| w.1).collect();
+        let wait_stages = vec![vk::PipelineStageFlags::ALL_COMMANDS; waits.len()];
+        let mut ts = vk::TimelineSemaphoreSubmitInfo::default()
+            .wait_semaphore_values(&wait_values)
+            .signal_semaphore_values(&signal_values);
+        let submit = vk::SubmitInfo::default()
+            .command_buffers(&cmds)
+            .wait_semaphores(&wait_sems)
+            .wait_dst_stage_mask(&wait_stages)
+            .signal_semaphores(&signal)
+            .push_next(&mut ts);
+        let res = self.shared.submit(&[submit], vk::Fence::null());
+        let (cmd, pools, staging, keep) = match rec {
+            Some(r) => (
+                Some(r.cmd),
+                r.pools,
+                r.staging.into_iter().map(|s| s.0).collect(),
+                r.keep,
+            ),
+            None => (None, Vec::new(), Vec::new(), Vec::new()),
+        };
+        match res {
+            Ok(()) => {
+                self.signaled = value;
+                self.in_flight.push_back(Submitted {
+                    value,
+                    cmd,
+                    pools,
+                    staging,
+                    _keep: keep,
+                    _waits: waits,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                // Nothing was queued: the resources can be reused at once.
+                self.release(Submitted {
+                    value,
+                    cmd,
+                    pools,
+                    staging,
+                    _keep: keep,
+                    _waits: waits,
+                });
+                Err(e)
+            }
+        }
+    }
+
+    fn release(&mut self, s: Submitted) {
+        let dev = &self.shared.device;
+        if let Some(c) = s.cmd {
+            // SAFETY: the work of `c` completed (or was never submitted).
+            if unsafe { dev.reset_command_buffer(c, vk::CommandBufferResetFlags::empty()) }.is_ok()
+            {
+                self.free_cmds.push(c);
+            }
+        }
+        for p in s.pools {
+            // SAFETY: no set of `p` is in use any more.
+            if unsafe { dev.reset_descriptor_pool(p, vk::DescriptorPoolResetFlags::empty()) }
+                .is_ok()
+            {
+                self.free_pools.push(p);
+            }
+        }
+        for b in s.staging {
+            if b.size == STAGING_CHUNK && self.free_staging.len() < STAGING_POOL {
+                self.free_staging.push(b);
+            } else {
+                self.shared.destroy_buffer(b);
+            }
+        }
+    }
+
+    /// Releases the resources of completed submissions; with `wait`, waits
+    /// for all of them first.
+    fn recycle(&mut self, wait: bool) -> Result<()> {
+        let dev = &self.shared.device;
+        let done = if wait {
+            let sems = [self.timeline];
+            let values = [self.signaled];
+            // SAFETY: the semaphore belongs to this backend.
+            unsafe {
+                dev.wait_semaphores(
+                    &vk::SemaphoreWaitInfo::default()
+                        .semaphores(&sems)
+                        .values(&values),
+                    u64::MAX,
+                )
+            }
+            .ctx("vkWaitSemaphores")?;
+            self.signaled
+        } else {
+            // SAFETY: as above.
+            unsafe { dev.get_semaphore_counter_value(self.timeline) }
+                .ctx("vkGetSemaphoreCounterValue")?
+        };
+        while self.in_flight.front().is_some_and(|s| s.value <= done) {
+            let s = self.in_flight.pop_front().expect("front was checked");
+            self.release(s);
+        }
+        Ok(())
+    }
+
+    /// Records a barrier first when the command reading `reads` and writing
+    /// `writes` depends on (or overwrites) earlier commands of the recording.
+    fn track(&mut self, reads: &[Span], writes: &[Span]) -> Result<()> {
+        let dev = self.shared.device.clone();
+        let rec = self.recording()?;
+        let hazard = reads
+            .iter()
+            .any(|r| rec.writes.iter().any(|w| w.overlaps(r)))
+            || writes
+                .iter()
+                .any(|w| rec.writes.iter().chain(&rec.reads).any(|x| x.overlaps(w)));
+        if hazard {
+            begin_barrier(&dev, rec.cmd);
+            rec.reads.clear();
+            rec.writes.clear();
+        }
+        rec.reads.extend_from_slice(reads);
+        rec.writes.extend_from_slice(writes);
+        Ok(())
+    }
+
+    fn keep(&mut self, b: &Arc<dyn Buffer>) -> Result<()> {
+        let rec = self.recording()?;
+        let key = Arc::as_ptr(b) as *const () as usize;
+        if rec.kept.insert(key) {
+            rec.keep.push(b.clone());
+        }
+        Ok(())
+    }
+
+    /// Copies `data` into staging memory of the recording: (buffer, offset).
+    fn stage(&mut self, data: &[u8]) -> Result<(vk::Buffer, u64)> {
+        let need = data.len().next_multiple_of(16);
+        let fits = self
+            .rec
+            .as_ref()
+            .and_then(|r| r.staging.last())
+            .is_some_and(|(b, used)| used + need <= b.size);
+        if !fits {
+            let buf = if need <= STAGING_CHUNK {
+                match self.free_staging.pop() {
+                    Some(b) => b,
+                    None => self.shared.create_buffer(STAGING_CHUNK, true, "staging")?,
+                }
+            } else {
+                self.shared.create_buffer(need, true, "staging")?
+            };
+            let rec = match self.recording() {
+                Ok(r) => r,
+                Err(e) => {
+                    self.shared.destroy_buffer(buf);
+                    return Err(e);
+                }
+            };
+            rec.staging.push((buf, 0));
+        }
+        let rec = self.recording()?;
+        let (b, used) = rec
+            .staging
+            .last_mut()
+            .expect("a staging chunk was just ensured");
+        let p = b.mapped.expect("staging memory is mapped");
+        let off = *used;
+        // SAFETY: the chunk has room for `data` at `off` (checked above) and
+        // no queued work uses this part of it.
+        unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), p.as_ptr().add(off), data.len()) };
+        *used += need;
+        Ok((b.buffer, off as u64))
+    }
+
+    fn record_copy(
+        &mut self,
+        src: vk::Buffer,
+        src_off: u64,
+        dst: vk::Buffer,
+        dst_off: u64,
+        size: u64,
+    ) -> Result<()> {
+        let dev = self.shared.device.clone();
+        let rec = self.recording()?;
+        let region = vk::BufferCopy {
+            src_offset: src_off,
+            dst_offset: dst_off,
+            size,
+        };
+        // SAFETY: both buffers are live (kept until completion) and the
+        // regions are inside them (checked by the callers).
+        unsafe { dev.cmd_copy_buffer(rec.cmd, src, dst, &[region]) };
+        Ok(())
+    }
+
+    /// Binds tensor `id` of `graph` whose elements (or blocks) are `unit`
+    /// bytes: a storage-buffer window aligned for the device that holds the
+    /// whole tensor and starts a whole number of units before it.
+    pub(crate) fn bind(&mut self, graph: &Graph, id: TensorId, unit: usize) -> Result<Bound> {
+        let desc = graph.desc(id);
+        let p = graph
+            .placement(id)
+            .ok_or_else(|| Error::Other(format!("tensor '{}' has no memory", desc.name)))?;
+        let vb = VkBuffer::of(&p, &self.shared).ok_or_else(|| {
+            Error::Other(format!(
+                "tensor '{}' is in a {} buffer, not one of {}",
+                desc.name,
+                p.buffer.buffer_type().name(),
+                self.shared.name
+            ))
+        })?;
+        let raw = vb.raw();
+        let nbytes = desc.nbytes();
+        let align = self.shared.limits.storage_align;
+        let mut start = p.offset - p.offset % align;
+        while (p.offset - start) % unit != 0 {
+            if start < align || p.offset - start > unit * align {
+                return Err(Error::Other(format!(
+                    "tensor '{}' at offset {} cannot be bound in units of {unit} bytes",
+                    desc.name, p.offset
+                )));
+            }
+            start -= align;
+        }
+        let range = (raw.size - start).min(self.shared.limits.max_storage_range);
+        if p.offset + nbytes > start + range {
+            return Err(Error::Other(format!(
+                "tensor '{}' ({nbytes} bytes) is larger than the device's largest binding ({} bytes)",
+                desc.name, self.shared.limits.max_storage_range
+            )));
+        }
+        let off = u32::try_from((p.offset - start) / unit)
+            .map_err(|_| Error::Other(format!("tensor '{}': offset too large", desc.name)))?;
+        let bound = Bound {
+            buffer: raw.buffer,
+            offset: start as u64,
+            range: range as u64,
+            off,
+            span: Span {
+                buffer: raw.buffer,
+                start: p.offset as u64,
+                end: (p.offset + nbytes) as u64,
+            },
+        };
+        self.keep(&p.buffer)?;
+        Ok(bound)
+    }
+
+    fn descriptor_set(&mut self) -> Result<vk::DescriptorSet> {
+        let dev = self.shared.device.clone();
+        let layouts = [self.shared.pipelines.set_layout];
+        if let Some(&pool) = self.recording()?.pools.last() {
+            // SAFETY: the pool and layout are live.
+            match unsafe {
+                dev.allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(pool)
+                        .set_layouts(&layouts),
+                )
+            } {
+                Ok(s) => return Ok(s[0]),
+                Err(vk::Result::ERROR_OUT_OF_POOL_MEMORY | vk::Result::ERROR_FRAGMENTED_POOL) => {}
+                Err(e) => return Err(Error::vk("vkAllocateDescriptorSets", e)),
+            }
+        }
+        let pool = match self.free_pools.pop() {
+            Some(p) => p,
+            None => {
+                let sizes = [vk::DescriptorPoolSize {
+                    ty: vk::DescriptorType::STORAGE_BUFFER,
+                    descriptor_count: SETS_PER_POOL * N_BINDINGS,
+                }];
+                // SAFETY: a live device; the pool is destroyed in Drop.
+                unsafe {
+                    dev.create_descriptor_pool(
+                        &vk::DescriptorPoolCreateInfo::default()
+                            .max_sets(SETS_PER_POOL)
+                            .pool_sizes(&sizes),
+                        None,
+                    )
+                }
+                .ctx("vkCreateDescriptorPool")?
+            }
+        };
+        self.recording()?.pools.push(pool);
+        // SAFETY: a fresh (or reset) pool and a live layout.
+        let sets = unsafe {
+            dev.allocate_descriptor_sets(
+                &vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(pool)
+                    .set_layouts(&layouts),
+            )
+        }
+        .ctx("vkAllocateDescriptorSets")?;
+        Ok(sets[0])
+    }
+
+    /// Records a dispatch of `groups` workgroups of shader `shader` with
+    /// tensors in binding slots 0..=2 (read) and 3 (written) and push
+    /// constants `push`. Empty slots repeat the destination.
+    pub(crate) fn dispatch(
+        &mut self,
+        shader: &str,
+        srcs: [Option<&Bound>; 3],
+        dst: &Bound,
+        push: &[u32],
+        groups: u64,
+    ) -> Result<()> {
+        if groups == 0 {
+            return Ok(());
+        }
+        debug_assert!(push.len() * 4 <= PUSH_CONSTANT_BYTES as usize);
+        let dev = self.shared.device.clone();
+        let pipeline = self.shared.pipelines.get(&dev, shader)?;
+        let reads: Vec<Span> = srcs.iter().flatten().map(|b| b.span).collect();
+        self.track(&reads, &[dst.span])?;
+        let set = self.descriptor_set()?;
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = srcs
+            .iter()
+            .map(|s| s.unwrap_or(dst))
+            .chain(std::iter::once(dst))
+            .map(|b| {
+                [vk::DescriptorBufferInfo {
+                    buffer: b.buffer,
+                    offset: b.offset,
+                    range: b.range,
+                }]
+            })
+            .collect();
+        let writes: Vec<_> = infos
+            .iter()
+            .enumerate()
+            .map(|(i, info)| {
+                vk::WriteDescriptorSet::default()
+                    .dst_set(set)
+                    .dst_binding(i as u32)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .buffer_info(info)
+            })
+            .collect();
+        let [gx, gy, gz] = split_groups(groups, self.shared.limits.max_groups)?;
+        let layout = self.shared.pipelines.layout;
+        let cmd = self.recording()?.cmd;
+        let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        // SAFETY: the set, pipeline and layout are live; the buffers are
+        // kept alive until the work completes; the push constants fit the
+        // layout's range; the group counts are within the device limits.
+        unsafe {
+            dev.update_descriptor_sets(&writes, &[]);
+            dev.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipeline);
+            dev.cmd_bind_descriptor_sets(
+                cmd,
+                vk::PipelineBindPoint::COMPUTE,
+                layout,
+                0,
+                &[set],
+                &[],
+            );
+            dev.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+            dev.cmd_dispatch(cmd, gx, gy, gz);
+        }
+        Ok(())
+    }
+
+    fn upload(&mut self, dst: &Placement, vb_buffer: vk::Buffer, data: &[u8]) -> Result<()> {
+        let (sb, soff) = self.stage(data)?;
+        let span = Span {
+            buffer: vb_buffer,
+            start: dst.offset as u64,
+            end: (dst.offset + data.len()) as u64,
+        };
+        self.track(&[], &[span])?;
+        self.keep(&dst.buffer)?;
+        self.record_copy(sb, soff, vb_buffer, dst.offset as u64, data.len() as u64)
+    }
+
+    fn check_range(p: &Placement, len: usize, what: &str) -> ggml_core::Result<()> {
+        if p.offset
+            .checked_add(len)
+            .is_none_or(|e| e > p.buffer.size())
+        {
+            return Err(ggml_core::Error::OutOfBounds {
+                what: what.to_string(),
+                offset: p.offset,
+                end: p.offset.saturating_add(len),
+                size: p.buffer.size(),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Splits a linear workgroup count over x, y, z within the device limits.
+pub(crate) fn split_groups(groups: u64, max: [u32; 3]) -> Result<[u32; 3]> {
+    let mx = u64::from(max[0].min(65535));
+    let my = u64::from(max[1].min(65535));
+    let x = groups.min(mx);
+    let rest = groups.div_ceil(x);
+    let y = rest.min(my);
+    let z = rest.div_ceil(y);
+    if z > u64::from(max[2]) {
+        return Err(Error::Other(format!(
+            "{groups} workgroups exceed the device limits"
+        )));
+    }
+    Ok([x as u32, y as u32, z as u32])
+}
+
+impl Drop for VulkanBackend {
+    fn drop(&mut self) {
+        if self.flush(None).is_err() || self.recycle(true).is_err() {
+            self.shared.wait_idle();
+        }
+        let dev = &self.shared.device;
+        for s in std::mem::take(&mut self.in_flight) {
+            for b in s.staging {
+                self.shared.destroy_buffer(b);
+            }
+            // SAFETY: the device is idle; pools are destroyed below with their sets.
+            unsafe {
+                for p in s.pools {
+                    dev.destroy_descriptor_pool(p, None);
+                }
+            }
+        }
+        for b in std::mem::take(&mut self.free_staging) {
+            self.shared.destroy_buffer(b);
+        }
+        // SAFETY: all work of this backend completed; each object is
+        // destroyed once; destroying the command pool frees its buffers.
+        unsafe {
+            for p in self.free_pools.drain(..) {
+                dev.destroy_descriptor_pool(p, None);
+            }
+            dev.destroy_semaphore(self.timeline, None);
+            dev.destroy_command_pool(self.pool, None);
+        }
+    }
+}
+
+impl Backend for VulkanBackend {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    fn device(&self) -> Arc<dyn Device> {
+        self.device.clone()
+    }
+
+    fn set_tensor_async(&mut self, dst: &Placement, data: &[u8]) -> ggml_core::Result<()> {
+        Self::check_range(dst, data.len(), "set_tensor_async")?;
+        let target = VkBuffer::of(dst, &self.shared).map(|b| b.raw().buffer);
+        match target {
+            Some(buf) if data.len() <= ASYNC_UPLOAD_MAX => Ok(self.upload(dst, buf, data)?),
+            _ => {
+                self.synchronize()?;
+                dst.buffer.set_tensor(dst.offset, data)
+            }
+        }
+    }
+
+    fn get_tensor_async(&mut self, src: &Placement, out: &mut [u8]) -> ggml_core::Result<()> {
+        // `out` is only borrowed for this call: the read completes here.
+        self.synchronize()?;
+        src.buffer.get_tensor(src.offset, out)
+    }
+
+    fn cpy_tensor_async(
+        &mut self,
+        src: &Placement,
+        dst: &Placement,
+        size: usize,
+    ) -> ggml_core::Result<bool> {
+        Self::check_range(src, size, "copy source")?;
+        Self::check_range(dst, size, "copy destination")?;
+        let sbuf = VkBuffer::of(src, &self.shared).map(|b| b.raw().buffer);
+        let dbuf = VkBuffer::of(dst, &self.shared).map(|b| b.raw().buffer);
+        match (sbuf, dbuf) {
+            (Some(s), Some(d)) => {
+                let rs = Span {
+                    buffer: s,
+                    start: src.offset as u64,
+                    end: (src.offset + size) as u64,
+                };
+                let ws = Span {
+                    buffer: d,
+                    start: dst.offset as u64,
+                    end: (dst.offset + size) as u64,
+                };
+                if rs.overlaps(&ws) {
+                    return Ok(false);
+                }
+                self.track(&[rs], &[ws])?;
+                self.keep(&src.buffer)?;
+                self.keep(&dst.buffer)?;
+                self.record_copy(s, src.offset as u64, d, dst.offset as u64, size as u64)?;
+                Ok(true)
+            }
+            (None, Some(d)) if src.buffer.buffer_type().is_host() && size <= ASYNC_UPLOAD_MAX => {
+                let Some(base) = src.buffer.base() else {
+                    return Ok(false);
+                };
+                // SAFETY: the range is inside the source (checked above); a
+                // host source is not written while it is being copied (the
+                // caller's contract); the bytes are copied to staging now.
+                let bytes =
+                    unsafe { std::slice::from_raw_parts(base.as_ptr().add(src.offset), size) };
+                self.upload(dst, d, bytes)?;
+                Ok(true)
+            }
+            (Some(_), None) if dst.buffer.buffer_type().is_host() && !dst.buffer.is_read_only() => {
+                let Some(base) = dst.buffer.base() else {
+                    return Ok(false);
+                };
+                self.synchronize()?;
+                // SAFETY: the range is inside the destination (checked
+                // above) and nothing else uses it during the copy.
+                let out =
+                    unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(dst.offset), size) };
+                src.buffer.get_tensor(src.offset, out)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn synchronize(&mut self) -> ggml_core::Result<()> {
+        self.flush(None)?;
+        Ok(self.recycle(true)?)
+    }
+
+    /// Records every node into one command buffer, submits it and waits
+    /// for it, so that the results can be read through any path afterwards.
+    fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> ggml_core::Result<()> {
+        let mut res = Ok(());
+        for &id in nodes {
+            let op = &graph.node(id).op;
+            if *op == Op::None || op.is_view() {
+                continue;
+            }
+            if let Err(e) = crate::ops::record(self, graph, id) {
+                res = Err(e);
+                break;
+            }
+        }
+        let flushed = self.flush(None).and_then(|()| self.recycle(true));
+        res?;
+        Ok(flushed?)
+    }
+
+    fn event_record(&mut self, event: &dyn Event) -> ggml_core::Result<()> {
+        match event.as_any().downcast_ref::<VkEvent>() {
+            Some(e) if Arc::ptr_eq(e.shared(), &self.shared) => {
+                let v = e.next_value();
+                self.flush(Some((e.timeline().sem, v)))?;
+                e.set_recorded(v);
+                self.recycle(false)?;
+                Ok(())
+            }
+            _ => self.synchronize(),
+        }
+    }
+
+    fn event_wait(&mut self, event: &dyn Event) -> ggml_core::Result<()> {
+        match event.as_any().downcast_ref::<VkEvent>() {
+            Some(e) if Arc::ptr_eq(e.shared(), &self.shared) => {
+                if let Some(v) = e.recorded() {
+                    // Work recorded before the wait must not start after
+                    // later work, so it is submitted first.
+                    self.flush(None)?;
+                    self.waits.push((e.timeline().clone(), v));
+                }
+                Ok(())
+            }
+            _ => event.synchronize(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_split_within_limits() {
+        let max = [65535, 65535, 65535];
+        assert_eq!(split_groups(1, max).unwrap(), [1, 1, 1]);
+        assert_eq!(split_groups(65535, max).unwrap(), [65535, 1, 1]);
+        let [x, y, z] = split_groups(200_000, max).unwrap();
+        assert!(u64::from(x) * u64::from(y) * u64::from(z) >= 200_000);
+        assert!(x <= 65535 && y <= 65535);
+        assert!(split_groups(u64::MAX, max).is_err());
+    }
+}

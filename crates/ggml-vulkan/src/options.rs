@@ -1,0 +1,63 @@
+//! Backend options, read from the environment by [`Options::from_env`].
+
+/// How the backend picks devices and sizes buffers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Also expose software devices (lavapipe, SwiftShader):
+    /// `GGML_VK_ALLOW_CPU_DEVICES=1`.
+    pub allow_cpu_devices: bool,
+    /// Physical device indices (in the driver's enumeration order) to expose,
+    /// in this order; an index may repeat: `GGML_VK_VISIBLE_DEVICES=0,1`.
+    pub visible_devices: Option<Vec<usize>>,
+    /// Enable `VK_LAYER_KHRONOS_validation` and turn its errors into
+    /// [`crate::take_validation_errors`] entries: `GGML_VK_VALIDATE=1`.
+    pub validation: bool,
+    /// Cap on a single device buffer (bytes), below the device limits:
+    /// `GGML_VK_MAX_BUFFER_SIZE`.
+    pub max_buffer_size: Option<usize>,
+    /// Always move data through staging buffers, even when device memory
+    /// is host-visible: `GGML_VK_FORCE_STAGING=1`.
+    pub force_staging: bool,
+    /// Do not use subgroup operations: `GGML_VK_DISABLE_SUBGROUPS=1`.
+    pub disable_subgroups: bool,
+}
+
+fn flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+impl Options {
+    /// Options from the `GGML_VK_*` environment variables. Validation is
+    /// also on when `VK_INSTANCE_LAYERS` names the validation layer.
+    pub fn from_env() -> Options {
+        let visible_devices = std::env::var("GGML_VK_VISIBLE_DEVICES")
+            .ok()
+            .filter(|s| !s.trim().is_empty())
+            .map(|s| {
+                s.split(',')
+                    .filter_map(|x| match x.trim().parse::<usize>() {
+                        Ok(i) => Some(i),
+                        Err(_) => {
+                            eprintln!(
+                                "ggml_vulkan: GGML_VK_VISIBLE_DEVICES: '{x}' is not an index, ignored"
+                            );
+                            None
+                        }
+                    })
+                    .collect()
+            });
+        let validation = flag("GGML_VK_VALIDATE")
+            || std::env::var("VK_INSTANCE_LAYERS")
+                .is_ok_and(|l| l.contains("VK_LAYER_KHRONOS_validation"));
+        Options {
+            allow_cpu_devices: flag("GGML_VK_ALLOW_CPU_DEVICES"),
+            visible_devices,
+            validation,
+            max_buffer_size: std::env::var("GGML_VK_MAX_BUFFER_SIZE")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+            force_staging: flag("GGML_VK_FORCE_STAGING"),
+            disable_subgroups: flag("GGML_VK_DISABLE_SUBGROUPS"),
+        }
+    }
+}
