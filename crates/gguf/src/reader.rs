@@ -187,7 +187,15 @@ impl<I: Input> Parser<I> {
                 )
             })?;
         // Both counts are now bounded by the file size.
-        let (n_kv, n_tensors) = (n_kv as usize, n_tensors as usize);
+        let too_many = |at| {
+            invalid(
+                "header counts",
+                at,
+                "more entries than this platform can index",
+            )
+        };
+        let n_kv = usize::try_from(n_kv).map_err(|_| too_many(n_kv_at))?;
+        let n_tensors = usize::try_from(n_tensors).map_err(|_| too_many(n_tensors_at))?;
 
         let (metadata, kv_offsets) = self.parse_kvs(n_kv)?;
         let alignment = metadata.alignment().map_err(|e| {
@@ -324,8 +332,13 @@ impl<I: Input> Parser<I> {
                 format!("{n} elements of type {et} cannot fit in the {rem} bytes left"),
             ));
         }
-        // Bounded by the bytes left, so it fits memory.
-        let n = n as usize;
+        let n = usize::try_from(n).map_err(|_| {
+            invalid(
+                format!("{} array length", ctx()),
+                n_at,
+                "too long for this platform",
+            )
+        })?;
         let f = || format!("{} array data", ctx());
         Ok(match et {
             ValueType::U8 => Array::U8(self.read_vec(n, f)?),

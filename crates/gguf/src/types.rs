@@ -251,7 +251,7 @@ impl GgmlType {
         (n / bs).checked_mul(self.type_size() as u64)
     }
 
-    /// Bytes of a contiguous tensor with dimensions `ne` (ggml order: ne[0] is
+    /// Bytes of a contiguous tensor with dimensions `ne` (ggml order: `ne[0]` is
     /// the row length), or `None` on a partial block or overflow.
     pub fn tensor_size(self, ne: &[u64]) -> Option<u64> {
         let (first, rest) = match ne.split_first() {
