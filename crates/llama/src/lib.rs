@@ -1,4 +1,31 @@
 //! llama: model loading and placement, vocabularies, KV cache, graph builders,
 //! context, sampling and the command-line tools.
 
+pub mod arch;
+pub mod error;
+pub mod hparams;
+pub mod params;
 pub mod vocab;
+
+pub use arch::{Arch, TensorKind};
+pub use error::{LlamaError, Result};
+pub use hparams::HParams;
+pub use params::{KvOverride, KvOverrideValue, ModelParams, SplitMode, TensorBuftOverride};
+pub mod devices;
+pub mod loader;
+pub mod log;
+pub mod model;
+pub mod placement;
+
+pub use devices::backend_init;
+pub use model::{Model, Weight, Weights};
+pub mod batch;
+pub mod context;
+pub mod graph;
+pub mod kv_cache;
+
+pub use batch::{Batch, Token};
+pub use context::{Context, ContextParams, PoolingType};
+pub mod cli;
+pub mod perplexity;
+pub mod sampling;

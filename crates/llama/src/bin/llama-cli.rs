@@ -1,0 +1,176 @@
+//! llama-cli: generate text from a GGUF model.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use llama::cli::{print_devices, CommonArgs};
+use llama::sampling::SamplerChain;
+use llama::{Batch, Context, LlamaError, Model, Result};
+
+const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
+
+  -m, --model FILE          GGUF model (first part of a split model)
+  -p, --prompt TEXT         prompt
+  -f, --file FILE           read the prompt from a file
+  -n, --n-predict N         tokens to generate (-1 = until end of text or full context)
+  -c, --ctx-size N          context size (0 = from the model; default 4096)
+  -b, --batch-size N        logical batch size (default 2048)
+  -ub, --ubatch-size N      physical batch size (default 512)
+  -t, --threads N           threads (-tb for batches)
+  -ngl, --n-gpu-layers N    layers to store on GPUs
+  -sm, --split-mode MODE    none, layer or row
+  -mg, --main-gpu N         GPU for split mode none
+  -ts, --tensor-split LIST  fraction of the model per GPU, e.g. 3,1
+  -dev, --device LIST       devices to use (see --list-devices), or none
+  --list-devices            print the available devices and exit
+  --no-mmap, --mlock, --check-tensors
+  -ot, --override-tensor PATTERN=BUFFER_TYPE
+  --override-kv KEY=TYPE:VALUE
+  -ctk, -ctv TYPE           KV cache types (f16 default; f32, q8_0, q4_0)
+  -nkvo, --no-kv-offload    keep the KV cache on the CPU
+  --no-op-offload           never move CPU-stored weights' ops to a GPU
+  --temp T, --top-k N, --top-p P, --min-p P, --typical P, --repeat-penalty P,
+  --repeat-last-n N, --frequency-penalty P, --presence-penalty P, -s, --seed N
+  -no-cnv                   accepted; this tool always completes the prompt
+  -v, --verbose; --log-disable";
+
+fn run() -> Result<()> {
+    let args = CommonArgs::parse(std::env::args().skip(1))?;
+    if args.rest.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{HELP}");
+        return Ok(());
+    }
+    args.reject_rest()?;
+    if args.list_devices {
+        print_devices();
+        return Ok(());
+    }
+    let path = args.model_path()?.to_string();
+    let mut mp = args.model_params.clone();
+    if !args.log_disable && mp.progress_callback.is_none() {
+        let last = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        mp.progress_callback = Some(Arc::new(move |f: f32| {
+            let dots = (f * 40.0) as usize;
+            let prev = last.swap(dots, std::sync::atomic::Ordering::Relaxed);
+            if dots > prev {
+                eprint!("{}", ".".repeat(dots - prev));
+                if f >= 1.0 {
+                    eprintln!();
+                }
+            }
+            true
+        }));
+    }
+    let model = Model::load(&path, &mp)?;
+    let mut ctx = Context::new(&model, args.ctx_params.clone())?;
+    let vocab = &model.vocab;
+    let prompt = args.prompt.clone().unwrap_or_default();
+    let tokens = vocab.tokenize(&prompt, true, true);
+    if tokens.is_empty() {
+        return Err(LlamaError::InvalidParam(
+            "the prompt is empty and the model adds no BOS token".into(),
+        ));
+    }
+    let n_ctx = ctx.n_ctx();
+    if tokens.len() > n_ctx.saturating_sub(4) {
+        return Err(LlamaError::InvalidParam(format!(
+            "prompt is too long ({} tokens, max {})",
+            tokens.len(),
+            n_ctx.saturating_sub(4)
+        )));
+    }
+    let mut sampler = SamplerChain::from_params(&args.sampling, model.hparams.n_vocab);
+    for &t in &tokens {
+        sampler.accept(t);
+    }
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    // Echo the prompt as its tokens decode.
+    for &t in &tokens {
+        out.write_all(&vocab.token_to_piece(t, false)).ok();
+    }
+    out.flush().ok();
+
+    let t_start = Instant::now();
+    let mut n_past = 0usize;
+    for chunk in tokens.chunks(ctx.params.n_batch) {
+        ctx.decode(&Batch::get_one(chunk))?;
+        n_past += chunk.len();
+    }
+    let mut n_gen = 0i64;
+    while args.n_predict < 0 || n_gen < args.n_predict {
+        let logits = ctx.logits_ith(-1)?;
+        let tok = sampler.sample(logits);
+        sampler.accept(tok);
+        if vocab.is_eog(tok) {
+            break;
+        }
+        out.write_all(&vocab.token_to_piece(tok, false)).ok();
+        out.flush().ok();
+        n_gen += 1;
+        if args.n_predict >= 0 && n_gen >= args.n_predict {
+            break;
+        }
+        if n_past + 1 > n_ctx {
+            if args.n_predict >= 0 {
+                break;
+            }
+            // Context shift: drop half of what follows the kept prompt tokens.
+            let n_keep = (args.n_keep.max(0) as usize + usize::from(vocab.add_bos())).min(n_past);
+            let n_discard = (n_past - n_keep) / 2;
+            if n_discard == 0 {
+                break;
+            }
+            ctx.seq_rm(0, n_keep as i32, (n_keep + n_discard) as i32);
+            ctx.seq_add(
+                0,
+                (n_keep + n_discard) as i32,
+                n_past as i32,
+                -(n_discard as i32),
+            );
+            n_past -= n_discard;
+        }
+        ctx.decode(&Batch::get_one(&[tok]))?;
+        n_past += 1;
+    }
+    writeln!(out).ok();
+    let total = t_start.elapsed();
+    let p = ctx.perf;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    llama::info!(
+        "llama_perf_context_print:        load time = {:10.2} ms",
+        ms(model.load_time)
+    );
+    llama::info!(
+        "llama_perf_context_print: prompt eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)",
+        ms(p.t_prompt),
+        p.n_prompt,
+        ms(p.t_prompt) / p.n_prompt.max(1) as f64,
+        p.n_prompt as f64 / p.t_prompt.as_secs_f64().max(1e-9)
+    );
+    llama::info!(
+        "llama_perf_context_print:        eval time = {:10.2} ms / {:5} runs   ({:8.2} ms per token, {:8.2} tokens per second)",
+        ms(p.t_eval),
+        p.n_eval,
+        ms(p.t_eval) / p.n_eval.max(1) as f64,
+        p.n_eval as f64 / p.t_eval.as_secs_f64().max(1e-9)
+    );
+    llama::info!(
+        "llama_perf_context_print:       total time = {:10.2} ms / {:5} tokens",
+        ms(total),
+        n_past
+    );
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! llama-tokenize: print the tokens of a text under a model's vocabulary.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use llama::{LlamaError, Model, ModelParams, Result};
+
+const HELP: &str = "usage: llama-tokenize -m MODEL (-p TEXT | -f FILE | --stdin) [options]
+
+  --ids                 print only the ids, as [1, 2, 3]
+  --no-bos              do not add a BOS token even if the model wants one
+  --no-parse-special    treat special-token text as plain text
+  --show-count          print the number of tokens
+  --log-disable         no logs";
+
+fn run() -> Result<()> {
+    let mut model_path = None;
+    let mut text: Option<String> = None;
+    let (mut ids, mut no_bos, mut parse_special, mut show_count) = (false, false, true, false);
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        let mut val = || {
+            it.next()
+                .ok_or_else(|| LlamaError::InvalidParam(format!("{a} needs a value")))
+        };
+        match a.as_str() {
+            "-m" | "--model" => model_path = Some(val()?),
+            "-p" | "--prompt" => text = Some(val()?),
+            "-f" | "--file" => {
+                let p = val()?;
+                text = Some(
+                    std::fs::read_to_string(&p)
+                        .map_err(|source| LlamaError::Io { path: p, source })?,
+                );
+            }
+            "--stdin" => {
+                let mut s = String::new();
+                std::io::Read::read_to_string(&mut std::io::stdin(), &mut s).map_err(|source| {
+                    LlamaError::Io {
+                        path: "<stdin>".into(),
+                        source,
+                    }
+                })?;
+                text = Some(s);
+            }
+            "--ids" => ids = true,
+            "--no-bos" => no_bos = true,
+            "--no-parse-special" => parse_special = false,
+            "--show-count" => show_count = true,
+            "--log-disable" => llama::log::set_level(llama::log::Level::Off),
+            "-h" | "--help" => {
+                println!("{HELP}");
+                return Ok(());
+            }
+            _ => {
+                return Err(LlamaError::InvalidParam(format!(
+                    "unknown argument: {a} (see --help)"
+                )))
+            }
+        }
+    }
+    let path = model_path
+        .ok_or_else(|| LlamaError::InvalidParam("no model given: use -m FILE.gguf".into()))?;
+    let text = text
+        .ok_or_else(|| LlamaError::InvalidParam("no text given: use -p, -f or --stdin".into()))?;
+    let params = ModelParams {
+        vocab_only: true,
+        ..ModelParams::default()
+    };
+    let model = Model::load(&path, &params)?;
+    let vocab = &model.vocab;
+    let add_special = vocab.add_bos() && !no_bos;
+    let toks = vocab.tokenize(&text, add_special, parse_special);
+    let out = std::io::stdout();
+    let mut out = out.lock();
+    if ids {
+        let list: Vec<String> = toks.iter().map(|t| t.to_string()).collect();
+        writeln!(out, "[{}]", list.join(", ")).ok();
+    } else {
+        for &t in &toks {
+            let piece = String::from_utf8_lossy(&vocab.token_to_piece(t, true)).into_owned();
+            writeln!(out, "{t:6} -> '{piece}'").ok();
+        }
+    }
+    if show_count {
+        writeln!(out, "Total number of tokens: {}", toks.len()).ok();
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

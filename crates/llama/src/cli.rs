@@ -1,0 +1,372 @@
+//! Command-line parsing shared by the tools, with llama.cpp's flag names
+//! (which include multi-letter single-dash flags such as `-ngl`).
+
+use std::sync::Arc;
+
+use ggml_core::{registry, Device, Type};
+
+use crate::context::ContextParams;
+use crate::error::{LlamaError, Result};
+use crate::params::ModelParams;
+use crate::sampling::SamplingParams;
+
+/// Parameters common to the tools (a subset of llama.cpp's common_params).
+#[derive(Clone)]
+pub struct CommonArgs {
+    /// Model path (`-m`).
+    pub model: String,
+    /// Prompt (`-p`, or the contents of `-f`).
+    pub prompt: Option<String>,
+    /// Prompt file (`-f`).
+    pub file: Option<String>,
+    /// Tokens to generate (`-n`, -1 = until end of generation or context full).
+    pub n_predict: i64,
+    /// Tokens kept from the prompt on a context shift (`--keep`).
+    pub n_keep: i64,
+    /// Model parameters.
+    pub model_params: ModelParams,
+    /// Context parameters.
+    pub ctx_params: ContextParams,
+    /// Sampling parameters.
+    pub sampling: SamplingParams,
+    /// `--list-devices` was given.
+    pub list_devices: bool,
+    /// `-v`: debug logs.
+    pub verbose: bool,
+    /// `--log-disable`: no logs.
+    pub log_disable: bool,
+    /// `-e`: process escapes in the prompt.
+    pub escape: bool,
+    /// `--no-warmup` was given.
+    pub no_warmup: bool,
+    /// Arguments this parser did not know, for the tool's own flags.
+    pub rest: Vec<String>,
+}
+
+impl Default for CommonArgs {
+    fn default() -> CommonArgs {
+        CommonArgs {
+            model: String::new(),
+            prompt: None,
+            file: None,
+            n_predict: -1,
+            n_keep: 0,
+            model_params: ModelParams::default(),
+            ctx_params: ContextParams {
+                n_ctx: 4096,
+                ..ContextParams::default()
+            },
+            sampling: SamplingParams::default(),
+            list_devices: false,
+            verbose: false,
+            log_disable: false,
+            escape: true,
+            no_warmup: false,
+            rest: Vec::new(),
+        }
+    }
+}
+
+fn bad(flag: &str, val: &str, what: &str) -> LlamaError {
+    LlamaError::InvalidParam(format!("invalid value '{val}' for {flag}: expected {what}"))
+}
+
+fn num<T: std::str::FromStr>(flag: &str, val: &str, what: &str) -> Result<T> {
+    val.parse().map_err(|_| bad(flag, val, what))
+}
+
+/// Parses a KV cache type name (`f16`, `f32`, `q8_0`, `q4_0`, ...).
+pub fn parse_cache_type(flag: &str, val: &str) -> Result<Type> {
+    const ALLOWED: [Type; 7] = [
+        Type::F32,
+        Type::F16,
+        Type::BF16,
+        Type::Q8_0,
+        Type::Q4_0,
+        Type::Q4_1,
+        Type::Q5_0,
+    ];
+    Type::from_name(val)
+        .filter(|t| ALLOWED.contains(t) || *t == Type::Q5_1 || *t == Type::IQ4_NL)
+        .ok_or_else(|| {
+            bad(
+                flag,
+                val,
+                "one of f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1",
+            )
+        })
+}
+
+/// Finds devices by a comma-separated list of names (`none` = no GPU).
+pub fn parse_devices(val: &str) -> Result<Vec<Arc<dyn Device>>> {
+    crate::devices::backend_init();
+    if val == "none" {
+        return Ok(Vec::new());
+    }
+    val.split(',')
+        .map(|name| {
+            registry::device_by_name(name.trim()).ok_or_else(|| {
+                let names: Vec<String> = registry::devices()
+                    .iter()
+                    .map(|d| d.name().to_string())
+                    .collect();
+                LlamaError::InvalidParam(format!(
+                    "invalid device '{name}': available devices are {}",
+                    names.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Replaces `\n`, `\t`, `\\`, `\"`, `\'` escapes, as llama.cpp's `-e`.
+pub fn process_escapes(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut it = s.chars().peekable();
+    while let Some(c) = it.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match it.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('\\') => out.push('\\'),
+            Some('"') => out.push('"'),
+            Some('\'') => out.push('\''),
+            Some('0') => out.push('\0'),
+            Some(o) => {
+                out.push('\\');
+                out.push(o);
+            }
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
+impl CommonArgs {
+    /// Parses `args` (without the program name).
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<CommonArgs> {
+        let mut a = CommonArgs::default();
+        let mut it = args.into_iter();
+        while let Some(flag) = it.next() {
+            let mut val = |what: &str| -> Result<String> {
+                it.next().ok_or_else(|| {
+                    LlamaError::InvalidParam(format!("{flag} needs a value ({what})"))
+                })
+            };
+            match flag.as_str() {
+                "-m" | "--model" => a.model = val("path")?,
+                "-p" | "--prompt" => a.prompt = Some(val("text")?),
+                "-f" | "--file" => {
+                    let path = val("path")?;
+                    let text = std::fs::read_to_string(&path).map_err(|source| LlamaError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+                    a.prompt = Some(text);
+                    a.file = Some(path);
+                }
+                "-n" | "--n-predict" | "--predict" => {
+                    a.n_predict = num(&flag, &val("int")?, "an integer")?
+                }
+                "--keep" => a.n_keep = num(&flag, &val("int")?, "an integer")?,
+                "-c" | "--ctx-size" => {
+                    a.ctx_params.n_ctx = num(&flag, &val("int")?, "a non-negative integer")?
+                }
+                "-b" | "--batch-size" => {
+                    a.ctx_params.n_batch = num(&flag, &val("int")?, "a positive integer")?
+                }
+                "-ub" | "--ubatch-size" => {
+                    a.ctx_params.n_ubatch = num(&flag, &val("int")?, "a positive integer")?
+                }
+                "-t" | "--threads" => {
+                    let n: i64 = num(&flag, &val("int")?, "an integer")?;
+                    let n = if n <= 0 {
+                        crate::context::default_n_threads()
+                    } else {
+                        n as usize
+                    };
+                    a.ctx_params.n_threads = n;
+                    a.ctx_params.n_threads_batch = n;
+                }
+                "-tb" | "--threads-batch" => {
+                    let n: i64 = num(&flag, &val("int")?, "an integer")?;
+                    a.ctx_params.n_threads_batch = if n <= 0 {
+                        crate::context::default_n_threads()
+                    } else {
+                        n as usize
+                    };
+                }
+                "-ngl" | "--gpu-layers" | "--n-gpu-layers" => {
+                    a.model_params.n_gpu_layers = num(&flag, &val("int")?, "an integer")?
+                }
+                "-sm" | "--split-mode" => {
+                    a.model_params.split_mode = val("none|layer|row")?.parse()?
+                }
+                "-mg" | "--main-gpu" => {
+                    a.model_params.main_gpu = num(&flag, &val("int")?, "an integer")?
+                }
+                "-ts" | "--tensor-split" => {
+                    let v = val("list")?;
+                    a.model_params.tensor_split = v
+                        .split([',', '/'])
+                        .map(|x| num::<f32>(&flag, x, "a list of numbers like 3,1"))
+                        .collect::<Result<_>>()?;
+                }
+                "-dev" | "--device" => a.model_params.devices = Some(parse_devices(&val("list")?)?),
+                "--list-devices" => a.list_devices = true,
+                "--no-mmap" => a.model_params.use_mmap = false,
+                "--mmap" => a.model_params.use_mmap = true,
+                "--mlock" => a.model_params.use_mlock = true,
+                "--check-tensors" => a.model_params.check_tensors = true,
+                "-ot" | "--override-tensor" => {
+                    for part in val("PATTERN=BUFT")?.split(',') {
+                        a.model_params.tensor_buft_overrides.push(part.parse()?);
+                    }
+                }
+                "--override-kv" => a
+                    .model_params
+                    .kv_overrides
+                    .push(val("KEY=TYPE:VALUE")?.parse()?),
+                "-ctk" | "--cache-type-k" => {
+                    a.ctx_params.type_k = parse_cache_type(&flag, &val("type")?)?
+                }
+                "-ctv" | "--cache-type-v" => {
+                    a.ctx_params.type_v = parse_cache_type(&flag, &val("type")?)?
+                }
+                "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
+                "--no-op-offload" => a.ctx_params.op_offload = false,
+                "-fa" | "--flash-attn" => a.ctx_params.flash_attn = true,
+                "--rope-freq-base" => {
+                    a.ctx_params.rope_freq_base = num(&flag, &val("float")?, "a number")?
+                }
+                "--rope-freq-scale" => {
+                    a.ctx_params.rope_freq_scale = num(&flag, &val("float")?, "a number")?
+                }
+                "--yarn-orig-ctx" => {
+                    a.ctx_params.yarn_orig_ctx = num(&flag, &val("int")?, "an integer")?
+                }
+                "--yarn-ext-factor" => {
+                    a.ctx_params.yarn_ext_factor = num(&flag, &val("float")?, "a number")?
+                }
+                "--yarn-attn-factor" => {
+                    a.ctx_params.yarn_attn_factor = num(&flag, &val("float")?, "a number")?
+                }
+                "--yarn-beta-fast" => {
+                    a.ctx_params.yarn_beta_fast = num(&flag, &val("float")?, "a number")?
+                }
+                "--yarn-beta-slow" => {
+                    a.ctx_params.yarn_beta_slow = num(&flag, &val("float")?, "a number")?
+                }
+                "--temp" => a.sampling.temp = num(&flag, &val("float")?, "a number")?,
+                "--top-k" => a.sampling.top_k = num(&flag, &val("int")?, "an integer")?,
+                "--top-p" => a.sampling.top_p = num(&flag, &val("float")?, "a number")?,
+                "--min-p" => a.sampling.min_p = num(&flag, &val("float")?, "a number")?,
+                "--typical" => a.sampling.typ_p = num(&flag, &val("float")?, "a number")?,
+                "--repeat-penalty" => {
+                    a.sampling.penalty_repeat = num(&flag, &val("float")?, "a number")?
+                }
+                "--repeat-last-n" => {
+                    a.sampling.penalty_last_n = num(&flag, &val("int")?, "an integer")?
+                }
+                "--frequency-penalty" => {
+                    a.sampling.penalty_freq = num(&flag, &val("float")?, "a number")?
+                }
+                "--presence-penalty" => {
+                    a.sampling.penalty_present = num(&flag, &val("float")?, "a number")?
+                }
+                "-s" | "--seed" => {
+                    a.sampling.seed = num(&flag, &val("int")?, "an unsigned integer")?
+                }
+                "-v" | "--verbose" | "--log-verbose" => a.verbose = true,
+                "--log-disable" => a.log_disable = true,
+                "-e" | "--escape" => a.escape = true,
+                "--no-escape" => a.escape = false,
+                "--no-warmup" => a.no_warmup = true,
+                // Accepted for compatibility: this tool has no conversation mode.
+                "-no-cnv" | "--no-conversation" => {}
+                _ => a.rest.push(flag),
+            }
+        }
+        if a.escape {
+            if let Some(p) = &a.prompt {
+                if a.file.is_none() {
+                    a.prompt = Some(process_escapes(p));
+                }
+            }
+        }
+        if a.log_disable {
+            crate::log::set_level(crate::log::Level::Off);
+        } else if a.verbose {
+            crate::log::set_level(crate::log::Level::Debug);
+        }
+        Ok(a)
+    }
+
+    /// Errors on arguments no parser knew.
+    pub fn reject_rest(&self) -> Result<()> {
+        match self.rest.first() {
+            Some(f) => Err(LlamaError::InvalidParam(format!(
+                "unknown argument: {f} (see --help)"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// The model path, or an error saying `-m` is needed.
+    pub fn model_path(&self) -> Result<&str> {
+        if self.model.is_empty() {
+            return Err(LlamaError::InvalidParam(
+                "no model given: use -m FILE.gguf".into(),
+            ));
+        }
+        Ok(&self.model)
+    }
+}
+
+/// Prints every registered device with its memory (`--list-devices`).
+pub fn print_devices() {
+    crate::devices::backend_init();
+    println!("Available devices:");
+    for d in registry::devices() {
+        let (free, total) = d.memory();
+        println!(
+            "  {}: {} ({} MiB, {} MiB free)",
+            d.name(),
+            d.description(),
+            total / (1024 * 1024),
+            free / (1024 * 1024)
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<CommonArgs> {
+        CommonArgs::parse(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn flags() {
+        let a = parse("-m x.gguf -p hi -n 5 -c 128 -ub 7 -ngl 99 -ctk f32 --temp 0 -s 42 -nkvo")
+            .unwrap();
+        assert_eq!(a.model, "x.gguf");
+        assert_eq!(a.n_predict, 5);
+        assert_eq!(a.ctx_params.n_ctx, 128);
+        assert_eq!(a.ctx_params.n_ubatch, 7);
+        assert_eq!(a.model_params.n_gpu_layers, 99);
+        assert_eq!(a.ctx_params.type_k, Type::F32);
+        assert!(!a.ctx_params.offload_kqv);
+        assert!(parse("-c").is_err());
+        assert!(parse("-c abc").is_err());
+        assert!(parse("-ctk q9").is_err());
+        assert!(parse("-sm diagonal").is_err());
+        assert_eq!(parse("--bogus").unwrap().rest, vec!["--bogus".to_string()]);
+        assert_eq!(process_escapes("a\\nb\\\\"), "a\nb\\");
+    }
+}

@@ -1,0 +1,362 @@
+//! Hyperparameters read from GGUF metadata (with overrides) and checked for
+//! consistency before any tensor is touched.
+
+use gguf::{Metadata, Value};
+
+use crate::arch::Arch;
+use crate::error::{LlamaError, Result};
+use crate::params::{KvOverride, KvOverrideValue};
+
+/// Largest layer count accepted (llama.cpp's LLAMA_MAX_LAYERS).
+pub const MAX_LAYERS: usize = 512;
+
+/// How rope positions are scaled beyond the trained context.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RopeScaling {
+    /// No scaling.
+    None,
+    /// Positions divided by the factor.
+    Linear,
+    /// YaRN.
+    Yarn,
+}
+
+/// The model's hyperparameters.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HParams {
+    /// Architecture.
+    pub arch: Arch,
+    /// Context the model was trained with.
+    pub n_ctx_train: usize,
+    /// Embedding width.
+    pub n_embd: usize,
+    /// Number of layers.
+    pub n_layer: usize,
+    /// Vocabulary size (rows of the token embeddings).
+    pub n_vocab: usize,
+    /// Query heads per layer.
+    pub n_head_arr: Vec<usize>,
+    /// Key/value heads per layer.
+    pub n_head_kv_arr: Vec<usize>,
+    /// FFN width per layer.
+    pub n_ff_arr: Vec<usize>,
+    /// Width of a key head.
+    pub n_embd_head_k: usize,
+    /// Width of a value head.
+    pub n_embd_head_v: usize,
+    /// Rotated dims per head.
+    pub n_rot: usize,
+    /// RMS norm epsilon.
+    pub f_norm_rms_eps: f32,
+    /// Trained rope base frequency.
+    pub rope_freq_base_train: f32,
+    /// Trained rope frequency scale (1 / scaling factor).
+    pub rope_freq_scale_train: f32,
+    /// Rope scaling type.
+    pub rope_scaling: RopeScaling,
+    /// Original context of YaRN scaling.
+    pub n_ctx_orig_yarn: usize,
+}
+
+impl HParams {
+    /// Query heads of layer `il`.
+    pub fn n_head(&self, il: usize) -> usize {
+        self.n_head_arr[il]
+    }
+    /// Key/value heads of layer `il`.
+    pub fn n_head_kv(&self, il: usize) -> usize {
+        self.n_head_kv_arr[il]
+    }
+    /// FFN width of layer `il`.
+    pub fn n_ff(&self, il: usize) -> usize {
+        self.n_ff_arr[il]
+    }
+    /// Key width of all KV heads of layer `il`.
+    pub fn n_embd_k_gqa(&self, il: usize) -> usize {
+        self.n_embd_head_k * self.n_head_kv(il)
+    }
+    /// Value width of all KV heads of layer `il`.
+    pub fn n_embd_v_gqa(&self, il: usize) -> usize {
+        self.n_embd_head_v * self.n_head_kv(il)
+    }
+    /// Query heads per KV head (GQA ratio) of layer `il`.
+    pub fn n_gqa(&self, il: usize) -> usize {
+        self.n_head(il) / self.n_head_kv(il).max(1)
+    }
+
+    /// Reads and checks the hyperparameters of `arch` from `meta`.
+    pub fn load(arch: Arch, meta: &MetaView<'_>) -> Result<HParams> {
+        let k = |s: &str| arch.key(s);
+        let n_ctx_train = meta.get_usize(&k("context_length"))?;
+        let n_embd = meta.get_usize(&k("embedding_length"))?;
+        let n_layer = meta.get_usize(&k("block_count"))?;
+        if n_layer == 0 || n_layer > MAX_LAYERS {
+            return Err(LlamaError::HParams(format!(
+                "{} = {n_layer} is outside 1..={MAX_LAYERS}",
+                k("block_count")
+            )));
+        }
+        if let Some(n_expert) = meta.get_usize_opt(&k("expert_count"))? {
+            if n_expert > 0 {
+                return Err(LlamaError::NotSupported(format!(
+                    "mixture-of-experts models ({} = {n_expert})",
+                    k("expert_count")
+                )));
+            }
+        }
+        let n_ff_arr = meta.get_per_layer(&k("feed_forward_length"), n_layer)?;
+        let n_head_arr = meta.get_per_layer(&k("attention.head_count"), n_layer)?;
+        let n_head_kv_arr = match meta.get_per_layer_opt(&k("attention.head_count_kv"), n_layer)? {
+            Some(v) => v,
+            None => n_head_arr.clone(),
+        };
+        let n_head0 = n_head_arr[0];
+        if n_head_arr.contains(&0) {
+            return Err(LlamaError::HParams(format!(
+                "{} has a zero entry",
+                k("attention.head_count")
+            )));
+        }
+        let key_len = meta.get_usize_opt(&k("attention.key_length"))?;
+        let val_len = meta.get_usize_opt(&k("attention.value_length"))?;
+        if (key_len.is_none() || val_len.is_none()) && n_embd % n_head0 != 0 {
+            return Err(LlamaError::HParams(format!(
+                "n_embd = {n_embd} is not divisible by n_head = {n_head0}"
+            )));
+        }
+        let n_embd_head_k = key_len.unwrap_or(n_embd / n_head0);
+        let n_embd_head_v = val_len.unwrap_or(n_embd / n_head0);
+        for il in 0..n_layer {
+            let (h, hkv) = (n_head_arr[il], n_head_kv_arr[il]);
+            if hkv == 0 || h % hkv != 0 {
+                return Err(LlamaError::HParams(format!(
+                    "layer {il}: n_head_kv = {hkv} does not divide n_head = {h}"
+                )));
+            }
+            if n_ff_arr[il] == 0 {
+                return Err(LlamaError::HParams(format!("layer {il}: n_ff = 0")));
+            }
+        }
+        let n_rot = meta
+            .get_usize_opt(&k("rope.dimension_count"))?
+            .unwrap_or(n_embd_head_k);
+        if n_rot > n_embd_head_k || n_rot % 2 != 0 || n_rot == 0 {
+            return Err(LlamaError::HParams(format!(
+                "rope dimension count {n_rot} must be even, non-zero and at most the head width {n_embd_head_k}"
+            )));
+        }
+        if n_embd == 0 || n_embd_head_k == 0 || n_embd_head_v == 0 {
+            return Err(LlamaError::HParams("zero embedding or head width".into()));
+        }
+        let f_norm_rms_eps = meta.get_f32(&k("attention.layer_norm_rms_epsilon"))?;
+        let rope_freq_base_train = meta.get_f32_opt(&k("rope.freq_base"))?.unwrap_or(10000.0);
+        let scaling_type = meta.get_str_opt(&k("rope.scaling.type"))?;
+        let rope_scaling = match scaling_type.as_deref() {
+            None | Some("none") => RopeScaling::None,
+            Some("linear") => RopeScaling::Linear,
+            Some("yarn") => RopeScaling::Yarn,
+            Some(other) => {
+                return Err(LlamaError::NotSupported(format!(
+                    "rope scaling type '{other}'"
+                )));
+            }
+        };
+        // llama.cpp reads rope.scaling.factor, then the older rope.scale_linear.
+        let factor = match meta.get_f32_opt(&k("rope.scaling.factor"))? {
+            Some(f) => Some(f),
+            None => meta.get_f32_opt(&k("rope.scale_linear"))?,
+        };
+        let rope_freq_scale_train = match factor {
+            Some(f) if f != 0.0 => 1.0 / f,
+            _ => 1.0,
+        };
+        let n_ctx_orig_yarn = meta
+            .get_usize_opt(&k("rope.scaling.original_context_length"))?
+            .unwrap_or(n_ctx_train);
+        let n_vocab = match meta.get_usize_opt(&k("vocab_size"))? {
+            Some(v) => v,
+            None => meta.array_len_opt("tokenizer.ggml.tokens").unwrap_or(0),
+        };
+        Ok(HParams {
+            arch,
+            n_ctx_train,
+            n_embd,
+            n_layer,
+            n_vocab,
+            n_head_arr,
+            n_head_kv_arr,
+            n_ff_arr,
+            n_embd_head_k,
+            n_embd_head_v,
+            n_rot,
+            f_norm_rms_eps,
+            rope_freq_base_train,
+            rope_freq_scale_train,
+            rope_scaling,
+            n_ctx_orig_yarn,
+        })
+    }
+}
+
+/// Metadata seen through the user's overrides, with the typed getters the
+/// architecture code needs. Errors name the key.
+pub struct MetaView<'a> {
+    meta: &'a Metadata,
+    overrides: &'a [KvOverride],
+}
+
+fn type_err(key: &str, want: &str, found: &str) -> LlamaError {
+    LlamaError::Metadata(format!("key '{key}' has type {found}, expected {want}"))
+}
+
+impl<'a> MetaView<'a> {
+    /// A view of `meta` with `overrides` applied.
+    pub fn new(meta: &'a Metadata, overrides: &'a [KvOverride]) -> MetaView<'a> {
+        MetaView { meta, overrides }
+    }
+
+    /// The underlying metadata.
+    pub fn metadata(&self) -> &'a Metadata {
+        self.meta
+    }
+
+    fn over(&self, key: &str) -> Option<&'a KvOverrideValue> {
+        self.overrides
+            .iter()
+            .rev()
+            .find(|o| o.key == key)
+            .map(|o| &o.value)
+    }
+
+    /// An integer that must be present.
+    pub fn get_usize(&self, key: &str) -> Result<usize> {
+        self.get_usize_opt(key)?
+            .ok_or_else(|| LlamaError::Metadata(format!("key '{key}' not found")))
+    }
+
+    /// An optional non-negative integer (any integer type in the file).
+    pub fn get_usize_opt(&self, key: &str) -> Result<Option<usize>> {
+        if let Some(o) = self.over(key) {
+            return match o {
+                KvOverrideValue::Int(v) if *v >= 0 => Ok(Some(*v as usize)),
+                KvOverrideValue::Int(v) => Err(LlamaError::Metadata(format!(
+                    "override of '{key}' is negative: {v}"
+                ))),
+                other => Err(type_err(key, "int override", &format!("{other:?}"))),
+            };
+        }
+        match self.meta.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_integer() {
+                Some(i) if i >= 0 && i <= usize::MAX as i128 => Ok(Some(i as usize)),
+                Some(i) => Err(LlamaError::Metadata(format!(
+                    "key '{key}' has out-of-range value {i}"
+                ))),
+                None => Err(type_err(key, "an integer", &v.type_description())),
+            },
+        }
+    }
+
+    /// A float that must be present.
+    pub fn get_f32(&self, key: &str) -> Result<f32> {
+        self.get_f32_opt(key)?
+            .ok_or_else(|| LlamaError::Metadata(format!("key '{key}' not found")))
+    }
+
+    /// An optional float (F32 or F64 in the file).
+    pub fn get_f32_opt(&self, key: &str) -> Result<Option<f32>> {
+        if let Some(o) = self.over(key) {
+            return match o {
+                KvOverrideValue::Float(v) => Ok(Some(*v as f32)),
+                other => Err(type_err(key, "float override", &format!("{other:?}"))),
+            };
+        }
+        match self.meta.get(key) {
+            None => Ok(None),
+            Some(Value::F32(v)) => Ok(Some(*v)),
+            Some(Value::F64(v)) => Ok(Some(*v as f32)),
+            Some(v) => Err(type_err(key, "f32", &v.type_description())),
+        }
+    }
+
+    /// An optional bool.
+    pub fn get_bool_opt(&self, key: &str) -> Result<Option<bool>> {
+        if let Some(o) = self.over(key) {
+            return match o {
+                KvOverrideValue::Bool(v) => Ok(Some(*v)),
+                other => Err(type_err(key, "bool override", &format!("{other:?}"))),
+            };
+        }
+        match self.meta.get(key) {
+            None => Ok(None),
+            Some(Value::Bool(v)) => Ok(Some(*v)),
+            Some(v) => Err(type_err(key, "bool", &v.type_description())),
+        }
+    }
+
+    /// An optional string.
+    pub fn get_str_opt(&self, key: &str) -> Result<Option<String>> {
+        if let Some(o) = self.over(key) {
+            return match o {
+                KvOverrideValue::Str(v) => Ok(Some(v.clone())),
+                other => Err(type_err(key, "str override", &format!("{other:?}"))),
+            };
+        }
+        match self.meta.get(key) {
+            None => Ok(None),
+            Some(v) => match v.as_str() {
+                Some(s) => Ok(Some(s.to_string())),
+                None => Err(type_err(key, "string", &v.type_description())),
+            },
+        }
+    }
+
+    /// Length of an array key, if present.
+    pub fn array_len_opt(&self, key: &str) -> Option<usize> {
+        self.meta
+            .get(key)
+            .and_then(|v| v.as_array())
+            .map(|a| a.len())
+    }
+
+    /// A value that is either one integer for all layers or an array with
+    /// one integer per layer.
+    pub fn get_per_layer(&self, key: &str, n_layer: usize) -> Result<Vec<usize>> {
+        self.get_per_layer_opt(key, n_layer)?
+            .ok_or_else(|| LlamaError::Metadata(format!("key '{key}' not found")))
+    }
+
+    /// Like [`MetaView::get_per_layer`], `None` when absent.
+    pub fn get_per_layer_opt(&self, key: &str, n_layer: usize) -> Result<Option<Vec<usize>>> {
+        if self.over(key).is_none() {
+            if let Some(arr) = self.meta.get(key).and_then(|v| v.as_array()) {
+                if arr.len() != n_layer {
+                    return Err(LlamaError::Metadata(format!(
+                        "key '{key}' has {} entries, expected one per layer ({n_layer})",
+                        arr.len()
+                    )));
+                }
+                let vals: Vec<i64> = self
+                    .meta
+                    .get_array::<i32>(key)
+                    .map(|v| v.into_iter().map(i64::from).collect())
+                    .or_else(|_| {
+                        self.meta
+                            .get_array::<u32>(key)
+                            .map(|v| v.into_iter().map(i64::from).collect())
+                    })
+                    .map_err(|e| LlamaError::Metadata(format!("key '{key}': {e}")))?;
+                return vals
+                    .into_iter()
+                    .map(|v| {
+                        usize::try_from(v).map_err(|_| {
+                            LlamaError::Metadata(format!("key '{key}' has negative entry {v}"))
+                        })
+                    })
+                    .collect::<Result<Vec<_>>>()
+                    .map(Some);
+            }
+        }
+        Ok(self.get_usize_opt(key)?.map(|v| vec![v; n_layer]))
+    }
+}

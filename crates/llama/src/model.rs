@@ -1,0 +1,503 @@
+//! A loaded model: hyperparameters, vocabulary, and weights resident on the
+//! devices the placement chose.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ggml_core::{Buffer, Device, DeviceKind, TensorDesc};
+use gguf::{GgufModel, Metadata};
+
+use crate::arch::{Arch, Need, TensorKind, N_TENSOR_KINDS};
+use crate::devices::{backend_init, cpu_device, select_devices};
+use crate::error::{LlamaError, Result};
+use crate::hparams::{HParams, MetaView};
+use crate::loader::{load_weights, LoadStats, WeightRequest};
+use crate::params::ModelParams;
+use crate::placement::{buft_by_name, plan_layers, select_buft, LayerPlan};
+use crate::vocab::Vocab;
+
+pub use ggml_core::Placement;
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A weight: its descriptor and where its bytes live.
+#[derive(Clone, Debug)]
+pub struct Weight {
+    /// Name, type, shape.
+    pub desc: TensorDesc,
+    /// Buffer and offset.
+    pub at: Placement,
+}
+
+/// The weights of one repeating layer.
+#[derive(Clone, Debug, Default)]
+pub struct Layer {
+    w: [Option<Weight>; N_TENSOR_KINDS],
+}
+
+impl Layer {
+    /// A weight of the layer, if the model has it.
+    pub fn get(&self, kind: TensorKind) -> Option<&Weight> {
+        self.w[kind.index()].as_ref()
+    }
+
+    /// A weight the architecture requires (present after a successful load).
+    pub fn req(&self, kind: TensorKind) -> Result<&Weight> {
+        self.get(kind)
+            .ok_or_else(|| LlamaError::Tensor(format!("missing tensor {}", kind.name(None))))
+    }
+}
+
+/// All weights of a model.
+#[derive(Clone, Debug)]
+pub struct Weights {
+    /// Token embeddings.
+    pub tok_embd: Weight,
+    /// Final norm.
+    pub output_norm: Weight,
+    /// Output projection (a copy of, or the same as, the embeddings when tied).
+    pub output: Weight,
+    /// Rope frequency factors.
+    pub rope_freqs: Option<Weight>,
+    /// Repeating layers.
+    pub layers: Vec<Layer>,
+}
+
+/// A model loaded from a GGUF file.
+pub struct Model {
+    /// Architecture.
+    pub arch: Arch,
+    /// Hyperparameters.
+    pub hparams: HParams,
+    /// Vocabulary.
+    pub vocab: Vocab,
+    /// `general.name`, if any.
+    pub name: String,
+    /// Metadata of the (first) file, for tools.
+    pub metadata: Metadata,
+    /// GPUs the model uses.
+    pub devices: Vec<Arc<dyn Device>>,
+    /// The CPU device.
+    pub cpu: Arc<dyn Device>,
+    /// Device per layer.
+    pub plan: LayerPlan,
+    /// Weights; `None` for vocab-only loads and dry runs.
+    pub weights: Option<Weights>,
+    /// Buffers holding the weights.
+    pub buffers: Vec<Arc<dyn Buffer>>,
+    /// Bytes per buffer type (what a dry run reports, and what was allocated).
+    pub memory_plan: BTreeMap<String, usize>,
+    /// Number of parameters.
+    pub n_elements: u64,
+    /// Bytes of tensor data.
+    pub size_bytes: u64,
+    /// Time spent loading.
+    pub load_time: Duration,
+    /// Loader statistics.
+    pub stats: LoadStats,
+}
+
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Model")
+            .field("arch", &self.arch)
+            .field("name", &self.name)
+            .field("hparams", &self.hparams)
+            .field("memory_plan", &self.memory_plan)
+            .finish()
+    }
+}
+
+impl Model {
+    /// The weights; an error for vocab-only models.
+    pub fn weights(&self) -> Result<&Weights> {
+        self.weights.as_ref().ok_or_else(|| {
+            LlamaError::InvalidParam(
+                "the model was loaded without weights (vocab_only or dry_run)".into(),
+            )
+        })
+    }
+
+    /// The device of repeating layer `il`.
+    pub fn layer_device(&self, il: usize) -> &Arc<dyn Device> {
+        &self.plan.layers[il].dev
+    }
+
+    /// A short type description like llama.cpp's (`llama 260K F32`).
+    pub fn desc(&self) -> String {
+        format!(
+            "{} {} {}",
+            self.arch.name(),
+            size_label(self.n_elements),
+            self.file_type_name()
+        )
+    }
+
+    /// The name of `general.file_type`, or the most common weight type.
+    pub fn file_type_name(&self) -> String {
+        let ft = self.metadata.get_uint("general.file_type").ok();
+        match ft {
+            Some(0) => "all F32".into(),
+            Some(1) => "F16".into(),
+            Some(2) => "Q4_0".into(),
+            Some(3) => "Q4_1".into(),
+            Some(7) => "Q8_0".into(),
+            Some(8) => "Q5_0".into(),
+            Some(9) => "Q5_1".into(),
+            Some(10) => "Q2_K - Medium".into(),
+            Some(11) => "Q3_K - Small".into(),
+            Some(12) => "Q3_K - Medium".into(),
+            Some(13) => "Q3_K - Large".into(),
+            Some(14) => "Q4_K - Small".into(),
+            Some(15) => "Q4_K - Medium".into(),
+            Some(16) => "Q5_K - Small".into(),
+            Some(17) => "Q5_K - Medium".into(),
+            Some(18) => "Q6_K".into(),
+            Some(25) => "IQ4_NL - 4.5 bpw".into(),
+            Some(30) => "IQ4_XS - 4.25 bpw".into(),
+            Some(32) => "BF16".into(),
+            Some(n) => format!("file type {n}"),
+            None => "unknown".into(),
+        }
+    }
+
+    /// Loads a model: devices, metadata, hparams, vocab, placement, weights.
+    /// A cancel from the progress callback gives [`LlamaError::Cancelled`]
+    /// (distinct from failures) and frees everything.
+    pub fn load(path: impl AsRef<Path>, params: &ModelParams) -> Result<Model> {
+        let t0 = Instant::now();
+        backend_init();
+        let path = path.as_ref();
+        let files = GgufModel::open(path)?;
+        let first = &files.files()[0];
+        let meta = MetaView::new(files.metadata(), &params.kv_overrides);
+        let arch_name = meta
+            .get_str_opt("general.architecture")?
+            .ok_or_else(|| LlamaError::Metadata("key 'general.architecture' not found".into()))?;
+        let arch = Arch::from_name(&arch_name)?;
+        let mut hparams = HParams::load(arch, &meta)?;
+        let vocab = Vocab::from_gguf(first)?;
+        if hparams.n_vocab == 0 {
+            hparams.n_vocab = vocab.n_tokens();
+        }
+        let name = meta.get_str_opt("general.name")?.unwrap_or_default();
+        let cpu = cpu_device()?;
+        let devices = select_devices(params)?;
+        let plan = plan_layers(&hparams, params, &devices, &cpu)?;
+
+        let mut n_elements = 0u64;
+        let mut size_bytes = 0u64;
+        for (_, info) in files.tensors() {
+            n_elements += info.n_elements();
+            size_bytes += info.size;
+        }
+        print_info(&files, arch, &hparams, &name, n_elements, size_bytes);
+
+        let mut model = Model {
+            arch,
+            hparams,
+            vocab,
+            name,
+            metadata: files.metadata().clone(),
+            devices,
+            cpu,
+            plan,
+            weights: None,
+            buffers: Vec::new(),
+            memory_plan: BTreeMap::new(),
+            n_elements,
+            size_bytes,
+            load_time: Duration::ZERO,
+            stats: LoadStats::default(),
+        };
+        if params.vocab_only {
+            model.load_time = t0.elapsed();
+            return Ok(model);
+        }
+        let requests = model.plan_weights(&files, params)?;
+        for r in &requests {
+            *model
+                .memory_plan
+                .entry(r.entry.buft.name().to_string())
+                .or_default() += r.entry.buft.alloc_size(&r.desc);
+        }
+        if params.dry_run {
+            for (buft, bytes) in &model.memory_plan {
+                crate::info!(
+                    "llama_model_load: dry run: {buft} model buffer size = {:.2} MiB",
+                    *bytes as f64 / MIB
+                );
+            }
+            model.load_time = t0.elapsed();
+            return Ok(model);
+        }
+        let loaded = load_weights(&files, &requests, params)?;
+        model.buffers = loaded.buffers;
+        model.stats = loaded.stats;
+        model.memory_plan = loaded.sizes;
+        model.weights = Some(
+            model.assemble(
+                requests
+                    .iter()
+                    .map(|r| (r.kind, r.layer))
+                    .zip(loaded.placements),
+            )?,
+        );
+        let n_layer = model.hparams.n_layer;
+        crate::info!(
+            "load_tensors: offloaded {}/{} layers to GPU",
+            model.plan.n_offloaded + usize::from(model.plan.output_offloaded),
+            n_layer + 1
+        );
+        for (buft, bytes) in &model.memory_plan {
+            crate::info!(
+                "load_tensors: {buft:>12} model buffer size = {:8.2} MiB",
+                *bytes as f64 / MIB
+            );
+        }
+        model.load_time = t0.elapsed();
+        crate::info!(
+            "llama_model_load: loaded in {:.2} ms",
+            model.load_time.as_secs_f64() * 1e3
+        );
+        Ok(model)
+    }
+
+    /// Finds every tensor of the architecture's table, checks its shape and
+    /// picks its buffer type.
+    fn plan_weights(&self, files: &GgufModel, params: &ModelParams) -> Result<Vec<WeightRequest>> {
+        let hp = &self.hparams;
+        let mut reqs = Vec::new();
+        let mut used = std::collections::HashSet::new();
+        let mut moved: BTreeMap<(String, String), usize> = BTreeMap::new();
+        for spec in self.arch.tensors() {
+            let layers: Vec<Option<usize>> = if spec.per_layer {
+                (0..hp.n_layer).map(Some).collect()
+            } else {
+                vec![None]
+            };
+            for il in layers {
+                let name = spec.kind.name(il);
+                let layer_dev = match (spec.kind, il) {
+                    (_, Some(i)) => &self.plan.layers[i],
+                    (TensorKind::TokenEmbd, None) => &self.plan.input,
+                    (TensorKind::RopeFreqs, None) => &self.plan.layers[0],
+                    _ => &self.plan.output,
+                };
+                let found = files.tensor(&name);
+                let (file_idx, info) = match found {
+                    Some(x) => x,
+                    None => match spec.need {
+                        Need::Required => {
+                            return Err(LlamaError::Tensor(format!("missing tensor '{name}'")));
+                        }
+                        Need::Optional => continue,
+                        Need::TiedToEmbd => {
+                            // The output shares the embeddings: load them a
+                            // second time where the output layer lives.
+                            let embd = TensorKind::TokenEmbd.name(None);
+                            match files.tensor(&embd) {
+                                Some(x) => x,
+                                None => {
+                                    return Err(LlamaError::Tensor(format!(
+                                        "missing tensor '{embd}'"
+                                    )))
+                                }
+                            }
+                        }
+                    },
+                };
+                used.insert(info.name.clone());
+                let expected = spec.kind.shape(hp, il.unwrap_or(0));
+                check_shape(&name, &info.dims, &expected)?;
+                let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
+                let desc = TensorDesc::new(name.clone(), info.ty, &ne);
+                let entry = match params
+                    .tensor_buft_overrides
+                    .iter()
+                    .find(|o| o.pattern.is_match(&name))
+                {
+                    Some(o) => {
+                        let e = buft_by_name(&o.buft, &self.cpu).ok_or_else(|| {
+                            LlamaError::InvalidParam(format!(
+                                "tensor override for '{name}': unknown buffer type '{}'",
+                                o.buft
+                            ))
+                        })?;
+                        crate::debug!(
+                            "tensor {name} ({}) buffer type overridden to {}",
+                            info.ty,
+                            e.buft.name()
+                        );
+                        e
+                    }
+                    None => {
+                        let e = select_buft(&layer_dev.bufts, spec.kind, &desc, hp).ok_or_else(
+                            || {
+                                LlamaError::Tensor(format!(
+                                    "no buffer type supports tensor '{name}' of type {}",
+                                    info.ty
+                                ))
+                            },
+                        )?;
+                        if e.buft.name() != layer_dev.bufts[0].buft.name() {
+                            *moved
+                                .entry((
+                                    layer_dev.bufts[0].buft.name().to_string(),
+                                    e.buft.name().to_string(),
+                                ))
+                                .or_default() += 1;
+                        }
+                        e
+                    }
+                };
+                reqs.push(WeightRequest {
+                    kind: spec.kind,
+                    layer: il,
+                    desc,
+                    file: file_idx,
+                    file_offset: files.files()[file_idx].tensor_file_offset(info),
+                    size: info.size as usize,
+                    entry,
+                });
+            }
+        }
+        for ((from, to), n) in moved {
+            crate::warn!(
+                "load_tensors: {n} tensors cannot use buffer type {from}, using {to} instead"
+            );
+        }
+        let n_total = files.tensors().count();
+        if used.len() != n_total {
+            let extra: Vec<String> = files
+                .tensors()
+                .map(|(_, t)| t.name.clone())
+                .filter(|n| !used.contains(n))
+                .take(5)
+                .collect();
+            return Err(LlamaError::Tensor(format!(
+                "wrong number of tensors; expected {}, got {n_total} (unexpected: {})",
+                used.len(),
+                extra.join(", ")
+            )));
+        }
+        let embd_rows = reqs
+            .iter()
+            .find(|r| r.kind == TensorKind::TokenEmbd)
+            .map(|r| r.desc.ne[1])
+            .unwrap_or(0);
+        if embd_rows != self.vocab.n_tokens() {
+            return Err(LlamaError::Tensor(format!(
+                "token_embd.weight has {embd_rows} rows but the vocabulary has {} tokens",
+                self.vocab.n_tokens()
+            )));
+        }
+        // Read in file order.
+        reqs.sort_by_key(|r| (r.file, r.file_offset));
+        Ok(reqs)
+    }
+
+    fn assemble(
+        &self,
+        items: impl Iterator<Item = ((TensorKind, Option<usize>), Weight)>,
+    ) -> Result<Weights> {
+        let mut layers = vec![Layer::default(); self.hparams.n_layer];
+        let (mut tok, mut onorm, mut out, mut rope) = (None, None, None, None);
+        for ((kind, il), w) in items {
+            match (kind, il) {
+                (k, Some(i)) => layers[i].w[k.index()] = Some(w),
+                (TensorKind::TokenEmbd, None) => tok = Some(w),
+                (TensorKind::OutputNorm, None) => onorm = Some(w),
+                (TensorKind::Output, None) => out = Some(w),
+                (TensorKind::RopeFreqs, None) => rope = Some(w),
+                (k, None) => {
+                    return Err(LlamaError::Tensor(format!(
+                        "unexpected global tensor {k:?}"
+                    )))
+                }
+            }
+        }
+        let missing = |n: &str| LlamaError::Tensor(format!("missing tensor '{n}'"));
+        let tok_embd = tok.ok_or_else(|| missing("token_embd.weight"))?;
+        let output = out.unwrap_or_else(|| tok_embd.clone());
+        Ok(Weights {
+            output_norm: onorm.ok_or_else(|| missing("output_norm.weight"))?,
+            tok_embd,
+            output,
+            rope_freqs: rope,
+            layers,
+        })
+    }
+
+    /// True when every layer and the output are on the CPU.
+    pub fn is_cpu_only(&self) -> bool {
+        self.plan
+            .layers
+            .iter()
+            .all(|l| l.dev.kind() == DeviceKind::Cpu)
+            && !self.plan.output_offloaded
+    }
+}
+
+fn check_shape(name: &str, dims: &[u64], expected: &[usize]) -> Result<()> {
+    let pad = |v: Vec<u64>| {
+        let mut v = v;
+        while v.len() > 1 && v.last() == Some(&1) {
+            v.pop();
+        }
+        v
+    };
+    let got = pad(dims.to_vec());
+    let want = pad(expected.iter().map(|&x| x as u64).collect());
+    if got != want {
+        return Err(LlamaError::Tensor(format!(
+            "tensor '{name}' has wrong shape; expected {want:?}, got {got:?}"
+        )));
+    }
+    Ok(())
+}
+
+/// `260K`, `1.1B` style parameter counts.
+pub fn size_label(n: u64) -> String {
+    let n = n as f64;
+    if n >= 1e9 {
+        format!("{:.1}B", n / 1e9)
+    } else if n >= 1e6 {
+        format!("{:.0}M", n / 1e6)
+    } else {
+        format!("{:.0}K", n / 1e3)
+    }
+}
+
+fn print_info(files: &GgufModel, arch: Arch, hp: &HParams, name: &str, n_elements: u64, size: u64) {
+    crate::info!(
+        "llama_model_loader: loaded meta data with {} key-value pairs and {} tensors from {} file(s)",
+        files.metadata().len(),
+        files.tensors().count(),
+        files.files().len()
+    );
+    crate::info!("print_info: arch             = {}", arch.name());
+    crate::info!("print_info: general.name     = {name}");
+    crate::info!("print_info: n_ctx_train      = {}", hp.n_ctx_train);
+    crate::info!("print_info: n_embd           = {}", hp.n_embd);
+    crate::info!("print_info: n_layer          = {}", hp.n_layer);
+    crate::info!("print_info: n_head           = {}", hp.n_head(0));
+    crate::info!("print_info: n_head_kv        = {}", hp.n_head_kv(0));
+    crate::info!("print_info: n_rot            = {}", hp.n_rot);
+    crate::info!("print_info: n_embd_head_k    = {}", hp.n_embd_head_k);
+    crate::info!("print_info: n_ff             = {}", hp.n_ff(0));
+    crate::info!("print_info: f_norm_rms_eps   = {:.1e}", hp.f_norm_rms_eps);
+    crate::info!(
+        "print_info: freq_base_train  = {:.1}",
+        hp.rope_freq_base_train
+    );
+    crate::info!("print_info: n_vocab          = {}", hp.n_vocab);
+    crate::info!("print_info: model params     = {}", size_label(n_elements));
+    crate::info!(
+        "print_info: file size        = {:.2} MiB ({:.2} BPW)",
+        size as f64 / MIB,
+        size as f64 * 8.0 / n_elements.max(1) as f64
+    );
+}

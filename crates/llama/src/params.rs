@@ -1,0 +1,222 @@
+//! Model loading parameters, with llama.cpp's names and defaults.
+
+use std::fmt;
+use std::sync::Arc;
+
+use ggml_core::Device;
+
+use crate::error::{LlamaError, Result};
+
+/// How a model is split over several GPUs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SplitMode {
+    /// One GPU only (`main_gpu`).
+    None,
+    /// Whole layers per GPU (default).
+    #[default]
+    Layer,
+    /// Rows of each matrix split over GPUs.
+    Row,
+}
+
+impl std::str::FromStr for SplitMode {
+    type Err = LlamaError;
+    fn from_str(s: &str) -> Result<SplitMode> {
+        match s {
+            "none" => Ok(SplitMode::None),
+            "layer" => Ok(SplitMode::Layer),
+            "row" => Ok(SplitMode::Row),
+            _ => Err(LlamaError::InvalidParam(format!(
+                "split mode '{s}': expected one of none, layer, row"
+            ))),
+        }
+    }
+}
+
+/// A typed metadata override (`--override-kv KEY=TYPE:VALUE`).
+#[derive(Clone, Debug, PartialEq)]
+pub enum KvOverrideValue {
+    /// `int:`
+    Int(i64),
+    /// `float:`
+    Float(f64),
+    /// `bool:`
+    Bool(bool),
+    /// `str:`
+    Str(String),
+}
+
+/// One metadata override.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KvOverride {
+    /// The metadata key, e.g. `llama.context_length`.
+    pub key: String,
+    /// The value it takes.
+    pub value: KvOverrideValue,
+}
+
+impl std::str::FromStr for KvOverride {
+    type Err = LlamaError;
+    /// Parses llama.cpp's `KEY=TYPE:VALUE` syntax (`int`, `float`, `bool`, `str`).
+    fn from_str(s: &str) -> Result<KvOverride> {
+        let bad = |why: &str| LlamaError::InvalidParam(format!("override-kv '{s}': {why}"));
+        let (key, rest) = s
+            .split_once('=')
+            .ok_or_else(|| bad("expected KEY=TYPE:VALUE"))?;
+        if key.is_empty() || key.len() >= 128 {
+            return Err(bad("key must have 1 to 127 bytes"));
+        }
+        let (ty, val) = rest
+            .split_once(':')
+            .ok_or_else(|| bad("expected TYPE:VALUE after '='"))?;
+        let value = match ty {
+            "int" => KvOverrideValue::Int(val.parse().map_err(|_| bad("invalid int"))?),
+            "float" => KvOverrideValue::Float(val.parse().map_err(|_| bad("invalid float"))?),
+            "bool" => KvOverrideValue::Bool(match val {
+                "true" => true,
+                "false" => false,
+                _ => return Err(bad("bool must be true or false")),
+            }),
+            "str" => {
+                if val.len() > 127 {
+                    return Err(bad("string values are limited to 127 bytes"));
+                }
+                KvOverrideValue::Str(val.to_string())
+            }
+            _ => return Err(bad("type must be int, float, bool or str")),
+        };
+        Ok(KvOverride {
+            key: key.to_string(),
+            value,
+        })
+    }
+}
+
+/// A tensor placement override (`-ot PATTERN=BUFFER_TYPE`): tensors whose name
+/// matches the regular expression go to the named buffer type.
+#[derive(Clone, Debug)]
+pub struct TensorBuftOverride {
+    /// Regular expression searched in tensor names.
+    pub pattern: regex::Regex,
+    /// Buffer type name (`CPU`, `Vulkan0`, ...).
+    pub buft: String,
+}
+
+impl std::str::FromStr for TensorBuftOverride {
+    type Err = LlamaError;
+    fn from_str(s: &str) -> Result<TensorBuftOverride> {
+        let (pat, buft) = s.split_once('=').ok_or_else(|| {
+            LlamaError::InvalidParam(format!(
+                "tensor override '{s}': expected PATTERN=BUFFER_TYPE"
+            ))
+        })?;
+        let pattern = regex::Regex::new(pat).map_err(|e| {
+            LlamaError::InvalidParam(format!("tensor override pattern '{pat}': {e}"))
+        })?;
+        Ok(TensorBuftOverride {
+            pattern,
+            buft: buft.to_string(),
+        })
+    }
+}
+
+/// Progress callback: receives the fraction loaded (0..=1); returning false cancels.
+pub type ProgressCallback = Arc<dyn Fn(f32) -> bool + Send + Sync>;
+
+/// Parameters of [`crate::Model::load`] (llama_model_params).
+#[derive(Clone)]
+pub struct ModelParams {
+    /// Devices to use for offloading; `None` = all GPUs.
+    pub devices: Option<Vec<Arc<dyn Device>>>,
+    /// Layers to store on GPUs, counted from the last layer; a negative value
+    /// or a value above n_layer means all of them, and above n_layer the
+    /// output layer too.
+    pub n_gpu_layers: i32,
+    /// How to split the model over several GPUs.
+    pub split_mode: SplitMode,
+    /// The GPU used for the whole model with split mode none.
+    pub main_gpu: i32,
+    /// Fraction of the model per GPU (normalised); empty = by free memory.
+    pub tensor_split: Vec<f32>,
+    /// Memory-map the file (weights on the CPU are used in place).
+    pub use_mmap: bool,
+    /// Lock the weights in RAM.
+    pub use_mlock: bool,
+    /// Validate every tensor's data (NaN/Inf) while loading.
+    pub check_tensors: bool,
+    /// Load only the vocabulary.
+    pub vocab_only: bool,
+    /// Metadata overrides.
+    pub kv_overrides: Vec<KvOverride>,
+    /// Buffer type overrides by tensor name.
+    pub tensor_buft_overrides: Vec<TensorBuftOverride>,
+    /// Progress callback; returning false cancels loading.
+    pub progress_callback: Option<ProgressCallback>,
+    /// Plan the memory per device and stop before allocating anything.
+    pub dry_run: bool,
+}
+
+impl Default for ModelParams {
+    fn default() -> ModelParams {
+        ModelParams {
+            devices: None,
+            n_gpu_layers: 0,
+            split_mode: SplitMode::Layer,
+            main_gpu: 0,
+            tensor_split: Vec::new(),
+            use_mmap: true,
+            use_mlock: false,
+            check_tensors: false,
+            vocab_only: false,
+            kv_overrides: Vec::new(),
+            tensor_buft_overrides: Vec::new(),
+            progress_callback: None,
+            dry_run: false,
+        }
+    }
+}
+
+impl fmt::Debug for ModelParams {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ModelParams")
+            .field(
+                "devices",
+                &self
+                    .devices
+                    .as_ref()
+                    .map(|d| d.iter().map(|d| d.name().to_string()).collect::<Vec<_>>()),
+            )
+            .field("n_gpu_layers", &self.n_gpu_layers)
+            .field("split_mode", &self.split_mode)
+            .field("main_gpu", &self.main_gpu)
+            .field("tensor_split", &self.tensor_split)
+            .field("use_mmap", &self.use_mmap)
+            .field("use_mlock", &self.use_mlock)
+            .field("check_tensors", &self.check_tensors)
+            .field("vocab_only", &self.vocab_only)
+            .field("kv_overrides", &self.kv_overrides)
+            .field("tensor_buft_overrides", &self.tensor_buft_overrides)
+            .field("dry_run", &self.dry_run)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_overrides() {
+        let o: KvOverride = "llama.context_length=int:256".parse().unwrap();
+        assert_eq!(o.value, KvOverrideValue::Int(256));
+        assert!("x=int:abc".parse::<KvOverride>().is_err());
+        assert!("novalue".parse::<KvOverride>().is_err());
+        assert!("k=float:1.5".parse::<KvOverride>().is_ok());
+        assert!("k=bool:yes".parse::<KvOverride>().is_err());
+        let t: TensorBuftOverride = "ffn_.*=CPU".parse().unwrap();
+        assert!(t.pattern.is_match("blk.0.ffn_up.weight"));
+        assert!("(=CPU".parse::<TensorBuftOverride>().is_err());
+        assert_eq!("row".parse::<SplitMode>().unwrap(), SplitMode::Row);
+        assert!("rows".parse::<SplitMode>().is_err());
+    }
+}

@@ -1,0 +1,249 @@
+//! Where each layer and each weight goes: per-layer devices from n_gpu_layers
+//! and the split between GPUs, then a buffer type per tensor from the layer's
+//! list of buffer types with fallbacks and the user's overrides.
+
+use std::sync::Arc;
+
+use ggml_core::{registry, BufferType, Device, DeviceKind, Graph, TensorDesc, TensorId, Type};
+
+use crate::arch::TensorKind;
+use crate::error::{LlamaError, Result};
+use crate::hparams::HParams;
+use crate::params::{ModelParams, SplitMode};
+
+/// A buffer type and the device that computes with weights stored in it.
+#[derive(Clone)]
+pub struct BuftEntry {
+    /// The buffer type.
+    pub buft: Arc<dyn BufferType>,
+    /// The device that runs the ops using those weights.
+    pub dev: Arc<dyn Device>,
+}
+
+/// Buffer types in order of preference.
+pub type BuftList = Vec<BuftEntry>;
+
+/// The device of a layer and its buffer types.
+#[derive(Clone)]
+pub struct LayerDev {
+    /// The device that owns the layer.
+    pub dev: Arc<dyn Device>,
+    /// Buffer types to try, best first; the CPU is always last.
+    pub bufts: BuftList,
+}
+
+/// The placement of every layer of a model.
+#[derive(Clone)]
+pub struct LayerPlan {
+    /// The input layer (token embeddings): always on the CPU.
+    pub input: LayerDev,
+    /// Repeating layers.
+    pub layers: Vec<LayerDev>,
+    /// Output norm and projection.
+    pub output: LayerDev,
+    /// Number of repeating layers on GPUs.
+    pub n_offloaded: usize,
+    /// Whether the output layer is on a GPU.
+    pub output_offloaded: bool,
+}
+
+/// CPU buffer types: accelerator types, the CPU's extra (repacked) types, then the CPU.
+pub fn cpu_buft_list(cpu: &Arc<dyn Device>) -> BuftList {
+    let mut list = Vec::new();
+    for dev in registry::devices()
+        .into_iter()
+        .filter(|d| d.kind() == DeviceKind::Accel)
+    {
+        list.push(BuftEntry {
+            buft: dev.buffer_type(),
+            dev: cpu.clone(),
+        });
+    }
+    for buft in cpu.extra_buffer_types() {
+        list.push(BuftEntry {
+            buft,
+            dev: cpu.clone(),
+        });
+    }
+    list.push(BuftEntry {
+        buft: cpu.buffer_type(),
+        dev: cpu.clone(),
+    });
+    list
+}
+
+/// A GPU's buffer types: its own, then the CPU list as fallback.
+pub fn gpu_buft_list(dev: &Arc<dyn Device>, cpu: &Arc<dyn Device>) -> BuftList {
+    let mut list = vec![BuftEntry {
+        buft: dev.buffer_type(),
+        dev: dev.clone(),
+    }];
+    list.extend(cpu_buft_list(cpu));
+    list
+}
+
+/// Cumulative split points of the layers between GPUs: from `tensor_split`
+/// when given, else in proportion to free memory.
+pub fn split_points(params: &ModelParams, gpus: &[Arc<dyn Device>]) -> Result<Vec<f32>> {
+    let n = gpus.len();
+    if let Some(bad) = params
+        .tensor_split
+        .iter()
+        .find(|&&x| !(x >= 0.0) || !x.is_finite())
+    {
+        return Err(LlamaError::InvalidParam(format!(
+            "tensor_split has an invalid entry {bad}"
+        )));
+    }
+    let mut w: Vec<f32> = params.tensor_split.iter().take(n).copied().collect();
+    w.resize(n, 0.0);
+    if w.iter().all(|&x| x == 0.0) {
+        w = gpus.iter().map(|d| d.memory().0 as f32).collect();
+        if w.iter().all(|&x| x == 0.0) {
+            w = vec![1.0; n];
+        }
+    }
+    let total: f32 = w.iter().sum();
+    let mut acc = 0.0;
+    Ok(w.iter()
+        .map(|x| {
+            let start = acc / total;
+            acc += x;
+            start
+        })
+        .collect())
+}
+
+/// Assigns every layer a device: the last `n_gpu_layers` repeating layers go
+/// to the GPUs (split by [`split_points`]), the output layer too when
+/// `n_gpu_layers > n_layer`, the input layer stays on the CPU.
+pub fn plan_layers(
+    hp: &HParams,
+    params: &ModelParams,
+    gpus: &[Arc<dyn Device>],
+    cpu: &Arc<dyn Device>,
+) -> Result<LayerPlan> {
+    if params.split_mode == SplitMode::Row && !gpus.is_empty() {
+        return Err(LlamaError::NotSupported("split_mode row".into()));
+    }
+    let n_layer = hp.n_layer;
+    let n_gpu_layers = if params.n_gpu_layers < 0 {
+        n_layer + 1
+    } else {
+        params.n_gpu_layers as usize
+    };
+    let i_gpu_start = n_layer.saturating_sub(n_gpu_layers);
+    let act_gpu_layers = if gpus.is_empty() {
+        0
+    } else {
+        n_gpu_layers.min(n_layer + 1)
+    };
+    let splits = split_points(params, gpus)?;
+    let cpu_dev = LayerDev {
+        dev: cpu.clone(),
+        bufts: cpu_buft_list(cpu),
+    };
+    let dev_for = |il: usize| -> LayerDev {
+        if il < i_gpu_start || il - i_gpu_start >= act_gpu_layers {
+            return cpu_dev.clone();
+        }
+        let frac = (il - i_gpu_start) as f32 / act_gpu_layers as f32;
+        // The last split point not above `frac` (upper_bound - 1).
+        let idx = splits.iter().rposition(|&s| s <= frac).unwrap_or(0);
+        let dev = &gpus[idx];
+        LayerDev {
+            dev: dev.clone(),
+            bufts: gpu_buft_list(dev, cpu),
+        }
+    };
+    let layers: Vec<LayerDev> = (0..n_layer).map(dev_for).collect();
+    let output = dev_for(n_layer);
+    let n_offloaded = layers
+        .iter()
+        .filter(|l| l.dev.kind() != DeviceKind::Cpu)
+        .count();
+    let output_offloaded = output.dev.kind() != DeviceKind::Cpu;
+    Ok(LayerPlan {
+        input: cpu_dev,
+        layers,
+        output,
+        n_offloaded,
+        output_offloaded,
+    })
+}
+
+/// Builds the op that consumes a weight, in a small graph, so a device can be
+/// asked whether it supports it with a realistic batch of 512 tokens.
+pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<(Graph, TensorId)> {
+    const N: usize = 512;
+    let mut g = Graph::new();
+    let w = g.new_tensor(desc.name.clone(), desc.ty, &desc.ne);
+    let node = match kind {
+        TensorKind::TokenEmbd => {
+            let idx = g.input("ids", Type::I32, &[N]);
+            g.get_rows(w, idx).ok()?
+        }
+        TensorKind::OutputNorm | TensorKind::AttnNorm | TensorKind::FfnNorm => {
+            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            g.mul(x, w).ok()?
+        }
+        TensorKind::AttnQBias
+        | TensorKind::AttnKBias
+        | TensorKind::AttnVBias
+        | TensorKind::AttnOutBias => {
+            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            g.add_op(x, w).ok()?
+        }
+        TensorKind::RopeFreqs => {
+            let x = g.input("x", Type::F32, &[hp.n_embd_head_k, hp.n_head(0), N]);
+            let pos = g.input("pos", Type::I32, &[N]);
+            let p =
+                ggml_core::RopeParams::new(hp.n_rot, hp.arch.rope_mode(), hp.rope_freq_base_train);
+            g.rope_ext(x, pos, Some(w), p).ok()?
+        }
+        _ => {
+            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            g.mul_mat(w, x).ok()?
+        }
+    };
+    Some((g, node))
+}
+
+/// The first buffer type of `list` whose device supports the weight's op.
+pub fn select_buft(
+    list: &BuftList,
+    kind: TensorKind,
+    desc: &TensorDesc,
+    hp: &HParams,
+) -> Option<BuftEntry> {
+    let probe = probe_graph(kind, desc, hp);
+    list.iter()
+        .find(|e| {
+            e.dev.supports_buft(e.buft.as_ref())
+                && probe
+                    .as_ref()
+                    .is_none_or(|(g, node)| e.dev.supports_op(g, *node))
+        })
+        .cloned()
+}
+
+/// Finds a buffer type by name among every registered device's types.
+pub fn buft_by_name(name: &str, cpu: &Arc<dyn Device>) -> Option<BuftEntry> {
+    for dev in registry::devices() {
+        let mut cands = vec![dev.buffer_type()];
+        cands.extend(dev.host_buffer_type());
+        cands.extend(dev.extra_buffer_types());
+        for buft in cands {
+            if buft.name().eq_ignore_ascii_case(name) {
+                let is_cpu_side = buft.is_host();
+                let dev = if is_cpu_side {
+                    cpu.clone()
+                } else {
+                    dev.clone()
+                };
+                return Some(BuftEntry { buft, dev });
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,301 @@
+//! Loading: placement, mmap and read paths, and every bad-input case giving a
+//! clear error.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use common::{fixtures, scratch};
+use gguf::{GgufFile, GgufWriter, Value};
+use llama::{LlamaError, Model, ModelParams};
+
+fn stories(fx: &std::path::Path) -> std::path::PathBuf {
+    fx.join("models/stories260K.gguf")
+}
+
+#[test]
+fn loads_with_and_without_mmap() {
+    let Some(fx) = fixtures() else { return };
+    let m = Model::load(stories(&fx), &ModelParams::default()).expect("mmap load");
+    assert_eq!(m.hparams.n_layer, 5);
+    assert_eq!(m.hparams.n_ctx_train, 512);
+    assert!(
+        m.stats.bytes_mapped > 0,
+        "weights should be used in place from the mapping"
+    );
+    assert_eq!(m.stats.bytes_read, 0);
+    let w = m.weights().unwrap();
+    assert_eq!(w.layers.len(), 5);
+    let p = ModelParams {
+        use_mmap: false,
+        ..ModelParams::default()
+    };
+    let m2 = Model::load(stories(&fx), &p).expect("read load");
+    assert_eq!(m2.stats.bytes_mapped, 0);
+    assert_eq!(m2.stats.bytes_read, m.stats.bytes_mapped);
+    // Same bytes either way.
+    let (a, b) = (&w.layers[3], &m2.weights().unwrap().layers[3]);
+    let (wa, wb) = (
+        a.get(llama::TensorKind::FfnDown).unwrap(),
+        b.get(llama::TensorKind::FfnDown).unwrap(),
+    );
+    let mut x = vec![0u8; wa.desc.nbytes()];
+    let mut y = vec![0u8; wb.desc.nbytes()];
+    wa.at.buffer.get_tensor(wa.at.offset, &mut x).unwrap();
+    wb.at.buffer.get_tensor(wb.at.offset, &mut y).unwrap();
+    assert_eq!(x, y);
+}
+
+#[test]
+fn split_model_loads_as_one() {
+    let Some(fx) = fixtures() else { return };
+    let m = Model::load(
+        fx.join("models/tiny-q8_0-split-00001-of-00003.gguf"),
+        &ModelParams::default(),
+    )
+    .expect("split");
+    assert_eq!(m.hparams.n_layer, 4);
+    assert!(m.weights().is_ok());
+}
+
+#[test]
+fn truncated_file_is_a_bounds_error() {
+    let Some(fx) = fixtures() else { return };
+    let bytes = std::fs::read(stories(&fx)).unwrap();
+    let dir = scratch("trunc");
+    let p = dir.join("t.gguf");
+    std::fs::write(&p, &bytes[..bytes.len() - 1000]).unwrap();
+    let e = Model::load(&p, &ModelParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("is not within the file bounds"), "{e}");
+    assert!(e.contains("output.weight"), "{e}");
+}
+
+#[test]
+fn check_tensors_names_the_bad_tensor() {
+    let Some(fx) = fixtures() else { return };
+    let src = stories(&fx);
+    let f = GgufFile::open(&src).unwrap();
+    let info = f.tensor("blk.1.attn_q.weight").unwrap().clone();
+    let off = f.tensor_file_offset(&info) as usize;
+    drop(f);
+    let mut bytes = std::fs::read(&src).unwrap();
+    bytes[off + 40..off + 44].copy_from_slice(&f32::NAN.to_le_bytes());
+    let dir = scratch("nan");
+    let p = dir.join("nan.gguf");
+    std::fs::write(&p, &bytes).unwrap();
+    assert!(
+        Model::load(&p, &ModelParams::default()).is_ok(),
+        "without check_tensors the data is not inspected"
+    );
+    for use_mmap in [true, false] {
+        let params = ModelParams {
+            check_tensors: true,
+            use_mmap,
+            ..ModelParams::default()
+        };
+        let e = Model::load(&p, &params).unwrap_err();
+        assert!(matches!(e, LlamaError::TensorData { .. }), "{e}");
+        assert!(e.to_string().contains("blk.1.attn_q.weight"), "{e}");
+    }
+}
+
+fn with_metadata(
+    fx: &std::path::Path,
+    name: &str,
+    edit: impl FnOnce(&mut gguf::Metadata),
+) -> std::path::PathBuf {
+    let f = GgufFile::open(stories(fx)).unwrap();
+    let mut md = f.metadata().clone();
+    edit(&mut md);
+    let dir = scratch(name);
+    let p = dir.join("m.gguf");
+    f.save_with_metadata(&p, &md).unwrap();
+    p
+}
+
+#[test]
+fn unknown_architecture_is_named() {
+    let Some(fx) = fixtures() else { return };
+    let p = with_metadata(&fx, "arch", |md| {
+        md.set("general.architecture", "mamba9");
+    });
+    let e = Model::load(&p, &ModelParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown model architecture: 'mamba9'"), "{e}");
+}
+
+#[test]
+fn kv_override_is_visible_and_checked() {
+    let Some(fx) = fixtures() else { return };
+    let params = ModelParams {
+        kv_overrides: vec!["llama.context_length=int:256".parse().unwrap()],
+        vocab_only: true,
+        ..ModelParams::default()
+    };
+    let m = Model::load(stories(&fx), &params).unwrap();
+    assert_eq!(m.hparams.n_ctx_train, 256);
+    assert!(m.weights().is_err());
+    let bad = ModelParams {
+        kv_overrides: vec!["llama.feed_forward_length=int:100".parse().unwrap()],
+        ..ModelParams::default()
+    };
+    let e = Model::load(stories(&fx), &bad).unwrap_err().to_string();
+    assert!(
+        e.contains("blk.0.ffn_gate.weight") && e.contains("[64, 100]") && e.contains("[64, 172]"),
+        "{e}"
+    );
+    let gqa = ModelParams {
+        kv_overrides: vec!["llama.attention.head_count_kv=int:3".parse().unwrap()],
+        ..ModelParams::default()
+    };
+    let e = Model::load(stories(&fx), &gqa).unwrap_err().to_string();
+    assert!(
+        e.contains("n_head_kv = 3 does not divide n_head = 8"),
+        "{e}"
+    );
+    let typed = ModelParams {
+        kv_overrides: vec!["llama.context_length=str:big".parse().unwrap()],
+        ..ModelParams::default()
+    };
+    assert!(Model::load(stories(&fx), &typed).is_err());
+}
+
+#[test]
+fn missing_and_extra_tensors() {
+    let Some(fx) = fixtures() else { return };
+    let f = GgufFile::open(stories(&fx)).unwrap();
+    let keep: Vec<_> = f
+        .tensors()
+        .iter()
+        .filter(|t| t.name != "blk.2.ffn_up.weight")
+        .cloned()
+        .collect();
+    let dir = scratch("missing");
+    let p = dir.join("m.gguf");
+    let mut w = GgufWriter::new(std::fs::File::create(&p).unwrap(), f.metadata(), &keep).unwrap();
+    for t in &keep {
+        w.write_tensor(&t.name, f.tensor_data(t).unwrap()).unwrap();
+    }
+    w.finish().unwrap();
+    let e = Model::load(&p, &ModelParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing tensor 'blk.2.ffn_up.weight'"), "{e}");
+    // A layer count below the tensors leaves tensors unused.
+    let fewer = ModelParams {
+        kv_overrides: vec!["llama.block_count=int:4".parse().unwrap()],
+        ..ModelParams::default()
+    };
+    let e = Model::load(stories(&fx), &fewer).unwrap_err().to_string();
+    assert!(e.contains("wrong number of tensors"), "{e}");
+}
+
+#[test]
+fn cancel_from_progress_callback() {
+    let Some(fx) = fixtures() else { return };
+    let calls = Arc::new(AtomicUsize::new(0));
+    let c = calls.clone();
+    let params = ModelParams {
+        use_mmap: false,
+        progress_callback: Some(Arc::new(move |_| c.fetch_add(1, Ordering::Relaxed) < 3)),
+        ..ModelParams::default()
+    };
+    let e = Model::load(stories(&fx), &params).unwrap_err();
+    assert!(matches!(e, LlamaError::Cancelled), "{e}");
+    assert_eq!(calls.load(Ordering::Relaxed), 4);
+    // Progress reaches 1.0 on a full load.
+    let last = Arc::new(std::sync::Mutex::new(0f32));
+    let l = last.clone();
+    let params = ModelParams {
+        progress_callback: Some(Arc::new(move |f| {
+            *l.lock().unwrap() = f;
+            true
+        })),
+        ..ModelParams::default()
+    };
+    Model::load(stories(&fx), &params).unwrap();
+    assert_eq!(*last.lock().unwrap(), 1.0);
+}
+
+#[test]
+fn dry_run_plans_without_allocating() {
+    let Some(fx) = fixtures() else { return };
+    let m = Model::load(
+        stories(&fx),
+        &ModelParams {
+            dry_run: true,
+            ..ModelParams::default()
+        },
+    )
+    .unwrap();
+    assert!(m.weights().is_err());
+    let total: usize = m.memory_plan.values().sum();
+    assert_eq!(total as u64, m.size_bytes);
+}
+
+#[test]
+fn tensor_overrides() {
+    let Some(fx) = fixtures() else { return };
+    let p = ModelParams {
+        tensor_buft_overrides: vec!["ffn_.*=NoSuchBuffer".parse().unwrap()],
+        ..ModelParams::default()
+    };
+    let e = Model::load(stories(&fx), &p).unwrap_err().to_string();
+    assert!(e.contains("unknown buffer type 'NoSuchBuffer'"), "{e}");
+    let p = ModelParams {
+        tensor_buft_overrides: vec!["ffn_.*=CPU".parse().unwrap()],
+        ..ModelParams::default()
+    };
+    let m = Model::load(stories(&fx), &p).unwrap();
+    let w = m.weights().unwrap();
+    let up = w.layers[0].get(llama::TensorKind::FfnUp).unwrap();
+    assert_eq!(up.at.buffer.buffer_type().name(), "CPU");
+}
+
+#[test]
+fn row_split_is_reported_as_unsupported_with_gpus() {
+    llama::backend_init();
+    let gpus: Vec<_> = ggml_core::registry::devices()
+        .into_iter()
+        .filter(|d| d.kind() != ggml_core::DeviceKind::Cpu)
+        .collect();
+    let Some(fx) = fixtures() else { return };
+    let p = ModelParams {
+        split_mode: llama::SplitMode::Row,
+        n_gpu_layers: 99,
+        ..ModelParams::default()
+    };
+    let r = Model::load(stories(&fx), &p);
+    if gpus.is_empty() {
+        assert!(r.is_ok(), "without GPUs the split mode does not matter");
+    } else {
+        let e = r.unwrap_err().to_string();
+        assert!(e.contains("split_mode row is not supported yet"), "{e}");
+        let p = ModelParams {
+            split_mode: llama::SplitMode::None,
+            main_gpu: gpus.len() as i32,
+            ..ModelParams::default()
+        };
+        let e = Model::load(stories(&fx), &p).unwrap_err().to_string();
+        assert!(
+            e.contains(&format!("there are {} devices", gpus.len())),
+            "{e}"
+        );
+    }
+}
+
+#[test]
+fn wrong_metadata_type_names_key() {
+    let Some(fx) = fixtures() else { return };
+    let p = with_metadata(&fx, "mdtype", |md| {
+        md.set("llama.block_count", Value::from("five"));
+    });
+    let e = Model::load(&p, &ModelParams::default())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("llama.block_count"), "{e}");
+}
