@@ -34,7 +34,7 @@
 //! rewrites the node's `src` to it. A source copied to one backend is copied
 //! once per graph and reused by later splits on that backend. A split has at
 //! most [`SCHED_MAX_SPLIT_INPUTS`] inputs: a node that would add more starts a
-//! new split on the same backend. A node that reads a weight its backend
+//! new split on the same backend (a node that alone needs more is an error). A node that reads a weight its backend
 //! cannot read also starts a new split once the current one has inputs, so
 //! that the memory of the copied weights can be reused.
 //!
@@ -674,6 +674,15 @@ impl Scheduler {
         self.splits.clear();
         self.graph_inputs.clear();
         self.copies.clear();
+        if let Some(id) = graph
+            .ids()
+            .find(|&id| graph.node(id).op == Op::None && !graph.node(id).src.is_empty())
+        {
+            return Err(Error::Invalid(format!(
+                "scheduler: the graph was split before (copy '{}'); build a new graph per batch",
+                graph.desc(id).name
+            )));
+        }
         let leaves: Vec<TensorId> = graph
             .ids()
             .filter(|&id| graph.node(id).op == Op::None)

@@ -1055,8 +1055,19 @@ fn misuse_is_an_error() {
     let (mut g, _, _) = build(&m, 2);
     assert!(env.cpu_only().alloc_graph(&mut g).is_err());
 
+    // a graph is split once
+    let (mut g, _, _) = build(&m, 2);
+    s.alloc_graph(&mut g).unwrap();
+    assert!(s.alloc_graph(&mut g).is_err());
+
     // writing an input with the wrong size
     let (mut g, x, _) = build(&m, 2);
     s.alloc_graph(&mut g).unwrap();
     assert!(Scheduler::set_input(&g, x, &[0u8; 3]).is_err());
+}
+
+#[test]
+fn scheduler_is_send() {
+    fn send<T: Send>() {}
+    send::<Scheduler>();
 }
