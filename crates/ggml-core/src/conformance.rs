@@ -308,7 +308,14 @@ impl Rng {
     }
 }
 
-fn build(case: &Case) -> Result<(Graph, Vec<(TensorId, Fill)>, TensorId)> {
+/// A case's graph with its inputs and the tensor to compare.
+struct Built {
+    graph: Graph,
+    inputs: Vec<(TensorId, Fill)>,
+    out: TensorId,
+}
+
+fn build(case: &Case) -> Result<Built> {
     let mut g = Graph::new();
     let mut cg = CaseGraph {
         g: &mut g,
@@ -316,7 +323,11 @@ fn build(case: &Case) -> Result<(Graph, Vec<(TensorId, Fill)>, TensorId)> {
     };
     let out = (case.build)(&mut cg)?;
     let inputs = cg.inputs;
-    Ok((g, inputs, out))
+    Ok(Built {
+        graph: g,
+        inputs,
+        out,
+    })
 }
 
 /// Gives every leaf and every computed node that is not a view its own
@@ -404,8 +415,12 @@ fn run_case(device: &Arc<dyn Device>, case: &Case, seed: u64) -> Outcome {
 }
 
 fn try_run_case(device: &Arc<dyn Device>, case: &Case, seed: u64) -> Result<Outcome> {
-    let (mut gd, inputs, out) = build(case)?;
-    let (mut gr, _, _) = build(case)?;
+    let Built {
+        graph: mut gd,
+        inputs,
+        out,
+    } = build(case)?;
+    let mut gr = build(case)?.graph;
     let ids: Vec<TensorId> = gd.compute_ids().collect();
     for &id in &ids {
         if !device.supports_op(&gd, id) {

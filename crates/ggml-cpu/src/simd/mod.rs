@@ -23,6 +23,8 @@ mod avx512;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 pub(crate) mod scalar;
+#[cfg(test)]
+mod tests;
 
 /// Most activation rows one kernel call takes.
 pub(crate) const MAX_COLS: usize = 4;
@@ -108,6 +110,7 @@ pub(crate) fn kernels() -> &'static Kernels {
 }
 
 /// The kernels of a given level, when this CPU can run it.
+#[cfg(test)]
 pub(crate) fn kernels_for(isa: Isa) -> Option<&'static Kernels> {
     static ALL: OnceLock<Vec<Kernels>> = OnceLock::new();
     let all = ALL.get_or_init(|| {

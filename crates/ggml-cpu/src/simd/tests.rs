@@ -1,0 +1,232 @@
+//! Every vector path against the scalar path: bit-exact where the float
+//! accumulation is exact (unit scales), within f32 rounding otherwise, and
+//! every path against ggml-core's reference `vec_dot`.
+
+use ggml_core::{quants, Type};
+
+use super::{kernels_for, scalar, MAX_COLS};
+use crate::convert;
+use crate::features::available_isas;
+
+/// Weight types with kernels of their own.
+const TYPES: &[Type] = &[
+    Type::F32,
+    Type::F16,
+    Type::BF16,
+    Type::Q4_0,
+    Type::Q4_1,
+    Type::Q5_0,
+    Type::Q5_1,
+    Type::Q8_0,
+    Type::Q2_K,
+    Type::Q3_K,
+    Type::Q4_K,
+    Type::Q5_K,
+    Type::Q6_K,
+    Type::IQ4_NL,
+    Type::IQ4_XS,
+];
+
+struct Rng(u64);
+impl Rng {
+    fn f(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+    fn vec(&mut self, n: usize) -> Vec<f32> {
+        (0..n).map(|_| self.f()).collect()
+    }
+}
+
+fn quantize(ty: Type, v: &[f32]) -> Vec<u8> {
+    let mut out = vec![0u8; quants::row_size(ty, v.len()).unwrap()];
+    convert::from_f32(ty, v, &mut out).unwrap();
+    out
+}
+
+/// Sets every block scale of a row to 1 (and mins to 1), so that the f32
+/// accumulation of integer block sums is exact.
+fn unit_scales(ty: Type, row: &mut [u8]) {
+    const ONE: [u8; 2] = [0x00, 0x3c];
+    let bs = ty.type_size();
+    for b in row.chunks_exact_mut(bs) {
+        match ty {
+            Type::Q4_0 | Type::Q5_0 | Type::Q8_0 | Type::IQ4_NL | Type::IQ4_XS => {
+                b[0..2].copy_from_slice(&ONE)
+            }
+            Type::Q4_1 | Type::Q5_1 | Type::Q4_K | Type::Q5_K => {
+                b[0..2].copy_from_slice(&ONE);
+                b[2..4].copy_from_slice(&ONE);
+            }
+            Type::Q8_1 => {
+                b[0..2].copy_from_slice(&ONE);
+                b[2..4].copy_from_slice(&ONE);
+            }
+            Type::Q2_K => {
+                b[80..82].copy_from_slice(&ONE);
+                b[82..84].copy_from_slice(&ONE);
+            }
+            Type::Q3_K => b[108..110].copy_from_slice(&ONE),
+            Type::Q6_K => b[208..210].copy_from_slice(&ONE),
+            Type::Q8_K => b[0..4].copy_from_slice(&1f32.to_le_bytes()),
+            _ => {}
+        }
+    }
+}
+
+fn setup(ty: Type, n: usize, seed: u64, unit: bool) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let mut rng = Rng(seed | 1);
+    let vt = super::vec_dot_type(ty).unwrap();
+    let mut x = quantize(ty, &rng.vec(n));
+    let mut ys: Vec<Vec<u8>> = (0..MAX_COLS).map(|_| quantize(vt, &rng.vec(n))).collect();
+    if unit {
+        unit_scales(ty, &mut x);
+        for y in &mut ys {
+            unit_scales(vt, y);
+        }
+    }
+    (x, ys)
+}
+
+fn lengths(ty: Type) -> Vec<usize> {
+    let bs = ty.block_size().max(32);
+    if ty.block_size() == 1 {
+        vec![1, 7, 8, 15, 16, 17, 64, 100, 333]
+    } else {
+        vec![bs, 2 * bs, 3 * bs, 8 * bs]
+    }
+}
+
+fn run(
+    ty: Type,
+    isa: crate::features::Isa,
+    n: usize,
+    x: &[u8],
+    ys: &[Vec<u8>],
+    cols: usize,
+) -> Vec<f32> {
+    let k = kernels_for(isa).unwrap();
+    let f = k.dot(ty).unwrap();
+    let refs: Vec<&[u8]> = ys[..cols].iter().map(|v| &v[..]).collect();
+    let mut out = vec![0f32; cols];
+    f(n, x, &refs, &mut out);
+    out
+}
+
+#[test]
+fn scalar_kernels_equal_the_reference_vec_dot() {
+    for &ty in TYPES {
+        for n in lengths(ty) {
+            let (x, ys) = setup(ty, n, 11 + n as u64, false);
+            let got = run(ty, crate::features::Isa::Scalar, n, &x, &ys, MAX_COLS);
+            for (c, y) in ys.iter().enumerate() {
+                let want = quants::vec_dot(ty, n, &x, y).unwrap();
+                assert_eq!(
+                    got[c].to_bits(),
+                    want.to_bits(),
+                    "{ty} n={n} col {c}: {} vs {want}",
+                    got[c]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn columns_do_not_change_results() {
+    for isa in available_isas() {
+        for &ty in TYPES {
+            for n in lengths(ty) {
+                let (x, ys) = setup(ty, n, 5 + n as u64, false);
+                let all = run(ty, isa, n, &x, &ys, MAX_COLS);
+                for cols in 1..MAX_COLS {
+                    let some = run(ty, isa, n, &x, &ys, cols);
+                    for c in 0..cols {
+                        assert_eq!(
+                            some[c].to_bits(),
+                            all[c].to_bits(),
+                            "{ty} {isa:?} n={n} cols={cols} col {c}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn vector_paths_are_bit_exact_on_integer_sums() {
+    for isa in available_isas() {
+        for &ty in TYPES {
+            if ty.block_size() == 1 {
+                continue;
+            }
+            for n in lengths(ty) {
+                let (x, ys) = setup(ty, n, 3 + n as u64, true);
+                let want = run(ty, crate::features::Isa::Scalar, n, &x, &ys, MAX_COLS);
+                let got = run(ty, isa, n, &x, &ys, MAX_COLS);
+                assert_eq!(got, want, "{ty} {isa:?} n={n}");
+            }
+        }
+    }
+}
+
+#[test]
+fn vector_paths_match_scalar_within_rounding() {
+    for isa in available_isas() {
+        for &ty in TYPES {
+            for n in lengths(ty) {
+                let (x, ys) = setup(ty, n, 17 + n as u64, false);
+                let want = run(ty, crate::features::Isa::Scalar, n, &x, &ys, MAX_COLS);
+                let got = run(ty, isa, n, &x, &ys, MAX_COLS);
+                // Magnitude of the terms: dot of the absolute dequantized values.
+                let vt = super::vec_dot_type(ty).unwrap();
+                let mut xf = vec![0f32; n];
+                convert::to_f32(ty, &x, &mut xf).unwrap();
+                for c in 0..MAX_COLS {
+                    let mut yf = vec![0f32; n];
+                    convert::to_f32(vt, &ys[c], &mut yf).unwrap();
+                    let mag: f64 = xf
+                        .iter()
+                        .zip(&yf)
+                        .map(|(a, b)| f64::from(a.abs() * b.abs()))
+                        .sum();
+                    let tol = 2e-6 * mag + 1e-6;
+                    let err = f64::from((got[c] - want[c]).abs());
+                    assert!(
+                        err <= tol,
+                        "{ty} {isa:?} n={n} col {c}: {} vs {} (tol {tol:e})",
+                        got[c],
+                        want[c]
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn float_dot_helpers_agree() {
+    let mut rng = Rng(99);
+    for n in [0usize, 1, 5, 8, 31, 64, 127] {
+        let a = rng.vec(n);
+        let b = rng.vec(n);
+        let want = scalar::dot_f32(&a, &b);
+        let ah: Vec<half::f16> = a.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let bh: Vec<half::f16> = b.iter().map(|&v| half::f16::from_f32(v)).collect();
+        let want16 = scalar::dot_f16(&ah, &bh);
+        for isa in available_isas() {
+            let k = kernels_for(isa).unwrap();
+            assert!(
+                ((k.dot_f32)(&a, &b) - want).abs() <= 1e-5 * (1.0 + want.abs()),
+                "{isa:?} n={n}"
+            );
+            assert!(
+                ((k.dot_f16)(&ah, &bh) - want16).abs() <= 1e-5 * (1.0 + want16.abs()),
+                "{isa:?} n={n}"
+            );
+        }
+    }
+}
