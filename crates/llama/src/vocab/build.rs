@@ -1,0 +1,534 @@
+//! Building a [`Vocab`] from plain data: llama.cpp's defaults, validation,
+//! special-token detection and attribute adjustments.
+
+use std::collections::hash_map::Entry;
+use std::collections::BTreeSet;
+
+use super::error::{Result, VocabError};
+use super::hash::FxHashMap;
+use super::pretokenize::PreTokenizer;
+use super::types::{PreType, TokenAttr, TokenId, TokenType, VocabType};
+use super::{bpe, SpecialTokens, TokenData, Vocab};
+
+/// Special token ids as stored in the metadata (`None`: key absent). Ids
+/// that are given must name a token of the vocabulary.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SpecialIds {
+    /// `tokenizer.ggml.bos_token_id`.
+    pub bos: Option<u64>,
+    /// `tokenizer.ggml.eos_token_id`.
+    pub eos: Option<u64>,
+    /// `tokenizer.ggml.eot_token_id`.
+    pub eot: Option<u64>,
+    /// `tokenizer.ggml.eom_token_id`.
+    pub eom: Option<u64>,
+    /// `tokenizer.ggml.unknown_token_id`.
+    pub unk: Option<u64>,
+    /// `tokenizer.ggml.seperator_token_id` (sic).
+    pub sep: Option<u64>,
+    /// `tokenizer.ggml.padding_token_id`.
+    pub pad: Option<u64>,
+    /// `tokenizer.ggml.mask_token_id`.
+    pub mask: Option<u64>,
+    /// `tokenizer.ggml.fim_pre_token_id`.
+    pub fim_pre: Option<u64>,
+    /// `tokenizer.ggml.fim_suf_token_id`.
+    pub fim_suf: Option<u64>,
+    /// `tokenizer.ggml.fim_mid_token_id`.
+    pub fim_mid: Option<u64>,
+    /// `tokenizer.ggml.fim_pad_token_id`.
+    pub fim_pad: Option<u64>,
+    /// `tokenizer.ggml.fim_rep_token_id`.
+    pub fim_rep: Option<u64>,
+    /// `tokenizer.ggml.fim_sep_token_id`.
+    pub fim_sep: Option<u64>,
+    /// `tokenizer.ggml.prefix_token_id` (older name of `fim_pre`; wins over it).
+    pub prefix: Option<u64>,
+    /// `tokenizer.ggml.suffix_token_id` (older name of `fim_suf`; wins over it).
+    pub suffix: Option<u64>,
+    /// `tokenizer.ggml.middle_token_id` (older name of `fim_mid`; wins over it).
+    pub middle: Option<u64>,
+}
+
+/// The metadata a vocabulary is built from, as plain data; each field
+/// mirrors a GGUF key (`None` where the key is absent).
+#[derive(Clone, Debug, Default)]
+pub struct VocabData {
+    /// `tokenizer.ggml.model`: `llama`, `gpt2`, `bert` or `no_vocab`.
+    pub model: String,
+    /// `tokenizer.ggml.pre`.
+    pub pre: Option<String>,
+    /// `general.name` (a few models get attribute adjustments by name).
+    pub name: Option<String>,
+    /// `tokenizer.ggml.tokens`.
+    pub tokens: Vec<Vec<u8>>,
+    /// `tokenizer.ggml.scores`.
+    pub scores: Option<Vec<f32>>,
+    /// `tokenizer.ggml.token_type`.
+    pub token_types: Option<Vec<i32>>,
+    /// `tokenizer.ggml.merges` (required for `gpt2`).
+    pub merges: Option<Vec<Vec<u8>>>,
+    /// The special token id keys.
+    pub special_ids: SpecialIds,
+    /// `tokenizer.ggml.add_bos_token`.
+    pub add_bos: Option<bool>,
+    /// `tokenizer.ggml.add_eos_token`.
+    pub add_eos: Option<bool>,
+    /// `tokenizer.ggml.add_space_prefix`.
+    pub add_space_prefix: Option<bool>,
+    /// `tokenizer.ggml.remove_extra_whitespaces`.
+    pub remove_extra_whitespaces: Option<bool>,
+    /// `tokenizer.ggml.token_type_count`.
+    pub token_type_count: Option<u32>,
+    /// `<arch>.vocab_size`: the number of tokens of a `no_vocab` model.
+    pub vocab_size: Option<u64>,
+}
+
+/// Texts that make a token the end-of-turn token, when no key names one.
+const EOT_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<EOT>",
+    "<｜end▁of▁sentence｜>",
+];
+/// Texts that make a token the end-of-message token.
+const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
+/// Texts of fill-in-the-middle tokens, per role.
+const FIM_PRE_TEXTS: &[&str] = &["<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"];
+const FIM_SUF_TEXTS: &[&str] = &["<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"];
+const FIM_MID_TEXTS: &[&str] = &["<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<PAD>"];
+const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"];
+const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
+/// Texts that end generation, whatever the keys say.
+const EOG_TEXTS: &[&str] = &[
+    "<|eot_id|>",
+    "<|im_end|>",
+    "<|end|>",
+    "<end_of_turn>",
+    "<|endoftext|>",
+    "<|eom_id|>",
+    "<EOT>",
+];
+
+/// Selects one id of [`SpecialTokens`].
+type Slot = fn(&mut SpecialTokens) -> &mut Option<TokenId>;
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// Flags a pre-tokenizer name sets on top of the BPE defaults.
+struct PreFlags {
+    pre: PreType,
+    clean_spaces: bool,
+    ignore_merges: bool,
+    add_bos: bool,
+    no_bos: bool,
+}
+
+fn pre_flags(name: Option<&str>) -> Result<PreFlags> {
+    let name = name.unwrap_or("");
+    let pre = if name.is_empty() {
+        // llama.cpp warns that generation quality will be degraded.
+        PreType::Default
+    } else {
+        PreType::from_name(name).ok_or_else(|| VocabError::UnknownPreTokenizer(name.to_string()))?
+    };
+    let keeps_spaces = matches!(
+        name,
+        "deepseek-llm"
+            | "deepseek-coder"
+            | "deepseek-v3"
+            | "command-r"
+            | "qwen2"
+            | "deepseek-r1-qwen"
+            | "poro-chat"
+            | "viking"
+            | "tekken"
+            | "smollm"
+            | "chameleon"
+    );
+    Ok(PreFlags {
+        pre,
+        clean_spaces: !keeps_spaces,
+        ignore_merges: matches!(pre, PreType::Llama3 | PreType::Tekken),
+        add_bos: matches!(pre, PreType::Llama3 | PreType::Tekken | PreType::Chameleon),
+        no_bos: pre == PreType::Chatglm4,
+    })
+}
+
+impl Vocab {
+    /// Builds a vocabulary from plain data, as llama.cpp's loader does from
+    /// the GGUF keys.
+    pub fn from_parts(mut data: VocabData) -> Result<Vocab> {
+        let mut v = Vocab {
+            vocab_type: VocabType::NoVocab,
+            pre_type: PreType::Default,
+            tokens: Vec::new(),
+            n_dummy_tokens: 0,
+            token_to_id: FxHashMap::default(),
+            bpe_ranks: FxHashMap::default(),
+            n_merges: 0,
+            special: SpecialTokens::default(),
+            eog: BTreeSet::new(),
+            special_cache: Vec::new(),
+            add_space_prefix: false,
+            add_bos: false,
+            add_eos: false,
+            ignore_merges: false,
+            clean_spaces: false,
+            remove_extra_whitespaces: false,
+            max_token_len: 0,
+            n_token_types: data.token_type_count.unwrap_or(0),
+            pretokenizer: None,
+        };
+
+        // Tokenizer family and its default special tokens.
+        let mut defaults = SpecialTokens::default();
+        match data.model.as_str() {
+            "no_vocab" | "none" => {
+                v.n_dummy_tokens = data
+                    .vocab_size
+                    .map_or(0, |n| usize::try_from(n).unwrap_or(usize::MAX));
+                if v.n_dummy_tokens > TokenId::MAX as usize {
+                    return Err(VocabError::TooManyTokens(v.n_dummy_tokens));
+                }
+                return Ok(v);
+            }
+            "llama" => {
+                v.vocab_type = VocabType::Spm;
+                defaults.bos = Some(1);
+                defaults.eos = Some(2);
+                defaults.unk = Some(0);
+                v.add_space_prefix = true;
+                v.add_bos = true;
+            }
+            "bert" => {
+                v.vocab_type = VocabType::Wpm;
+                defaults.bos = Some(101);
+                defaults.unk = Some(100);
+                defaults.sep = Some(102);
+                defaults.pad = Some(0);
+                defaults.mask = Some(103);
+                v.clean_spaces = true;
+                v.add_bos = true;
+            }
+            "gpt2" => {
+                v.vocab_type = VocabType::Bpe;
+                defaults.bos = Some(11);
+                defaults.eos = Some(11);
+                let flags = pre_flags(data.pre.as_deref())?;
+                v.pre_type = flags.pre;
+                v.clean_spaces = flags.clean_spaces;
+                v.ignore_merges = flags.ignore_merges;
+                v.add_bos = flags.add_bos;
+                if flags.no_bos {
+                    defaults.bos = None;
+                }
+            }
+            "t5" | "rwkv" => return Err(VocabError::UnsupportedModel(data.model)),
+            other => return Err(VocabError::UnknownModel(other.to_string())),
+        }
+        if let Some(b) = data.add_space_prefix {
+            v.add_space_prefix = b;
+        }
+        if let Some(b) = data.remove_extra_whitespaces {
+            v.remove_extra_whitespaces = b;
+        }
+
+        v.load_tokens(
+            std::mem::take(&mut data.tokens),
+            data.scores.as_deref(),
+            data.token_types.as_deref(),
+        )?;
+        if v.vocab_type == VocabType::Bpe {
+            v.load_merges(data.merges.as_deref())?;
+            v.pretokenizer = Some(PreTokenizer::new(v.pre_type)?);
+        }
+
+        // Defaults that name no token of this vocabulary do not apply.
+        let n = v.tokens.len();
+        let in_range = |id: Option<TokenId>| id.filter(|&i| (i as usize) < n);
+        v.special = SpecialTokens {
+            bos: in_range(defaults.bos),
+            eos: in_range(defaults.eos),
+            unk: in_range(defaults.unk),
+            sep: in_range(defaults.sep),
+            pad: in_range(defaults.pad),
+            mask: in_range(defaults.mask),
+            ..SpecialTokens::default()
+        };
+
+        // The newline token is found before the keys are read, so a padding
+        // fallback is the type's default padding token.
+        v.special.nl = match v.vocab_type {
+            VocabType::Spm => v.byte_to_token(b'\n').or(v.special.pad),
+            VocabType::Wpm => v.special.pad,
+            VocabType::Bpe => {
+                let mut ids = Vec::new();
+                if let Some(pre) = &v.pretokenizer {
+                    bpe::tokenize(&v, pre, "\u{010A}".as_bytes(), &mut ids);
+                }
+                ids.first().copied().or(v.special.pad)
+            }
+            VocabType::NoVocab => None,
+        };
+
+        v.apply_special_ids(&data.special_ids)?;
+        if let Some(b) = data.add_bos {
+            v.add_bos = b;
+        }
+        if let Some(b) = data.add_eos {
+            v.add_eos = b;
+        }
+        v.detect_special_by_text();
+        v.build_special_cache();
+        v.adjust_attrs(
+            data.pre.as_deref().unwrap_or(""),
+            data.name.as_deref().unwrap_or(""),
+        );
+        Ok(v)
+    }
+
+    fn load_tokens(
+        &mut self,
+        texts: Vec<Vec<u8>>,
+        scores: Option<&[f32]>,
+        types: Option<&[i32]>,
+    ) -> Result<()> {
+        let n = texts.len();
+        if n > TokenId::MAX as usize {
+            return Err(VocabError::TooManyTokens(n));
+        }
+        if let Some(scores) = scores {
+            if scores.len() != n {
+                return Err(VocabError::LengthMismatch {
+                    key: "tokenizer.ggml.scores",
+                    got: scores.len(),
+                    expected: n,
+                });
+            }
+        }
+        if let Some(types) = types {
+            if types.len() != n {
+                return Err(VocabError::LengthMismatch {
+                    key: "tokenizer.ggml.token_type",
+                    got: types.len(),
+                    expected: n,
+                });
+            }
+        }
+        self.tokens.reserve(n);
+        self.token_to_id.reserve(n);
+        for (i, text) in texts.into_iter().enumerate() {
+            let text = if text.is_empty() {
+                format!("[EMPTY_{i}]").into_bytes()
+            } else {
+                text
+            };
+            match self.token_to_id.entry(text) {
+                Entry::Occupied(e) => {
+                    return Err(VocabError::DuplicateToken {
+                        id: i,
+                        first: *e.get() as usize,
+                        text: lossy(e.key()),
+                    });
+                }
+                Entry::Vacant(e) => {
+                    let text = e.key().clone();
+                    e.insert(i as TokenId);
+                    self.max_token_len = self.max_token_len.max(text.len());
+                    let token_type = types.map_or(TokenType::Normal, |t| TokenType::from_i32(t[i]));
+                    self.tokens.push(TokenData {
+                        text,
+                        score: scores.map_or(0.0, |s| s[i]),
+                        token_type,
+                        attr: token_type.attr(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn load_merges(&mut self, merges: Option<&[Vec<u8>]>) -> Result<()> {
+        let merges = merges.ok_or(VocabError::MissingKey("tokenizer.ggml.merges"))?;
+        self.n_merges = merges.len();
+        self.bpe_ranks.reserve(merges.len());
+        for (index, merge) in merges.iter().enumerate() {
+            // The separator is the first space after the first byte, so a
+            // left part may start with a space.
+            let pos = merge.iter().skip(1).position(|&b| b == b' ').map(|p| p + 1);
+            let Some(pos) = pos else {
+                return Err(VocabError::MalformedMerge {
+                    index,
+                    merge: lossy(merge),
+                });
+            };
+            let (left, right) = (&merge[..pos], &merge[pos + 1..]);
+            let id = |part: &[u8]| {
+                self.text_to_token(part)
+                    .ok_or_else(|| VocabError::MergeUnknownToken {
+                        index,
+                        merge: lossy(merge),
+                        token: lossy(part),
+                    })
+            };
+            let key = (id(left)?, id(right)?);
+            let rank = u32::try_from(index).unwrap_or(u32::MAX);
+            // A repeated rule keeps its first (lowest) rank.
+            self.bpe_ranks.entry(key).or_insert(rank);
+        }
+        Ok(())
+    }
+
+    fn apply_special_ids(&mut self, ids: &SpecialIds) -> Result<()> {
+        // In llama.cpp's order: the older FIM keys come last and win.
+        let keys: [(&'static str, Option<u64>, Slot); 17] = [
+            ("tokenizer.ggml.bos_token_id", ids.bos, |s| &mut s.bos),
+            ("tokenizer.ggml.eos_token_id", ids.eos, |s| &mut s.eos),
+            ("tokenizer.ggml.eot_token_id", ids.eot, |s| &mut s.eot),
+            ("tokenizer.ggml.eom_token_id", ids.eom, |s| &mut s.eom),
+            ("tokenizer.ggml.unknown_token_id", ids.unk, |s| &mut s.unk),
+            ("tokenizer.ggml.seperator_token_id", ids.sep, |s| &mut s.sep),
+            ("tokenizer.ggml.padding_token_id", ids.pad, |s| &mut s.pad),
+            ("tokenizer.ggml.mask_token_id", ids.mask, |s| &mut s.mask),
+            ("tokenizer.ggml.fim_pre_token_id", ids.fim_pre, |s| {
+                &mut s.fim_pre
+            }),
+            ("tokenizer.ggml.fim_suf_token_id", ids.fim_suf, |s| {
+                &mut s.fim_suf
+            }),
+            ("tokenizer.ggml.fim_mid_token_id", ids.fim_mid, |s| {
+                &mut s.fim_mid
+            }),
+            ("tokenizer.ggml.fim_pad_token_id", ids.fim_pad, |s| {
+                &mut s.fim_pad
+            }),
+            ("tokenizer.ggml.fim_rep_token_id", ids.fim_rep, |s| {
+                &mut s.fim_rep
+            }),
+            ("tokenizer.ggml.fim_sep_token_id", ids.fim_sep, |s| {
+                &mut s.fim_sep
+            }),
+            ("tokenizer.ggml.prefix_token_id", ids.prefix, |s| {
+                &mut s.fim_pre
+            }),
+            ("tokenizer.ggml.suffix_token_id", ids.suffix, |s| {
+                &mut s.fim_suf
+            }),
+            ("tokenizer.ggml.middle_token_id", ids.middle, |s| {
+                &mut s.fim_mid
+            }),
+        ];
+        let n = self.tokens.len();
+        for (key, id, slot) in keys {
+            let Some(id) = id else { continue };
+            if id >= n as u64 {
+                return Err(VocabError::SpecialTokenOutOfRange {
+                    key,
+                    id,
+                    n_tokens: n,
+                });
+            }
+            *slot(&mut self.special) = Some(id as TokenId);
+        }
+        Ok(())
+    }
+
+    /// Makes token `id` a control token (end-of-turn and FIM markers are
+    /// sometimes stored as normal or user-defined tokens).
+    fn force_control(&mut self, id: TokenId) {
+        let token = &mut self.tokens[id as usize];
+        if !token.attr.intersects(TokenAttr::CONTROL) {
+            token.attr = TokenAttr::CONTROL;
+        }
+    }
+
+    /// Finds EOT/EOM/FIM tokens the keys do not name, by their text (the
+    /// lowest id wins when several texts match), and collects the
+    /// end-of-generation set.
+    fn detect_special_by_text(&mut self) {
+        let roles: [(&[&str], Slot); 8] = [
+            (EOT_TEXTS, |s| &mut s.eot),
+            (EOM_TEXTS, |s| &mut s.eom),
+            (FIM_PRE_TEXTS, |s| &mut s.fim_pre),
+            (FIM_SUF_TEXTS, |s| &mut s.fim_suf),
+            (FIM_MID_TEXTS, |s| &mut s.fim_mid),
+            (FIM_PAD_TEXTS, |s| &mut s.fim_pad),
+            (FIM_REP_TEXTS, |s| &mut s.fim_rep),
+            (FIM_SEP_TEXTS, |s| &mut s.fim_sep),
+        ];
+        for (texts, slot) in roles {
+            if slot(&mut self.special).is_some() {
+                continue;
+            }
+            let found = texts
+                .iter()
+                .filter_map(|t| self.text_to_token(t.as_bytes()))
+                .min();
+            if let Some(id) = found {
+                *slot(&mut self.special) = Some(id);
+                self.force_control(id);
+            }
+        }
+
+        let mut eog = BTreeSet::new();
+        let s = self.special;
+        eog.extend(s.fim_pad);
+        eog.extend(s.fim_rep);
+        eog.extend(s.fim_sep);
+        for text in EOG_TEXTS {
+            if let Some(id) = self.text_to_token(text.as_bytes()) {
+                eog.insert(id);
+                self.force_control(id);
+            }
+        }
+        eog.extend(s.eos);
+        eog.extend(s.eot);
+        eog.extend(s.eom);
+        self.eog = eog;
+    }
+
+    fn build_special_cache(&mut self) {
+        let special = TokenAttr::CONTROL | TokenAttr::USER_DEFINED | TokenAttr::UNKNOWN;
+        let mut cache: Vec<TokenId> = (0..self.tokens.len())
+            .filter(|&i| self.tokens[i].attr.intersects(special))
+            .map(|i| i as TokenId)
+            .collect();
+        // Longest first; equal lengths keep id order.
+        cache.sort_by_key(|&id| std::cmp::Reverse(self.tokens[id as usize].text.len()));
+        self.special_cache = cache;
+    }
+
+    /// Per-model attribute adjustments llama.cpp makes by pre-tokenizer and
+    /// model name.
+    fn adjust_attrs(&mut self, pre: &str, name: &str) {
+        fn set(v: &mut Vocab, text: &str, attr: TokenAttr, on: bool) {
+            if let Some(id) = v.text_to_token(text.as_bytes()) {
+                let t = &mut v.tokens[id as usize];
+                t.attr = t.attr.with(attr, on);
+            }
+        }
+        let name = name.to_ascii_lowercase();
+        if ["jina-v2-de", "jina-v2-es", "jina-v2-code"]
+            .iter()
+            .any(|p| pre.contains(p))
+        {
+            set(self, "<mask>", TokenAttr::LSTRIP, true);
+        } else if name.contains("phi-3") || name.contains("phi3") {
+            for i in 0..self.special_cache.len() {
+                let id = self.special_cache[i] as usize;
+                self.tokens[id].attr = self.tokens[id].attr.with(TokenAttr::RSTRIP, true);
+            }
+            set(self, "</s>", TokenAttr::RSTRIP, true);
+            for text in ["<unk>", "<s>", "<|endoftext|>"] {
+                set(self, text, TokenAttr::RSTRIP, false);
+            }
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! SentencePiece BPE (`llama` vocabularies).
+//!
+//! The text (spaces already written as U+2581) starts as one symbol per
+//! UTF-8 character. Every pair of neighbours whose concatenation is a token
+//! is a candidate; the candidate with the highest token score merges first
+//! (the leftmost on ties), and the merged symbol forms new candidates with
+//! its neighbours, until no candidate remains. Symbols that are not tokens
+//! fall back to one `<0xXX>` token per byte.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use super::unicode::utf8_len;
+use super::{TokenId, Vocab};
+
+/// A symbol: a byte range of the text, linked to its live neighbours.
+#[derive(Clone, Copy, Debug)]
+struct Symbol {
+    start: usize,
+    /// Length in bytes; 0 once merged into its left neighbour.
+    n: usize,
+    prev: Option<usize>,
+    next: Option<usize>,
+}
+
+/// A merge candidate.
+#[derive(Clone, Copy, Debug)]
+struct Bigram {
+    left: usize,
+    right: usize,
+    score: f32,
+    /// Byte length of the merged text, to recognise stale candidates.
+    size: usize,
+}
+
+impl PartialEq for Bigram {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Bigram {}
+
+impl PartialOrd for Bigram {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Bigram {
+    /// Higher score first, then the leftmost.
+    fn cmp(&self, other: &Self) -> Ordering {
+        if self.score < other.score {
+            Ordering::Less
+        } else if self.score > other.score {
+            Ordering::Greater
+        } else {
+            other.left.cmp(&self.left)
+        }
+    }
+}
+
+/// Tokenizes escaped `text`, appending to `out`.
+pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
+    let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
+    let mut offs = 0;
+    while offs < text.len() {
+        let n = utf8_len(text[offs]).min(text.len() - offs);
+        let index = symbols.len();
+        offs += n;
+        symbols.push(Symbol {
+            start: offs - n,
+            n,
+            prev: index.checked_sub(1),
+            next: (offs < text.len()).then_some(index + 1),
+        });
+    }
+
+    let mut queue = BinaryHeap::new();
+    let try_add = |symbols: &[Symbol],
+                   queue: &mut BinaryHeap<Bigram>,
+                   left: Option<usize>,
+                   right: Option<usize>| {
+        let (Some(left), Some(right)) = (left, right) else {
+            return;
+        };
+        let start = symbols[left].start;
+        let size = symbols[left].n + symbols[right].n;
+        let Some(id) = vocab.text_to_token(&text[start..start + size]) else {
+            return;
+        };
+        let Some(token) = vocab.token(id) else { return };
+        queue.push(Bigram {
+            left,
+            right,
+            score: token.score,
+            size,
+        });
+    };
+
+    for i in 1..symbols.len() {
+        try_add(&symbols, &mut queue, Some(i - 1), Some(i));
+    }
+
+    while let Some(bigram) = queue.pop() {
+        let (l, r) = (bigram.left, bigram.right);
+        // Skip candidates whose symbols changed since they were queued.
+        if symbols[l].n == 0 || symbols[r].n == 0 || symbols[l].n + symbols[r].n != bigram.size {
+            continue;
+        }
+        symbols[l].n += symbols[r].n;
+        symbols[r].n = 0;
+        symbols[l].next = symbols[r].next;
+        if let Some(next) = symbols[r].next {
+            symbols[next].prev = Some(l);
+        }
+        try_add(&symbols, &mut queue, symbols[l].prev, Some(l));
+        try_add(&symbols, &mut queue, Some(l), symbols[l].next);
+    }
+
+    let mut cursor = if symbols.is_empty() { None } else { Some(0) };
+    while let Some(i) = cursor {
+        let s = symbols[i];
+        let piece = &text[s.start..s.start + s.n];
+        match vocab.text_to_token(piece) {
+            Some(id) => out.push(id),
+            None => {
+                for &b in piece {
+                    // A vocabulary without byte tokens cannot spell this
+                    // byte; it becomes the unknown token (or nothing).
+                    if let Some(id) = vocab.byte_to_token(b).or(vocab.unk()) {
+                        out.push(id);
+                    }
+                }
+            }
+        }
+        cursor = s.next;
+    }
+}

@@ -1,0 +1,481 @@
+//! Vocabularies built from plain data and from metadata: defaults, the
+//! tokenizer algorithms on small hand-made vocabularies, malformed data, and
+//! robustness against arbitrary input.
+
+use std::path::{Path, PathBuf};
+
+use gguf::{Metadata, StringArray};
+use llama::vocab::{
+    PreType, SpecialIds, TokenAttr, TokenId, TokenType, Vocab, VocabData, VocabError, VocabType,
+};
+
+fn bytes(list: &[&str]) -> Vec<Vec<u8>> {
+    list.iter().map(|s| s.as_bytes().to_vec()).collect()
+}
+
+/// A tiny SPM vocabulary: `<unk>`, `<s>`, `</s>`, the 256 byte tokens, then
+/// `pieces` with their scores.
+fn spm(pieces: &[(&str, f32)]) -> VocabData {
+    let mut tokens = bytes(&["<unk>", "<s>", "</s>"]);
+    let mut scores = vec![0.0, 0.0, 0.0];
+    let mut types = vec![2, 3, 3];
+    for b in 0..=255u8 {
+        tokens.push(format!("<0x{b:02X}>").into_bytes());
+        scores.push(0.0);
+        types.push(6);
+    }
+    for (text, score) in pieces {
+        tokens.push(text.as_bytes().to_vec());
+        scores.push(*score);
+        types.push(1);
+    }
+    VocabData {
+        model: "llama".into(),
+        tokens,
+        scores: Some(scores),
+        token_types: Some(types),
+        ..VocabData::default()
+    }
+}
+
+/// A tiny byte-level BPE vocabulary: every byte, then `extra` tokens and
+/// `merges` (in rank order).
+fn bpe(extra: &[&str], merges: &[&str], pre: Option<&str>) -> VocabData {
+    let mut tokens: Vec<Vec<u8>> = (0..=255u8)
+        .map(|b| {
+            // GPT-2's byte-to-unicode map.
+            let printable = matches!(b, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF);
+            let cpt = if printable {
+                u32::from(b)
+            } else {
+                0x100
+                    + (0..b)
+                        .filter(|&x| !matches!(x, 0x21..=0x7E | 0xA1..=0xAC | 0xAE..=0xFF))
+                        .count() as u32
+            };
+            char::from_u32(cpt).unwrap().to_string().into_bytes()
+        })
+        .collect();
+    tokens.extend(bytes(extra));
+    VocabData {
+        model: "gpt2".into(),
+        pre: pre.map(str::to_string),
+        tokens,
+        merges: Some(bytes(merges)),
+        ..VocabData::default()
+    }
+}
+
+fn id(v: &Vocab, text: &str) -> TokenId {
+    v.text_to_token(text.as_bytes())
+        .unwrap_or_else(|| panic!("no token {text:?}"))
+}
+
+#[test]
+fn spm_merges_by_score() {
+    let v = Vocab::from_parts(spm(&[
+        ("\u{2581}", -1.0),
+        ("a", -2.0),
+        ("b", -2.0),
+        ("c", -2.0),
+        ("ab", -3.0),
+        ("bc", -0.5),
+        ("\u{2581}a", -4.0),
+        ("\u{2581}ab", -0.1),
+    ]))
+    .unwrap();
+    assert_eq!(v.vocab_type(), VocabType::Spm);
+    // "bc" (-0.5) merges before "ab" (-3.0) and "▁a" (-4.0); "▁abc" is no
+    // token, so "▁a" stays apart.
+    assert_eq!(
+        v.tokenize("abc", false, false),
+        [id(&v, "\u{2581}a"), id(&v, "bc")]
+    );
+    // "ab" merges first, then "▁" + "ab".
+    assert_eq!(v.tokenize("ab", false, false), [id(&v, "\u{2581}ab")]);
+    // Add BOS by default; unknown characters fall back to bytes.
+    let ids = v.tokenize("é", true, false);
+    assert_eq!(ids, [1, id(&v, "\u{2581}"), 3 + 0xC3, 3 + 0xA9]);
+    assert_eq!(v.detokenize(&ids, true, false), " é".as_bytes());
+    assert_eq!(v.detokenize(&ids[1..], false, false), "é".as_bytes());
+    assert_eq!(v.token_to_byte(3 + 0xC3), Some(0xC3));
+}
+
+#[test]
+fn spm_defaults_and_keys() {
+    let v = Vocab::from_parts(spm(&[])).unwrap();
+    assert_eq!((v.bos(), v.eos(), v.unk()), (Some(1), Some(2), Some(0)));
+    assert!(v.add_bos() && !v.add_eos() && v.add_space_prefix());
+    assert_eq!(v.nl(), Some(3 + 10));
+    assert!(v.is_eog(2));
+    assert_eq!(v.token_type(3), Some(TokenType::Byte));
+
+    let mut d = spm(&[]);
+    d.add_bos = Some(false);
+    d.add_eos = Some(true);
+    d.add_space_prefix = Some(false);
+    d.special_ids = SpecialIds {
+        eos: Some(1),
+        ..SpecialIds::default()
+    };
+    let v = Vocab::from_parts(d).unwrap();
+    assert!(!v.add_bos() && v.add_eos() && !v.add_space_prefix());
+    assert_eq!(v.eos(), Some(1));
+    assert_eq!(v.tokenize("a", true, false), [3 + b'a' as TokenId, 1]);
+
+    // Defaults that name no token are absent.
+    let v = Vocab::from_parts(VocabData {
+        model: "llama".into(),
+        tokens: bytes(&["x"]),
+        ..VocabData::default()
+    })
+    .unwrap();
+    assert_eq!((v.bos(), v.eos(), v.unk()), (None, None, Some(0)));
+    // No BOS to add; the three bytes of "▁" have no token and become <unk>.
+    assert_eq!(v.tokenize("x", true, false), [0, 0, 0, 0]);
+}
+
+#[test]
+fn bpe_merges_by_rank() {
+    let v = Vocab::from_parts(bpe(
+        &["ab", "bc", "abc", "\u{120}x"],
+        &["a b", "b c", "ab c", "\u{120} x"],
+        Some("gpt-2"),
+    ))
+    .unwrap();
+    assert_eq!(v.vocab_type(), VocabType::Bpe);
+    assert_eq!(v.pre_type(), PreType::Gpt2);
+    assert_eq!(v.n_merges(), 4);
+    assert_eq!(v.tokenize("abc", false, false), [id(&v, "abc")]);
+    assert_eq!(
+        v.tokenize("bcab x", false, false),
+        [id(&v, "bc"), id(&v, "ab"), id(&v, "\u{120}x")]
+    );
+    assert_eq!(v.find_bpe_rank(b"ab", b"c"), Some(2));
+    assert_eq!(v.find_bpe_rank(b"c", b"a"), None);
+    let ids = v.tokenize("a\nb é", false, false);
+    assert_eq!(v.detokenize(&ids, false, false), "a\nb é".as_bytes());
+    // Defaults: no BOS, spaces cleaned on output.
+    assert!(!v.add_bos() && v.clean_spaces());
+    assert_eq!(
+        v.detokenize(&v.tokenize("a , b", false, false), false, false),
+        b"a, b"
+    );
+}
+
+#[test]
+fn bpe_without_pre_uses_default_and_llama3_flags() {
+    let v = Vocab::from_parts(bpe(&[], &[], None)).unwrap();
+    assert_eq!(v.pre_type(), PreType::Default);
+    let v = Vocab::from_parts(bpe(&[], &[], Some("llama-bpe"))).unwrap();
+    assert_eq!(v.pre_type(), PreType::Llama3);
+    assert!(v.ignore_merges() && v.add_bos());
+    let v = Vocab::from_parts(bpe(&[], &[], Some("qwen2"))).unwrap();
+    assert!(!v.clean_spaces());
+}
+
+#[test]
+fn user_defined_tokens_split_first() {
+    let mut d = bpe(&["<|x|>", "<ctl>"], &[], Some("gpt-2"));
+    let n = d.tokens.len();
+    let mut types = vec![1; n];
+    types[n - 2] = 4; // user-defined
+    types[n - 1] = 3; // control
+    d.token_types = Some(types);
+    let v = Vocab::from_parts(d).unwrap();
+    let user = id(&v, "<|x|>");
+    let ctl = id(&v, "<ctl>");
+    assert!(v.is_user_defined(user) && v.is_control(ctl));
+    // User-defined tokens are always split out, control tokens only on request.
+    assert_eq!(
+        v.tokenize("a<|x|>b", false, false),
+        [id(&v, "a"), user, id(&v, "b")]
+    );
+    assert_eq!(v.tokenize("<ctl>", false, false).len(), 5);
+    assert_eq!(v.tokenize("<ctl>", false, true), [ctl]);
+    assert_eq!(v.token_to_piece(ctl, false), b"");
+    assert_eq!(v.token_to_piece(ctl, true), b"<ctl>");
+}
+
+#[test]
+fn eog_detected_by_text() {
+    let mut d = spm(&[("<|im_end|>", 0.0), ("<|end|>", 0.0)]);
+    let n = d.tokens.len();
+    let v = Vocab::from_parts(d.clone()).unwrap();
+    let im_end = (n - 2) as TokenId;
+    assert!(v.is_eog(im_end) && v.is_eog(im_end + 1) && v.is_eog(2));
+    assert_eq!(v.eot(), Some(im_end));
+    assert!(v.token_attr(im_end).contains(TokenAttr::CONTROL));
+    d.special_ids.eot = Some(n as u64 - 1);
+    let v = Vocab::from_parts(d).unwrap();
+    assert_eq!(v.eot(), Some(im_end + 1));
+}
+
+#[test]
+fn wpm_greedy_longest_match() {
+    let mut tokens = bytes(&["[PAD]", "[UNK]", "[CLS]", "[SEP]"]);
+    tokens.extend(bytes(&[
+        "\u{2581}hello",
+        "\u{2581}he",
+        "llo",
+        "\u{2581}world",
+        "\u{2581}!",
+        "\u{2581}cafe",
+    ]));
+    let d = VocabData {
+        model: "bert".into(),
+        tokens,
+        token_types: Some(vec![3, 3, 3, 3, 1, 1, 1, 1, 1, 1]),
+        special_ids: SpecialIds {
+            unk: Some(1),
+            bos: Some(2),
+            sep: Some(3),
+            pad: Some(0),
+            ..SpecialIds::default()
+        },
+        ..VocabData::default()
+    };
+    let v = Vocab::from_parts(d).unwrap();
+    assert_eq!(v.vocab_type(), VocabType::Wpm);
+    assert_eq!(v.tokenize("Hello World!", true, false), [2, 4, 7, 8, 3]);
+    assert_eq!(v.tokenize("CAFÉ xyz", false, false), [9, 1]);
+    assert_eq!(
+        v.detokenize_lossy(&[4, 7, 8], false, false),
+        " hello world!"
+    );
+}
+
+#[test]
+fn no_vocab() {
+    let v = Vocab::from_parts(VocabData {
+        model: "no_vocab".into(),
+        vocab_size: Some(7),
+        ..VocabData::default()
+    })
+    .unwrap();
+    assert_eq!(v.vocab_type(), VocabType::NoVocab);
+    assert_eq!(v.n_tokens(), 7);
+    assert!(v.tokenize("hello", true, true).is_empty());
+    assert!(v.detokenize(&[0, 1, 2], false, true).is_empty());
+    assert_eq!(v.get_text(0), None);
+}
+
+#[test]
+fn empty_token_text_gets_a_name() {
+    let v = Vocab::from_parts(VocabData {
+        model: "llama".into(),
+        tokens: bytes(&["a", "", "b"]),
+        ..VocabData::default()
+    })
+    .unwrap();
+    assert_eq!(v.get_text(1), Some(&b"[EMPTY_1]"[..]));
+}
+
+fn err(d: VocabData) -> String {
+    match Vocab::from_parts(d) {
+        Ok(_) => panic!("malformed data was accepted"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn malformed_data_is_an_error() {
+    let mut d = spm(&[]);
+    d.token_types.as_mut().unwrap().pop();
+    let msg = err(d);
+    assert!(
+        msg.contains("tokenizer.ggml.token_type") && msg.contains("258") && msg.contains("259"),
+        "{msg}"
+    );
+
+    let mut d = spm(&[]);
+    d.scores.as_mut().unwrap().push(1.0);
+    assert!(err(d).contains("tokenizer.ggml.scores"));
+
+    let mut d = spm(&[]);
+    d.special_ids.bos = Some(100_000);
+    let msg = err(d);
+    assert!(
+        msg.contains("tokenizer.ggml.bos_token_id") && msg.contains("100000"),
+        "{msg}"
+    );
+
+    let mut d = spm(&[]);
+    d.special_ids.middle = Some(259);
+    assert!(err(d).contains("tokenizer.ggml.middle_token_id"));
+
+    let mut d = spm(&[]);
+    d.tokens.push(b"<s>".to_vec());
+    d.scores.as_mut().unwrap().push(0.0);
+    d.token_types.as_mut().unwrap().push(1);
+    let msg = err(d);
+    assert!(
+        msg.contains("<s>") && msg.contains("259") && msg.contains("token 1"),
+        "{msg}"
+    );
+
+    let msg = err(bpe(&["ab"], &["a b", "ab zz"], None));
+    assert!(msg.contains("merge 1") && msg.contains("\"zz\""), "{msg}");
+    assert!(err(bpe(&[], &["ab"], None)).contains("merge 0"));
+    assert!(err(bpe(&[], &[""], None)).contains("merge 0"));
+
+    let mut d = bpe(&[], &[], None);
+    d.merges = None;
+    assert!(err(d).contains("tokenizer.ggml.merges"));
+
+    assert!(err(bpe(&[], &[], Some("no-such-pre"))).contains("no-such-pre"));
+    assert!(err(VocabData {
+        model: "nonsense".into(),
+        ..VocabData::default()
+    })
+    .contains("nonsense"));
+    assert!(matches!(
+        Vocab::from_parts(VocabData {
+            model: "t5".into(),
+            ..VocabData::default()
+        }),
+        Err(VocabError::UnsupportedModel(_))
+    ));
+}
+
+fn strings(list: &[&str]) -> StringArray {
+    let mut a = StringArray::new();
+    for s in list {
+        a.push(s);
+    }
+    a
+}
+
+#[test]
+fn metadata_keys() {
+    let mut m = Metadata::new();
+    m.set("tokenizer.ggml.model", "llama");
+    m.set(
+        "tokenizer.ggml.tokens",
+        strings(&["<unk>", "<s>", "</s>", "\u{2581}a"]),
+    );
+    m.set("tokenizer.ggml.scores", vec![0.0f32, 0.0, 0.0, -1.0]);
+    m.set("tokenizer.ggml.token_type", vec![2i32, 3, 3, 1]);
+    m.set("tokenizer.ggml.add_bos_token", false);
+    m.set("tokenizer.ggml.eos_token_id", 1u32);
+    m.set("general.name", "Phi3-mini");
+    let v = Vocab::from_metadata(&m).unwrap();
+    assert!(!v.add_bos());
+    assert_eq!(v.eos(), Some(1));
+    assert_eq!(v.tokenize("a", false, false), [3]);
+    // Phi-3 models strip whitespace after their special tokens.
+    assert!(v.token_attr(2).contains(TokenAttr::RSTRIP));
+    assert!(!v.token_attr(1).contains(TokenAttr::RSTRIP));
+
+    let mut bad = m.clone();
+    bad.set("tokenizer.ggml.scores", vec![0i32, 0, 0, 0]);
+    let msg = Vocab::from_metadata(&bad).unwrap_err().to_string();
+    assert!(msg.contains("tokenizer.ggml.scores"), "{msg}");
+
+    let mut bad = m.clone();
+    bad.set("tokenizer.ggml.add_bos_token", "yes");
+    assert!(Vocab::from_metadata(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("tokenizer.ggml.add_bos_token"));
+
+    let mut bad = m.clone();
+    bad.set("tokenizer.ggml.bos_token_id", -1i32);
+    assert!(Vocab::from_metadata(&bad)
+        .unwrap_err()
+        .to_string()
+        .contains("tokenizer.ggml.bos_token_id"));
+
+    let mut bad = m.clone();
+    bad.remove("tokenizer.ggml.tokens");
+    assert!(matches!(
+        Vocab::from_metadata(&bad),
+        Err(VocabError::MissingKey("tokenizer.ggml.tokens"))
+    ));
+
+    let mut bad = m.clone();
+    bad.remove("tokenizer.ggml.model");
+    assert!(matches!(
+        Vocab::from_metadata(&bad),
+        Err(VocabError::MissingKey("tokenizer.ggml.model"))
+    ));
+
+    let mut nv = Metadata::new();
+    nv.set("general.architecture", "llama");
+    nv.set("llama.vocab_size", 32u32);
+    nv.set("tokenizer.ggml.model", "no_vocab");
+    assert_eq!(Vocab::from_metadata(&nv).unwrap().n_tokens(), 32);
+}
+
+/// xorshift64*, enough to produce arbitrary inputs reproducibly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+fn fixtures() -> Option<PathBuf> {
+    let dir = match std::env::var_os("LLAMA_FIXTURES") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
+    };
+    if dir.join("vocab").is_dir() {
+        return Some(dir);
+    }
+    if std::env::var("REQUIRE_FIXTURES").is_ok_and(|v| v == "1") {
+        panic!("fixtures not found at {}", dir.display());
+    }
+    eprintln!("skipped: no fixtures");
+    None
+}
+
+/// Arbitrary bytes, text mixing scripts, whitespace and special-token
+/// texts, and arbitrary ids: nothing panics.
+#[test]
+fn arbitrary_input_never_panics() {
+    let Some(dir) = fixtures() else { return };
+    let alphabet: Vec<char> = "aZ09 \t\n\r\u{0B}'’.,!?<>|/\\_-éßøΩж漢字한국あ😀\u{2581}\u{3000}\u{200B}\u{FFFD}\u{0301}\u{0}"
+        .chars()
+        .collect();
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    for entry in std::fs::read_dir(dir.join("vocab")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension() != Some(std::ffi::OsStr::new("gguf")) {
+            continue;
+        }
+        let file = gguf::GgufFile::open(&path).unwrap();
+        let v = Vocab::from_gguf(&file).unwrap();
+        let specials: Vec<String> = (0..v.n_tokens() as TokenId)
+            .filter(|&i| v.is_control(i) || v.is_user_defined(i))
+            .take(8)
+            .map(|i| String::from_utf8_lossy(v.get_text(i).unwrap()).into_owned())
+            .collect();
+        for round in 0..40 {
+            let raw: Vec<u8> = (0..rng.next() % 64).map(|_| rng.next() as u8).collect();
+            v.tokenize_bytes(&raw, round % 2 == 0, round % 3 == 0);
+            let mut text = String::new();
+            for _ in 0..rng.next() % 48 {
+                if !specials.is_empty() && rng.next() % 8 == 0 {
+                    text.push_str(&specials[rng.next() as usize % specials.len()]);
+                } else {
+                    text.push(alphabet[rng.next() as usize % alphabet.len()]);
+                }
+            }
+            let ids = v.tokenize(&text, round % 2 == 1, round % 4 == 0);
+            assert!(
+                ids.iter().all(|&i| i >= 0 && (i as usize) < v.n_tokens()),
+                "{}: {text:?}",
+                path.display()
+            );
+            v.detokenize(&ids, round % 2 == 0, round % 3 == 0);
+            let junk: Vec<TokenId> = (0..16).map(|_| rng.next() as TokenId).collect();
+            v.detokenize(&junk, true, true);
+            v.token_to_piece(-1, true);
+        }
+    }
+}
