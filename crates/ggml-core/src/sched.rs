@@ -23,7 +23,10 @@
 //! 4. views follow their source; sources without a backend take their
 //!    consumer's; whatever is left goes to the first backend supporting it.
 //!
-//! User assignments ([`Scheduler::set_tensor_backend`]) are never changed.
+//! User assignments ([`Scheduler::set_tensor_backend`]) are never changed;
+//! they apply to the next graph split ([`Scheduler::alloc_graph`] or
+//! [`Scheduler::reserve`]) and are forgotten afterwards, since node ids
+//! belong to one graph.
 //!
 //! # Splits and copies
 //! Consecutive nodes on one backend form a split. A source that lives on
@@ -342,7 +345,8 @@ impl Scheduler {
         self.galloc.n_buffer_allocs()
     }
 
-    /// Runs `id` on backend `backend` in the next graph (until [`Scheduler::reset`]).
+    /// Runs `id` on backend `backend` in the next graph split by
+    /// [`Scheduler::alloc_graph`] or [`Scheduler::reserve`].
     pub fn set_tensor_backend(&mut self, id: TensorId, backend: usize) -> Result<()> {
         if backend >= self.backends.len() {
             return Err(Error::Invalid(format!(
@@ -374,8 +378,8 @@ impl Scheduler {
         self.abort_cb = cb;
     }
 
-    /// Forgets the user assignments and the current allocation; call it
-    /// before building a new graph whose nodes you assign by hand.
+    /// Forgets pending user assignments, the last graph's assignments and
+    /// the current allocation.
     pub fn reset(&mut self) {
         self.user_backend.clear();
         self.backend_of.clear();
@@ -666,7 +670,7 @@ impl Scheduler {
         let nb = self.backends.len();
         self.backend_of.clear();
         self.backend_of.resize(n, None);
-        for (&id, &b) in &self.user_backend {
+        for (id, b) in self.user_backend.drain() {
             if id.index() < n {
                 self.backend_of[id.index()] = Some(b);
             }

@@ -942,7 +942,7 @@ fn pipeline_parallel_rotates_copy_sets() {
 }
 
 #[test]
-fn user_assignments_are_kept_until_reset() {
+fn user_assignments_apply_to_the_next_graph() {
     let env = Env::new(false);
     let (w1_gpu, _, w2_cpu) = hand_weights(&env);
     let mut s = env.sched(false, false);
@@ -953,8 +953,16 @@ fn user_assignments_are_kept_until_reset() {
     s.alloc_graph(&mut h.g).unwrap();
     assert_eq!(s.tensor_backend(b), Some(1));
     assert_eq!(s.n_splits(), 2, "a on the GPU, b onwards on the CPU");
+    assert_eq!(s.splits()[0].nodes(), &[h.ids[0]]);
     set_input(&h.g, h.x);
     s.compute(&mut h.g).unwrap();
+    // the next graph does not inherit it
+    let mut h2 = hand_graph(&w1_gpu, &w2_cpu, 4);
+    s.alloc_graph(&mut h2.g).unwrap();
+    assert_eq!(s.tensor_backend(h2.ids[1]), Some(0));
+    s.reset();
+    assert_eq!(s.tensor_backend(b), None);
+    s.set_tensor_backend(b, 1).unwrap();
     s.reset();
     assert_eq!(s.tensor_backend(b), None);
     assert!(s.set_tensor_backend(b, 7).is_err());
