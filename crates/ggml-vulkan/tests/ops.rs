@@ -1,0 +1,188 @@
+//! Cases beyond the shared suite, run through its harness against the
+//! scalar reference: grids larger than one dispatch dimension, several
+//! matmul tiles, unaligned quantized views, chains of dependent ops in one
+//! command buffer, and the kernels without subgroup operations.
+
+mod common;
+
+use std::sync::Arc;
+
+use ggml_core::conformance::{self, mul_mat_check, Case, Check, Fill};
+use ggml_core::{Device, RopeMode, RopeParams, Type};
+use ggml_vulkan::Options;
+
+fn run(dev: Arc<dyn Device>, cases: &[Case]) {
+    let report = conformance::run_cases(&dev, cases);
+    eprintln!("{report}");
+    report.assert_ok();
+    assert!(report.skipped().is_empty(), "{report}");
+    common::assert_no_validation_errors();
+}
+
+#[test]
+fn grids_larger_than_one_dimension() {
+    let Some(dev) = common::device() else { return };
+    let cases = vec![
+        // One workgroup per output row: 70000 > 65535 workgroups.
+        Case::new(
+            "MUL_MAT F16 [32,70000] x F32 [32,1]",
+            mul_mat_check(Type::F16),
+            |c| {
+                let a = c.rand("a", Type::F16, &[32, 70000]);
+                let b = c.rand("b", Type::F32, &[32, 1]);
+                c.g.mul_mat(a, b)
+            },
+        ),
+        Case::new("ARGMAX F32 [3,70000]", Check::Exact, |c| {
+            let a = c.rand("a", Type::F32, &[3, 70000]);
+            c.g.argmax(a)
+        }),
+    ];
+    run(dev, &cases);
+}
+
+#[test]
+fn matmul_tiles_and_unaligned_views() {
+    let Some(dev) = common::device() else { return };
+    let mut cases = Vec::new();
+    for ty in [
+        Type::F32,
+        Type::F16,
+        Type::Q4_0,
+        Type::Q8_0,
+        Type::Q4_K,
+        Type::Q6_K,
+    ] {
+        let k = if ty.block_size() > 32 { 512 } else { 320 };
+        cases.push(Case::new(
+            format!("MUL_MAT {ty} [{k},130] x F32 [{k},70,2]"),
+            mul_mat_check(ty),
+            move |c| {
+                let a = c.rand("a", ty, &[k, 130]);
+                let b = c.rand("b", Type::F32, &[k, 70, 2]);
+                c.g.mul_mat(a, b)
+            },
+        ));
+    }
+    for ty in [Type::Q4_0, Type::Q5_1, Type::Q3_K] {
+        let k = if ty.block_size() > 32 { 256 } else { 64 };
+        cases.push(Case::new(
+            format!("MUL_MAT {ty} rows 3..8 view x F32 (unaligned binding)"),
+            mul_mat_check(ty),
+            move |c| {
+                let w = c.rand("w", ty, &[k, 9]);
+                let row = c.g.desc(w).nb[1];
+                let v = c.g.view_2d(w, k, 5, row, 3 * row)?;
+                let b = c.rand("b", Type::F32, &[k, 2]);
+                c.g.mul_mat(v, b)
+            },
+        ));
+    }
+    cases.push(Case::new(
+        "MUL_MAT F32 odd K [37,19] x F32 [37,23]",
+        mul_mat_check(Type::F32),
+        |c| {
+            let a = c.rand("a", Type::F32, &[37, 19]);
+            let b = c.rand("b", Type::F32, &[37, 23]);
+            c.g.mul_mat(a, b)
+        },
+    ));
+    run(dev, &cases);
+}
+
+/// A llama-style attention and feed-forward block: every op depends on the
+/// one before, all in one command buffer.
+fn block_case(ty: Type, neox: bool) -> Case {
+    let check = Check::Nmse(5e-4);
+    Case::new(format!("block {ty} neox={neox}"), check, move |c| {
+        let (d, heads, hd, tokens, ff) = (64, 4, 16, 5, 96);
+        let emb = c.rand("tok_embd", ty, &[d, 11]);
+        let ids = c.input("ids", Type::I32, &[tokens], Fill::Index(11));
+        let pos = c.input("pos", Type::I32, &[tokens], Fill::Index(40));
+        let mask = c.input("mask", Type::F32, &[tokens, tokens], Fill::Mask);
+        let norm_w = c.rand("norm", Type::F32, &[d]);
+        let wq = c.rand("wq", ty, &[d, d]);
+        let wk = c.rand("wk", ty, &[d, d]);
+        let wv = c.rand("wv", ty, &[d, d]);
+        let wo = c.rand("wo", ty, &[d, d]);
+        let wg = c.rand("wg", ty, &[d, ff]);
+        let wu = c.rand("wu", ty, &[d, ff]);
+        let wd = c.rand("wd", ty, &[ff, d]);
+        let g = &mut *c.g;
+        let x = g.get_rows(emb, ids)?;
+        let n = g.rms_norm(x, 1e-5)?;
+        let n = g.mul(n, norm_w)?;
+        let mode = if neox {
+            RopeMode::Neox
+        } else {
+            RopeMode::Normal
+        };
+        let rp = RopeParams::new(hd, mode, 10000.0);
+        let q = g.mul_mat(wq, n)?;
+        let q = g.reshape(q, &[hd, heads, tokens])?;
+        let q = g.rope_ext(q, pos, None, rp)?;
+        let k = g.mul_mat(wk, n)?;
+        let k = g.reshape(k, &[hd, heads, tokens])?;
+        let k = g.rope_ext(k, pos, None, rp)?;
+        let v = g.mul_mat(wv, n)?;
+        let v = g.reshape(v, &[hd, heads, tokens])?;
+        let qp = g.permute(q, [0, 2, 1, 3])?;
+        let kp = g.permute(k, [0, 2, 1, 3])?;
+        let kq = g.mul_mat(kp, qp)?;
+        let kq = g.soft_max_ext(kq, Some(mask), 0.25, 0.0)?;
+        let vt = g.permute(v, [1, 2, 0, 3])?;
+        let vt = g.cont(vt)?;
+        let kqv = g.mul_mat(vt, kq)?;
+        let kqv = g.permute(kqv, [0, 2, 1, 3])?;
+        let kqv = g.cont_shape(kqv, &[d, tokens])?;
+        let o = g.mul_mat(wo, kqv)?;
+        let x = g.add_op(x, o)?;
+        let n = g.rms_norm(x, 1e-5)?;
+        let gate = g.mul_mat(wg, n)?;
+        let up = g.mul_mat(wu, n)?;
+        let h = g.swiglu_split(gate, up)?;
+        let down = g.mul_mat(wd, h)?;
+        g.add_op(x, down)
+    })
+}
+
+#[test]
+fn dependent_ops_in_one_command_buffer() {
+    let Some(dev) = common::device() else { return };
+    let cases = vec![
+        block_case(Type::F32, false),
+        block_case(Type::Q8_0, true),
+        // Write-after-read: the copy into `a` must wait for the scale reading it.
+        Case::new("SCALE a then CPY c into a", Check::Exact, |c| {
+            let a = c.rand("a", Type::F32, &[4096]);
+            let cc = c.rand("c", Type::F32, &[4096]);
+            let s = c.g.scale(a, 2.0)?;
+            c.g.cpy(cc, a)?;
+            Ok(s)
+        }),
+    ];
+    run(dev, &cases);
+}
+
+#[test]
+fn kernels_without_subgroups() {
+    if common::device().is_none() {
+        return;
+    }
+    let reg = common::reg_with(Options {
+        disable_subgroups: true,
+        ..common::test_options()
+    })
+    .expect("same devices as the test registry");
+    let dev = reg.vulkan_devices()[0].clone();
+    assert!(!dev.subgroups().1);
+    let cases: Vec<Case> = conformance::cases()
+        .into_iter()
+        .filter(|c| c.name.starts_with("MUL_MAT") && c.name.contains("x F32 [96,1]"))
+        .collect();
+    assert!(!cases.is_empty());
+    let report = conformance::run_cases(&(dev as Arc<dyn Device>), &cases);
+    eprintln!("{report}");
+    report.assert_ok();
+    common::assert_no_validation_errors();
+}
