@@ -1,0 +1,160 @@
+//! Bench results: rows, markdown tables and JSON files.
+
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+
+use super::host;
+use crate::error::{Error, Result};
+
+/// One measured figure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    /// The suite (`stream`, `fma`, `read`, ...).
+    pub suite: String,
+    /// What was measured within it (`triad`, `avx512`, ...).
+    pub case: String,
+    /// Threads used, when it applies.
+    pub threads: Option<usize>,
+    /// The figure.
+    pub value: f64,
+    /// Its unit (`GB/s`, `GFLOP/s`, `ms`).
+    pub unit: &'static str,
+    /// How it was measured.
+    pub note: String,
+}
+
+impl Row {
+    /// A row.
+    pub fn new(
+        suite: &str,
+        case: impl Into<String>,
+        threads: Option<usize>,
+        value: f64,
+        unit: &'static str,
+        note: impl Into<String>,
+    ) -> Row {
+        Row {
+            suite: suite.into(),
+            case: case.into(),
+            threads,
+            value,
+            unit,
+            note: note.into(),
+        }
+    }
+}
+
+/// The rows of one bench group.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Group name: the JSON file is `<name>.json`.
+    pub name: String,
+    /// Results in measurement order.
+    pub rows: Vec<Row>,
+}
+
+/// Three significant figures at least, no exponent.
+fn fmt_value(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+impl Report {
+    /// An empty report.
+    pub fn new(name: &str) -> Report {
+        Report {
+            name: name.into(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// A markdown table of the rows, headed by the host.
+    pub fn markdown(&self) -> String {
+        let mut s = format!("## {} ({})\n\n", self.name, host::summary());
+        s.push_str("| suite | case | threads | value | unit | notes |\n");
+        s.push_str("|---|---|---:|---:|---|---|\n");
+        for r in &self.rows {
+            let threads = r.threads.map(|t| t.to_string()).unwrap_or_default();
+            s.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                r.suite,
+                r.case,
+                threads,
+                fmt_value(r.value),
+                r.unit,
+                r.note
+            ));
+        }
+        s
+    }
+
+    /// The report as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        let unix_time = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        let rows: Vec<_> = self
+            .rows
+            .iter()
+            .map(|r| {
+                json!({
+                    "suite": r.suite,
+                    "case": r.case,
+                    "threads": r.threads,
+                    "value": r.value,
+                    "unit": r.unit,
+                    "note": r.note,
+                })
+            })
+            .collect();
+        json!({
+            "name": self.name,
+            "unix_time": unix_time,
+            "host": host::json(),
+            "rows": rows,
+        })
+    }
+
+    /// Writes `<dir>/<name>.json` and returns its path.
+    pub fn save(&self, dir: &Path) -> Result<PathBuf> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let path = dir.join(format!("{}.json", self.name));
+        let text = serde_json::to_string_pretty(&self.json())?;
+        std::fs::write(&path, text + "\n").map_err(|e| Error::io(&path, e))?;
+        Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn markdown_and_json() {
+        let mut r = Report::new("t");
+        r.rows.push(Row::new(
+            "stream",
+            "triad",
+            Some(2),
+            12.3456,
+            "GB/s",
+            "best of 10",
+        ));
+        let md = r.markdown();
+        assert!(
+            md.contains("| stream | triad | 2 | 12.35 | GB/s | best of 10 |"),
+            "{md}"
+        );
+        let j = r.json();
+        assert_eq!(j["rows"][0]["value"], 12.3456);
+        assert_eq!(j["rows"][0]["threads"], 2);
+    }
+}

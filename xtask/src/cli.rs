@@ -1,0 +1,249 @@
+//! Command-line interface of `cargo xtask`.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::bench::{self, BenchOptions, Which};
+use crate::error::{Error, Result};
+use crate::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use crate::gen_model::types::OutType;
+use crate::gen_model::vocab::Vocab;
+use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
+
+/// Developer tasks: gen-model, bench, ci.
+#[derive(Debug, Parser)]
+#[command(name = "cargo xtask", version, about)]
+pub struct Cli {
+    /// The task.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The tasks.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Write a GGUF model with deterministic random weights.
+    GenModel(GenModelArgs),
+    /// Measure this machine and the engine (kernels, load, e2e, all).
+    Bench(BenchArgs),
+    /// Run the CI checks: rustfmt, clippy, tests (stops at the first failure).
+    Ci(CiArgs),
+}
+
+/// Flags of `gen-model`.
+#[derive(Debug, Args)]
+pub struct GenModelArgs {
+    /// Shape to start from; the shape flags below override it.
+    #[arg(long, value_enum, default_value_t = Preset::Stories260k)]
+    pub preset: Preset,
+    /// Architecture (resets rms eps, rope base and biases to its defaults).
+    #[arg(long, value_enum)]
+    pub arch: Option<Arch>,
+    /// Embedding width.
+    #[arg(long)]
+    pub n_embd: Option<u32>,
+    /// Number of blocks.
+    #[arg(long)]
+    pub n_layer: Option<u32>,
+    /// Attention heads.
+    #[arg(long)]
+    pub n_head: Option<u32>,
+    /// Key/value heads.
+    #[arg(long)]
+    pub n_head_kv: Option<u32>,
+    /// Feed-forward width.
+    #[arg(long)]
+    pub n_ff: Option<u32>,
+    /// Vocabulary size (synthetic vocabulary only).
+    #[arg(long)]
+    pub n_vocab: Option<u32>,
+    /// Context length.
+    #[arg(long)]
+    pub n_ctx: Option<u32>,
+    /// Rope base frequency.
+    #[arg(long)]
+    pub rope_freq_base: Option<f32>,
+    /// RMS norm epsilon.
+    #[arg(long)]
+    pub rms_eps: Option<f32>,
+    /// Give attn_q/k/v biases (true/false; default: by architecture).
+    #[arg(long)]
+    pub qkv_bias: Option<bool>,
+    /// Leave out output.weight, reusing token_embd (true/false; default: by preset).
+    #[arg(long)]
+    pub tied_output: Option<bool>,
+    /// Type of the 2-D weights: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k
+    /// q4_k q5_k q6_k iq4_nl q3_k_m q4_k_m q5_k_m. Norms and biases stay F32.
+    #[arg(long = "type", default_value = "f32")]
+    pub ty: OutType,
+    /// Random seed.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+    /// Output file.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Copy every tokenizer.* key from this GGUF file (n_vocab follows it).
+    #[arg(long)]
+    pub vocab_from: Option<PathBuf>,
+    /// general.name (default: from the preset).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Write general.alignment (a power of two; default: absent, i.e. 32).
+    #[arg(long)]
+    pub alignment: Option<u32>,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Print only the summary.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// Flags of `bench`.
+#[derive(Debug, Args)]
+pub struct BenchArgs {
+    /// Which benchmarks to run.
+    #[arg(value_enum)]
+    pub which: Which,
+    /// Folder for the JSON results (default: <target dir>/bench).
+    #[arg(long)]
+    pub out_dir: Option<PathBuf>,
+    /// Model file for the load bench (default: a generated tinyllama-1.1b q4_0
+    /// model in the output folder, made once).
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Thread counts to measure, comma separated (default: 1, 2, 4, ... up to all cores).
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Fewer repetitions and smaller sizes: a quick check, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+}
+
+/// Flags of `ci`.
+#[derive(Debug, Args)]
+pub struct CiArgs {
+    /// Print the commands instead of running them.
+    #[arg(long)]
+    pub dry_run: bool,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::GenModel(args) => gen_model(args),
+        Command::Bench(args) => {
+            let opts = BenchOptions {
+                out_dir: args.out_dir.unwrap_or_else(bench::default_out_dir),
+                model: args.model,
+                threads: args.threads,
+                quick: args.quick,
+            };
+            bench::run(args.which, &opts)
+        }
+        Command::Ci(args) if args.dry_run => {
+            for line in crate::ci::plan() {
+                println!("{line}");
+            }
+            Ok(())
+        }
+        Command::Ci(_) => crate::ci::run(&crate::workspace_root()),
+    }
+}
+
+/// Builds the model spec of `gen-model` flags.
+pub fn model_spec(a: &GenModelArgs) -> Result<ModelSpec> {
+    let vocab = match &a.vocab_from {
+        Some(path) => {
+            let v = Vocab::from_gguf(path)?;
+            if let Some(n) = a.n_vocab.filter(|&n| n != v.n_vocab) {
+                return Err(Error::Usage(format!(
+                    "--n-vocab {n} contradicts --vocab-from '{}', which has {} tokens",
+                    path.display(),
+                    v.n_vocab
+                )));
+            }
+            Some(v)
+        }
+        None => None,
+    };
+    let overrides = ShapeOverrides {
+        arch: a.arch,
+        n_vocab: vocab.as_ref().map(|v| v.n_vocab).or(a.n_vocab),
+        n_embd: a.n_embd,
+        n_layer: a.n_layer,
+        n_head: a.n_head,
+        n_head_kv: a.n_head_kv,
+        n_ff: a.n_ff,
+        n_ctx: a.n_ctx,
+        rope_freq_base: a.rope_freq_base,
+        rms_eps: a.rms_eps,
+        qkv_bias: a.qkv_bias,
+        tied_output: a.tied_output,
+    };
+    let shape = Shape::resolve(a.preset, &overrides)?;
+    let vocab = match vocab {
+        Some(v) => v,
+        None => Vocab::synthetic_spm(shape.n_vocab)?,
+    };
+    if let Some(al) = a.alignment {
+        if !al.is_power_of_two() {
+            return Err(Error::Usage(format!(
+                "--alignment {al} is not a power of two"
+            )));
+        }
+    }
+    Ok(ModelSpec {
+        shape,
+        vocab,
+        ty: a.ty,
+        seed: a.seed,
+        name: a
+            .name
+            .clone()
+            .unwrap_or_else(|| format!("{} random", a.preset.name())),
+        alignment: a.alignment,
+    })
+}
+
+fn gen_model(a: GenModelArgs) -> Result<()> {
+    if let Some(n) = a.threads {
+        if n == 0 {
+            return Err(Error::Usage("--threads must be at least 1".into()));
+        }
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .map_err(|e| Error::Usage(format!("--threads {n}: {e}")))?;
+    }
+    let spec = model_spec(&a)?;
+    let settings = WriteSettings {
+        verbose: !a.quiet,
+        ..WriteSettings::default()
+    };
+    let start = Instant::now();
+    let summary = generate_file(&spec, &settings, &a.out)?;
+    let secs = start.elapsed().as_secs_f64();
+    if !summary.fallbacks.is_empty() {
+        eprintln!(
+            "fallbacks (rows not a multiple of the block size): {}",
+            summary.fallbacks_line()
+        );
+    }
+    println!(
+        "wrote {}: {} {} ({}), {} tensors ({}), {:.1} M parameters, {:.2} MiB, seed {}, in {:.2} s",
+        a.out.display(),
+        spec.shape.arch.name(),
+        spec.name,
+        spec.ty,
+        summary.n_tensors,
+        summary.types_line(),
+        summary.n_params as f64 / 1e6,
+        summary.file_bytes as f64 / (1u64 << 20) as f64,
+        spec.seed,
+        secs
+    );
+    Ok(())
+}

@@ -1,0 +1,311 @@
+//! Architectures, presets copied from real models, and the resolved shape of
+//! the model to generate.
+
+use crate::error::{Error, Result};
+
+/// Architectures the generator writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Arch {
+    /// llama: RMS norm eps 1e-5, rope base 10000, no biases.
+    Llama,
+    /// qwen2: RMS norm eps 1e-6, rope base 1000000, q/k/v biases.
+    Qwen2,
+}
+
+impl Arch {
+    /// The `general.architecture` value and key prefix.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Llama => "llama",
+            Arch::Qwen2 => "qwen2",
+        }
+    }
+
+    /// Default `attention.layer_norm_rms_epsilon`.
+    pub fn rms_eps(self) -> f32 {
+        match self {
+            Arch::Llama => 1e-5,
+            Arch::Qwen2 => 1e-6,
+        }
+    }
+
+    /// Default `rope.freq_base`.
+    pub fn rope_freq_base(self) -> f32 {
+        match self {
+            Arch::Llama => 10_000.0,
+            Arch::Qwen2 => 1_000_000.0,
+        }
+    }
+
+    /// Whether attn_q/k/v carry biases.
+    pub fn qkv_bias(self) -> bool {
+        matches!(self, Arch::Qwen2)
+    }
+}
+
+/// Shapes copied from real models.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// TinyStories 260K (llama2.c): 512 tokens, 64 wide, 5 layers.
+    #[value(name = "stories260k")]
+    Stories260k,
+    /// TinyLlama 1.1B.
+    #[value(name = "tinyllama-1.1b")]
+    Tinyllama1_1b,
+    /// LLaMA 7B.
+    #[value(name = "llama-7b")]
+    Llama7b,
+    /// Qwen2 0.5B (tied output).
+    #[value(name = "qwen2-0.5b")]
+    Qwen2_0_5b,
+}
+
+impl Preset {
+    /// The name as given on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Stories260k => "stories260k",
+            Preset::Tinyllama1_1b => "tinyllama-1.1b",
+            Preset::Llama7b => "llama-7b",
+            Preset::Qwen2_0_5b => "qwen2-0.5b",
+        }
+    }
+
+    /// The preset's shape.
+    pub fn shape(self) -> Shape {
+        let (arch, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, tied) = match self {
+            Preset::Stories260k => (Arch::Llama, 512, 64, 5, 8, 4, 172, 512, false),
+            Preset::Tinyllama1_1b => (Arch::Llama, 32000, 2048, 22, 32, 4, 5632, 2048, false),
+            Preset::Llama7b => (Arch::Llama, 32000, 4096, 32, 32, 32, 11008, 4096, false),
+            Preset::Qwen2_0_5b => (Arch::Qwen2, 151_936, 896, 24, 14, 2, 4864, 32768, true),
+        };
+        Shape {
+            arch,
+            n_vocab,
+            n_embd,
+            n_layer,
+            n_head,
+            n_head_kv,
+            n_ff,
+            n_ctx,
+            rope_freq_base: arch.rope_freq_base(),
+            rms_eps: arch.rms_eps(),
+            qkv_bias: arch.qkv_bias(),
+            tied_output: tied,
+        }
+    }
+}
+
+/// Hyperparameters of the model to generate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shape {
+    /// Architecture.
+    pub arch: Arch,
+    /// Vocabulary size (rows of token_embd and output).
+    pub n_vocab: u32,
+    /// Embedding width.
+    pub n_embd: u32,
+    /// Number of blocks.
+    pub n_layer: u32,
+    /// Query heads.
+    pub n_head: u32,
+    /// Key/value heads.
+    pub n_head_kv: u32,
+    /// Feed-forward width.
+    pub n_ff: u32,
+    /// Training context length.
+    pub n_ctx: u32,
+    /// Rope base frequency.
+    pub rope_freq_base: f32,
+    /// RMS norm epsilon.
+    pub rms_eps: f32,
+    /// Whether attn_q/k/v have biases.
+    pub qkv_bias: bool,
+    /// No `output.weight`: the output projection reuses token_embd.
+    pub tied_output: bool,
+}
+
+/// Overrides of a preset, one per command-line flag.
+#[derive(Clone, Debug, Default)]
+pub struct ShapeOverrides {
+    /// `--arch`: also resets eps, rope base and biases to the arch's defaults.
+    pub arch: Option<Arch>,
+    /// `--n-vocab`.
+    pub n_vocab: Option<u32>,
+    /// `--n-embd`.
+    pub n_embd: Option<u32>,
+    /// `--n-layer`.
+    pub n_layer: Option<u32>,
+    /// `--n-head`.
+    pub n_head: Option<u32>,
+    /// `--n-head-kv`.
+    pub n_head_kv: Option<u32>,
+    /// `--n-ff`.
+    pub n_ff: Option<u32>,
+    /// `--n-ctx`.
+    pub n_ctx: Option<u32>,
+    /// `--rope-freq-base`.
+    pub rope_freq_base: Option<f32>,
+    /// `--rms-eps`.
+    pub rms_eps: Option<f32>,
+    /// `--qkv-bias`.
+    pub qkv_bias: Option<bool>,
+    /// `--tied-output`.
+    pub tied_output: Option<bool>,
+}
+
+impl Shape {
+    /// The preset's shape with `o` applied, validated.
+    pub fn resolve(preset: Preset, o: &ShapeOverrides) -> Result<Shape> {
+        let mut s = preset.shape();
+        if let Some(arch) = o.arch.filter(|&a| a != s.arch) {
+            s.arch = arch;
+            s.rms_eps = arch.rms_eps();
+            s.rope_freq_base = arch.rope_freq_base();
+            s.qkv_bias = arch.qkv_bias();
+        }
+        let set = |dst: &mut u32, v: Option<u32>| {
+            if let Some(v) = v {
+                *dst = v;
+            }
+        };
+        set(&mut s.n_vocab, o.n_vocab);
+        set(&mut s.n_embd, o.n_embd);
+        set(&mut s.n_layer, o.n_layer);
+        set(&mut s.n_head, o.n_head);
+        set(&mut s.n_ff, o.n_ff);
+        set(&mut s.n_ctx, o.n_ctx);
+        // Changing the head count of a preset keeps multi-head attention
+        // (n_head_kv = n_head) unless the kv head count is given too and
+        // the preset's kv count no longer divides it.
+        match o.n_head_kv {
+            Some(v) => s.n_head_kv = v,
+            None if s.n_head % s.n_head_kv.max(1) != 0 => s.n_head_kv = s.n_head,
+            None => {}
+        }
+        if let Some(v) = o.rope_freq_base {
+            s.rope_freq_base = v;
+        }
+        if let Some(v) = o.rms_eps {
+            s.rms_eps = v;
+        }
+        if let Some(v) = o.qkv_bias {
+            s.qkv_bias = v;
+        }
+        if let Some(v) = o.tied_output {
+            s.tied_output = v;
+        }
+        s.validate()?;
+        Ok(s)
+    }
+
+    /// Checks that the numbers describe a model llama.cpp can build.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::Usage(m));
+        for (flag, v) in [
+            ("--n-vocab", self.n_vocab),
+            ("--n-embd", self.n_embd),
+            ("--n-layer", self.n_layer),
+            ("--n-head", self.n_head),
+            ("--n-head-kv", self.n_head_kv),
+            ("--n-ff", self.n_ff),
+            ("--n-ctx", self.n_ctx),
+        ] {
+            if v == 0 {
+                return bad(format!("{flag} must be at least 1"));
+            }
+        }
+        if self.n_embd % self.n_head != 0 {
+            return bad(format!(
+                "--n-embd {} is not a multiple of --n-head {}",
+                self.n_embd, self.n_head
+            ));
+        }
+        if self.n_head % self.n_head_kv != 0 {
+            return bad(format!(
+                "--n-head {} is not a multiple of --n-head-kv {}",
+                self.n_head, self.n_head_kv
+            ));
+        }
+        if self.head_dim() % 2 != 0 {
+            return bad(format!(
+                "head dimension {} must be even for rope",
+                self.head_dim()
+            ));
+        }
+        if !(self.rope_freq_base.is_finite() && self.rope_freq_base > 0.0) {
+            return bad(format!(
+                "--rope-freq-base {} must be positive",
+                self.rope_freq_base
+            ));
+        }
+        if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
+            return bad(format!("--rms-eps {} must be positive", self.rms_eps));
+        }
+        Ok(())
+    }
+
+    /// Dimension of one attention head.
+    pub fn head_dim(&self) -> u32 {
+        self.n_embd / self.n_head
+    }
+
+    /// Width of the key and value projections.
+    pub fn n_embd_kv(&self) -> u32 {
+        self.head_dim() * self.n_head_kv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_valid() {
+        for p in [
+            Preset::Stories260k,
+            Preset::Tinyllama1_1b,
+            Preset::Llama7b,
+            Preset::Qwen2_0_5b,
+        ] {
+            p.shape().validate().unwrap();
+        }
+        let q = Preset::Qwen2_0_5b.shape();
+        assert_eq!((q.head_dim(), q.n_embd_kv()), (64, 128));
+        assert!(q.qkv_bias && q.tied_output);
+    }
+
+    #[test]
+    fn overrides() {
+        let o = ShapeOverrides {
+            n_embd: Some(128),
+            n_head: Some(2),
+            ..Default::default()
+        };
+        let s = Shape::resolve(Preset::Stories260k, &o).unwrap();
+        assert_eq!(
+            (s.n_embd, s.n_head, s.n_head_kv, s.n_vocab),
+            (128, 2, 2, 512)
+        );
+        let o = ShapeOverrides {
+            arch: Some(Arch::Qwen2),
+            ..Default::default()
+        };
+        let s = Shape::resolve(Preset::Stories260k, &o).unwrap();
+        assert!(s.qkv_bias && !s.tied_output);
+        assert_eq!(s.rms_eps, 1e-6);
+        let o = ShapeOverrides {
+            n_head: Some(3),
+            ..Default::default()
+        };
+        assert!(Shape::resolve(Preset::Stories260k, &o).is_err());
+        let o = ShapeOverrides {
+            n_layer: Some(0),
+            ..Default::default()
+        };
+        let e = Shape::resolve(Preset::Stories260k, &o)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--n-layer"), "{e}");
+    }
+}

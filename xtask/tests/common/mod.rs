@@ -1,0 +1,29 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::path::PathBuf;
+
+use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
+use xtask::gen_model::vocab::Vocab;
+use xtask::gen_model::ModelSpec;
+
+/// The spec of a preset with overrides, synthetic vocabulary.
+pub fn spec(preset: Preset, o: ShapeOverrides, ty: &str, seed: u64) -> ModelSpec {
+    let shape = Shape::resolve(preset, &o).expect("valid shape");
+    ModelSpec {
+        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
+        shape,
+        ty: ty.parse().expect("known type"),
+        seed,
+        name: "test".into(),
+        alignment: None,
+    }
+}
+
+/// A fresh temporary folder for one test.
+pub fn temp_dir(test: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("xtask-{test}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create temp dir");
+    dir
+}
