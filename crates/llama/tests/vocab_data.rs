@@ -245,6 +245,75 @@ fn wpm_greedy_longest_match() {
     );
 }
 
+/// A tiny Unigram vocabulary: `<pad>`, `</s>`, `<unk>`, then `pieces`.
+fn ugm(pieces: &[(&str, f32)], charsmap: Option<Vec<u8>>) -> VocabData {
+    let mut tokens = bytes(&["<pad>", "</s>", "<unk>"]);
+    let mut scores = vec![0.0, 0.0, 0.0];
+    let mut types = vec![3, 3, 2];
+    for (text, score) in pieces {
+        tokens.push(text.as_bytes().to_vec());
+        scores.push(*score);
+        types.push(1);
+    }
+    VocabData {
+        model: "t5".into(),
+        tokens,
+        scores: Some(scores),
+        token_types: Some(types),
+        add_space_prefix: Some(true),
+        remove_extra_whitespaces: Some(true),
+        precompiled_charsmap: charsmap,
+        ..VocabData::default()
+    }
+}
+
+/// A character map that only replaces `A` by `a`: a double array whose
+/// root has base 0, whose node 0x41 checks `A`, is a leaf and leads to node
+/// 0x40, which holds the offset of the replacement "a".
+fn charsmap_a() -> Vec<u8> {
+    let mut xcda = vec![0u32; 256];
+    xcda[0x41] = (1 << 10) | (1 << 8) | 0x41;
+    xcda[0x40] = 0;
+    let mut map = ((xcda.len() * 4) as u32).to_le_bytes().to_vec();
+    for node in xcda {
+        map.extend_from_slice(&node.to_le_bytes());
+    }
+    map.extend_from_slice(b"a\0");
+    map
+}
+
+#[test]
+fn ugm_best_segmentation() {
+    let pieces = [
+        ("\u{2581}", -2.0),
+        ("\u{2581}hello", -5.0),
+        ("hello", -3.5),
+        ("\u{2581}he", -2.5),
+        ("llo", -2.6),
+        ("\u{2581}world", -4.0),
+        ("\u{2581}a", -1.0),
+    ];
+    let v = Vocab::from_parts(ugm(&pieces, Some(charsmap_a()))).unwrap();
+    assert_eq!(v.vocab_type(), VocabType::Ugm);
+    assert_eq!(
+        (v.bos(), v.eos(), v.unk(), v.pad()),
+        (None, Some(1), Some(2), Some(0))
+    );
+    assert!(!v.add_bos() && v.add_eos());
+    // "▁hello" (-5.0) beats "▁he" + "llo" (-5.1) and "▁" + "hello" (-5.5);
+    // extra spaces are merged; EOS is added.
+    assert_eq!(v.tokenize("  hello   world ", true, false), [4, 8, 1]);
+    // Code points no token covers become one unknown token per run.
+    assert_eq!(v.tokenize("xy", false, false), [3, 2]);
+    // The character map turns "A" into "a".
+    assert_eq!(v.tokenize("A", false, false), [9]);
+    assert_eq!(v.detokenize_lossy(&[4, 8, 1], true, false), "hello world");
+    assert_eq!(
+        v.detokenize_lossy(&[4, 8, 1], false, true),
+        "hello world</s>"
+    );
+}
+
 #[test]
 fn no_vocab() {
     let v = Vocab::from_parts(VocabData {
@@ -331,11 +400,15 @@ fn malformed_data_is_an_error() {
     .contains("nonsense"));
     assert!(matches!(
         Vocab::from_parts(VocabData {
-            model: "t5".into(),
+            model: "rwkv".into(),
             ..VocabData::default()
         }),
         Err(VocabError::UnsupportedModel(_))
     ));
+
+    let mut d = ugm(&[], None);
+    d.precompiled_charsmap = Some(vec![200, 0, 0, 0, 1]);
+    assert!(err(d).contains("tokenizer.ggml.precompiled_charsmap"));
 }
 
 fn strings(list: &[&str]) -> StringArray {
@@ -476,6 +549,45 @@ fn arbitrary_input_never_panics() {
             let junk: Vec<TokenId> = (0..16).map(|_| rng.next() as TokenId).collect();
             v.detokenize(&junk, true, true);
             v.token_to_piece(-1, true);
+        }
+    }
+}
+
+/// The hand-made vocabularies, including incomplete ones (no byte tokens,
+/// no unknown token), take arbitrary bytes without panicking.
+#[test]
+fn synthetic_vocabs_never_panic() {
+    let mut sparse_bpe = bpe(&["ab"], &["a b"], Some("llama-bpe"));
+    sparse_bpe.tokens.retain(|t| t.len() == 1 || t == b"ab");
+    let no_unk_wpm = VocabData {
+        model: "bert".into(),
+        tokens: bytes(&["\u{2581}a"]),
+        ..VocabData::default()
+    };
+    let no_bytes_spm = VocabData {
+        model: "llama".into(),
+        tokens: bytes(&["\u{2581}", "a"]),
+        ..VocabData::default()
+    };
+    let vocabs: Vec<Vocab> = [
+        spm(&[("\u{2581}a", -1.0)]),
+        no_bytes_spm,
+        bpe(&["ab"], &["a b"], Some("qwen2")),
+        sparse_bpe,
+        no_unk_wpm,
+        ugm(&[("\u{2581}a", -1.0)], Some(charsmap_a())),
+        ugm(&[], None),
+    ]
+    .into_iter()
+    .map(|d| Vocab::from_parts(d).unwrap())
+    .collect();
+    let mut rng = Rng(42);
+    for v in &vocabs {
+        for round in 0..200 {
+            let raw: Vec<u8> = (0..rng.next() % 40).map(|_| rng.next() as u8).collect();
+            let ids = v.tokenize_bytes(&raw, round % 2 == 0, round % 3 == 0);
+            assert!(ids.iter().all(|&i| i >= 0 && (i as usize) < v.n_tokens()));
+            v.detokenize(&ids, round % 2 == 1, true);
         }
     }
 }

@@ -8,6 +8,7 @@ use super::error::{Result, VocabError};
 use super::hash::FxHashMap;
 use super::pretokenize::PreTokenizer;
 use super::types::{PreType, TokenAttr, TokenId, TokenType, VocabType};
+use super::ugm::Ugm;
 use super::{bpe, SpecialTokens, TokenData, Vocab};
 
 /// Special token ids as stored in the metadata (`None`: key absent). Ids
@@ -54,7 +55,7 @@ pub struct SpecialIds {
 /// mirrors a GGUF key (`None` where the key is absent).
 #[derive(Clone, Debug, Default)]
 pub struct VocabData {
-    /// `tokenizer.ggml.model`: `llama`, `gpt2`, `bert` or `no_vocab`.
+    /// `tokenizer.ggml.model`: `llama`, `gpt2`, `bert`, `t5` or `no_vocab`.
     pub model: String,
     /// `tokenizer.ggml.pre`.
     pub pre: Option<String>,
@@ -82,6 +83,9 @@ pub struct VocabData {
     pub token_type_count: Option<u32>,
     /// `<arch>.vocab_size`: the number of tokens of a `no_vocab` model.
     pub vocab_size: Option<u64>,
+    /// `tokenizer.ggml.precompiled_charsmap`: the normalization map of a
+    /// `t5` vocabulary.
+    pub precompiled_charsmap: Option<Vec<u8>>,
 }
 
 /// Texts that make a token the end-of-turn token, when no key names one.
@@ -185,6 +189,7 @@ impl Vocab {
             max_token_len: 0,
             n_token_types: data.token_type_count.unwrap_or(0),
             pretokenizer: None,
+            ugm: None,
         };
 
         // Tokenizer family and its default special tokens.
@@ -230,7 +235,14 @@ impl Vocab {
                     defaults.bos = None;
                 }
             }
-            "t5" | "rwkv" => return Err(VocabError::UnsupportedModel(data.model)),
+            "t5" => {
+                v.vocab_type = VocabType::Ugm;
+                defaults.eos = Some(1);
+                defaults.unk = Some(2);
+                defaults.pad = Some(0);
+                v.add_eos = true;
+            }
+            "rwkv" => return Err(VocabError::UnsupportedModel(data.model)),
             other => return Err(VocabError::UnknownModel(other.to_string())),
         }
         if let Some(b) = data.add_space_prefix {
@@ -248,6 +260,9 @@ impl Vocab {
         if v.vocab_type == VocabType::Bpe {
             v.load_merges(data.merges.as_deref())?;
             v.pretokenizer = Some(PreTokenizer::new(v.pre_type)?);
+        }
+        if v.vocab_type == VocabType::Ugm {
+            v.ugm = Some(Ugm::new(&v.tokens, data.precompiled_charsmap.as_deref())?);
         }
 
         // Defaults that name no token of this vocabulary do not apply.
@@ -268,10 +283,15 @@ impl Vocab {
         v.special.nl = match v.vocab_type {
             VocabType::Spm => v.byte_to_token(b'\n').or(v.special.pad),
             VocabType::Wpm => v.special.pad,
-            VocabType::Bpe => {
+            VocabType::Bpe | VocabType::Ugm => {
+                // The text "Ċ", as llama.cpp looks the newline up.
+                let text = "\u{010A}".as_bytes();
                 let mut ids = Vec::new();
                 if let Some(pre) = &v.pretokenizer {
-                    bpe::tokenize(&v, pre, "\u{010A}".as_bytes(), &mut ids);
+                    bpe::tokenize(&v, pre, text, &mut ids);
+                }
+                if let Some(ugm) = &v.ugm {
+                    ugm.tokenize(&v, text, &mut ids);
                 }
                 ids.first().copied().or(v.special.pad)
             }

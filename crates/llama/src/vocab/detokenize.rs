@@ -150,12 +150,12 @@ impl Vocab {
         }
         let text = token.text.as_slice();
         let piece: Cow<'_, [u8]> = match self.vocab_type {
-            VocabType::Spm | VocabType::Wpm => {
+            VocabType::Spm | VocabType::Wpm | VocabType::Ugm => {
                 if attr.intersects(raw_attrs | TokenAttr::USER_DEFINED) {
                     Cow::Borrowed(text)
                 } else if attr.intersects(TokenAttr::NORMAL) {
                     Cow::Owned(unescape_whitespace(text))
-                } else if attr.intersects(TokenAttr::BYTE) && self.vocab_type == VocabType::Spm {
+                } else if attr.intersects(TokenAttr::BYTE) && self.vocab_type != VocabType::Wpm {
                     match parse_byte_token(text) {
                         Some(b) => Cow::Owned(vec![b]),
                         None => return,

@@ -80,6 +80,15 @@ pub enum VocabError {
         n_tokens: usize,
     },
 
+    /// A key holds a value that cannot be used.
+    #[error("{key} is invalid: {reason}")]
+    InvalidValue {
+        /// The key.
+        key: &'static str,
+        /// What is wrong.
+        reason: String,
+    },
+
     /// A pre-tokenizer regex failed to compile (a bug, not a file problem).
     #[error("pre-tokenizer regex {regex:?} does not compile: {message}")]
     Regex {

@@ -60,6 +60,17 @@ fn opt_token_types(meta: &Metadata, key: &str) -> Result<Option<Vec<i32>>> {
     at(key, meta.get_slice::<i32>(key)).map(|v| Some(v.to_vec()))
 }
 
+/// A byte blob stored as an `u8` (or `i8`) array.
+fn opt_u8_array(meta: &Metadata, key: &str) -> Result<Option<Vec<u8>>> {
+    if !meta.contains_key(key) {
+        return Ok(None);
+    }
+    if let Ok(v) = meta.get_slice::<i8>(key) {
+        return Ok(Some(v.iter().map(|&b| b as u8).collect()));
+    }
+    at(key, meta.get_slice::<u8>(key)).map(|v| Some(v.to_vec()))
+}
+
 impl VocabData {
     /// Reads the vocabulary keys of `meta`.
     pub fn from_metadata(meta: &Metadata) -> Result<VocabData> {
@@ -116,6 +127,7 @@ impl VocabData {
             token_type_count: opt_u64(meta, "tokenizer.ggml.token_type_count")?
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             vocab_size,
+            precompiled_charsmap: opt_u8_array(meta, "tokenizer.ggml.precompiled_charsmap")?,
         })
     }
 }

@@ -1,4 +1,4 @@
-//! Tokenizers: SPM, BPE and WPM vocabularies read from GGUF metadata, with
+//! Tokenizers: SPM, BPE, WPM and UGM vocabularies read from GGUF metadata, with
 //! llama.cpp's exact tokenization and detokenization.
 //!
 //! A [`Vocab`] is built from a GGUF file ([`Vocab::from_gguf`]) or from
@@ -27,6 +27,7 @@ mod pretokenize;
 mod special;
 mod spm;
 mod types;
+mod ugm;
 mod unicode;
 #[rustfmt::skip]
 mod unicode_data;
@@ -42,6 +43,7 @@ pub use types::{PreType, TokenAttr, TokenId, TokenType, VocabType};
 use hash::FxHashMap;
 use pretokenize::PreTokenizer;
 use special::Fragment;
+use ugm::Ugm;
 
 /// One token of the vocabulary.
 #[derive(Clone, Debug, PartialEq)]
@@ -119,6 +121,7 @@ pub struct Vocab {
     max_token_len: usize,
     n_token_types: u32,
     pretokenizer: Option<PreTokenizer>,
+    ugm: Option<Ugm>,
 }
 
 impl fmt::Debug for Vocab {
@@ -360,7 +363,7 @@ impl Vocab {
     /// SPM, the byte's unicode stand-in for BPE and WPM.
     pub fn byte_to_token(&self, b: u8) -> Option<TokenId> {
         match self.vocab_type {
-            VocabType::Spm => {
+            VocabType::Spm | VocabType::Ugm => {
                 let hex = format!("<0x{b:02X}>");
                 self.text_to_token(hex.as_bytes())
                     .or_else(|| self.text_to_token(&[b]))
@@ -374,9 +377,10 @@ impl Vocab {
         }
     }
 
-    /// The byte of an SPM byte token (`<0xXX>`); `None` for other tokens.
+    /// The byte of an SPM or UGM byte token (`<0xXX>`); `None` for other
+    /// tokens.
     pub fn token_to_byte(&self, id: TokenId) -> Option<u8> {
-        if self.vocab_type != VocabType::Spm || !self.is_byte(id) {
+        if !matches!(self.vocab_type, VocabType::Spm | VocabType::Ugm) || !self.is_byte(id) {
             return None;
         }
         detokenize::parse_byte_token(self.get_text(id)?)
@@ -452,6 +456,24 @@ impl Vocab {
                         Fragment::Text(range) => {
                             if let Some(pre) = &self.pretokenizer {
                                 bpe::tokenize(self, pre, &text[range.clone()], &mut out);
+                            }
+                        }
+                        Fragment::Token(id) => out.push(*id),
+                    }
+                }
+                if add_special && self.add_eos {
+                    out.extend(self.special.eos);
+                }
+            }
+            VocabType::Ugm => {
+                if add_special && self.add_bos {
+                    out.extend(self.special.bos);
+                }
+                for fragment in &fragments {
+                    match fragment {
+                        Fragment::Text(range) => {
+                            if let Some(ugm) = &self.ugm {
+                                ugm.tokenize(self, &text[range.clone()], &mut out);
                             }
                         }
                         Fragment::Token(id) => out.push(*id),

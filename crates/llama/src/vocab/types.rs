@@ -18,6 +18,8 @@ pub enum VocabType {
     Bpe,
     /// `bert`: WordPiece, greedy longest match.
     Wpm,
+    /// `t5`: Unigram, best-scoring segmentation.
+    Ugm,
 }
 
 impl VocabType {
@@ -28,6 +30,7 @@ impl VocabType {
             VocabType::Spm => "SPM",
             VocabType::Bpe => "BPE",
             VocabType::Wpm => "WPM",
+            VocabType::Ugm => "UGM",
         }
     }
 }

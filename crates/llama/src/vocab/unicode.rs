@@ -127,7 +127,7 @@ pub(crate) fn utf8_len(first: u8) -> usize {
 
 /// Decodes one code point at `bytes[pos..]`, accepting overlong forms and
 /// surrogates; `None` when the bytes do not form a sequence.
-fn decode_one(bytes: &[u8], pos: usize) -> Option<(Cpt, usize)> {
+pub(crate) fn decode_one(bytes: &[u8], pos: usize) -> Option<(Cpt, usize)> {
     let b0 = *bytes.get(pos)?;
     let cont = |k: usize| -> Option<Cpt> {
         let b = *bytes.get(pos + k)?;
