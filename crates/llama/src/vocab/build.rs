@@ -137,7 +137,10 @@ struct PreFlags {
 fn pre_flags(name: Option<&str>) -> Result<PreFlags> {
     let name = name.unwrap_or("");
     let pre = if name.is_empty() {
-        // llama.cpp warns that generation quality will be degraded.
+        crate::warn!(
+            "vocab: missing pre-tokenizer type (tokenizer.ggml.pre), using 'default'; \
+             generation quality will be degraded, consider regenerating the model"
+        );
         PreType::Default
     } else {
         PreType::from_name(name).ok_or_else(|| VocabError::UnknownPreTokenizer(name.to_string()))?
@@ -346,6 +349,7 @@ impl Vocab {
         self.token_to_id.reserve(n);
         for (i, text) in texts.into_iter().enumerate() {
             let text = if text.is_empty() {
+                crate::warn!("vocab: empty token at index {i}");
                 format!("[EMPTY_{i}]").into_bytes()
             } else {
                 text
@@ -465,6 +469,10 @@ impl Vocab {
     fn force_control(&mut self, id: TokenId) {
         let token = &mut self.tokens[id as usize];
         if !token.attr.intersects(TokenAttr::CONTROL) {
+            crate::warn!(
+                "vocab: control-looking token {id} '{}' was not control-type; its type is overridden",
+                lossy(&token.text)
+            );
             token.attr = TokenAttr::CONTROL;
         }
     }
