@@ -654,3 +654,51 @@ mod tests {
         assert_eq!(p.split(&[0xFF, b'a']).len(), 1);
     }
 }
+
+#[cfg(test)]
+mod agreement {
+    use super::*;
+
+    /// The regex engine on the collapsed text, bypassing the hand-written
+    /// splitter chosen for `expr`.
+    fn by_regex(expr: &str) -> PreTokenizer {
+        let re = fancy_regex::Regex::new(&collapse_regex(expr)).unwrap();
+        PreTokenizer {
+            splitters: vec![Splitter::Regex {
+                re,
+                collapsed: true,
+            }],
+        }
+    }
+
+    /// The hand-written GPT-2 and LLaMA 3 splitters split exactly as the
+    /// regexes they stand for, on text mixing every category they look at.
+    #[test]
+    fn custom_splitters_match_their_regexes() {
+        let alphabet: Vec<char> =
+            "aZé漢 \t\n\r\u{0B}\u{3000}\u{85}07٣.,!?'’-_$€😀\u{0301}sStTmMdDlLrReEvV\u{17F}\u{212A}\u{130}\u{0}\u{FFFD}".chars().collect();
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state >> 12;
+            state ^= state << 25;
+            state ^= state >> 27;
+            state.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        };
+        for expr in [GPT2, LLAMA3] {
+            let custom = PreTokenizer::from_regexes(&[expr]).unwrap();
+            assert!(!matches!(custom.splitters[0], Splitter::Regex { .. }));
+            let regex = by_regex(expr);
+            for _ in 0..3000 {
+                let len = next() % 24;
+                let text: String = (0..len)
+                    .map(|_| alphabet[next() as usize % alphabet.len()])
+                    .collect();
+                assert_eq!(
+                    custom.split(text.as_bytes()),
+                    regex.split(text.as_bytes()),
+                    "{expr}: {text:?}"
+                );
+            }
+        }
+    }
+}
