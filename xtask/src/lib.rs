@@ -1,7 +1,16 @@
 //! Developer tasks of the workspace: `gen-model`, `bench` and `ci`.
 //!
-//! The binary (`cargo xtask ...`) is a thin command-line layer over this
-//! library, so that the tasks can be tested and reused.
+//! ```text
+//! cargo xtask gen-model --preset tinyllama-1.1b --type q4_0 --out model.gguf
+//! cargo xtask gen-model --n-embd 256 --n-layer 4 --n-ff 768 --type q8_0 --seed 21 --out tiny.gguf
+//! cargo xtask gen-model --vocab-from some-model.gguf --type f16 --out model.gguf
+//! cargo xtask bench kernels        # STREAM copy/triad, peak FMA
+//! cargo xtask bench load --model model.gguf
+//! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
+//! ```
+//!
+//! The binary is a thin command-line layer over this library, so that the
+//! tasks can be tested and reused.
 
 pub mod bench;
 pub mod ci;
