@@ -23,14 +23,15 @@ struct Symbol {
     next: Option<usize>,
 }
 
-/// A merge candidate.
+/// A merge candidate: the symbol at `left` and its right neighbour. It is
+/// stale once their combined length is no longer `size` (the neighbour of a
+/// live symbol only changes when it merges into it or grows).
 #[derive(Clone, Copy, Debug)]
 struct Bigram {
-    left: usize,
-    right: usize,
     score: f32,
-    /// Byte length of the merged text, to recognise stale candidates.
-    size: usize,
+    left: u32,
+    /// Byte length of the merged text.
+    size: u32,
 }
 
 impl PartialEq for Bigram {
@@ -90,10 +91,14 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
             return;
         };
         let Some(token) = vocab.token(id) else { return };
+        // Positions past 4 GiB are out of reach (the text never gets there
+        // in one piece); such a candidate is simply not considered.
+        let (Ok(left), Ok(size)) = (u32::try_from(left), u32::try_from(size)) else {
+            return;
+        };
         queue.push(Bigram {
-            left,
-            right,
             score: token.score,
+            left,
             size,
         });
     };
@@ -103,9 +108,10 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
     }
 
     while let Some(bigram) = queue.pop() {
-        let (l, r) = (bigram.left, bigram.right);
+        let l = bigram.left as usize;
         // Skip candidates whose symbols changed since they were queued.
-        if symbols[l].n == 0 || symbols[r].n == 0 || symbols[l].n + symbols[r].n != bigram.size {
+        let Some(r) = symbols[l].next else { continue };
+        if symbols[l].n == 0 || symbols[l].n + symbols[r].n != bigram.size as usize {
             continue;
         }
         symbols[l].n += symbols[r].n;
