@@ -24,10 +24,45 @@ fn is_c_space(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r')
 }
 
+/// Which bytes and pairs of adjacent bytes occur in a text: a token with a
+/// byte or pair the text lacks cannot occur in it, which spares searching
+/// for most of the (sometimes thousands of) special tokens.
+struct Presence {
+    bytes: [u64; 4],
+    pairs: Vec<u64>,
+}
+
+impl Presence {
+    fn new(text: &[u8]) -> Presence {
+        let mut p = Presence {
+            bytes: [0; 4],
+            pairs: vec![0; 65536 / 64],
+        };
+        for &b in text {
+            p.bytes[usize::from(b >> 6)] |= 1 << (b & 63);
+        }
+        for w in text.windows(2) {
+            let k = usize::from(w[0]) << 8 | usize::from(w[1]);
+            p.pairs[k >> 6] |= 1 << (k & 63);
+        }
+        p
+    }
+
+    fn may_contain(&self, needle: &[u8]) -> bool {
+        let has_byte = |b: u8| self.bytes[usize::from(b >> 6)] & (1 << (b & 63)) != 0;
+        let has_pair = |w: &[u8]| {
+            let k = usize::from(w[0]) << 8 | usize::from(w[1]);
+            self.pairs[k >> 6] & (1 << (k & 63)) != 0
+        };
+        needle.iter().all(|&b| has_byte(b)) && needle.windows(2).all(has_pair)
+    }
+}
+
 impl Vocab {
     /// Splits `text` (non-empty) into text fragments and special tokens.
     pub(crate) fn partition_special(&self, text: &[u8], parse_special: bool) -> Vec<Fragment> {
         let mut fragments = vec![Fragment::Text(0..text.len())];
+        let presence = Presence::new(text);
         for &id in &self.special_cache {
             let Some(token) = self.token(id) else {
                 continue;
@@ -40,7 +75,7 @@ impl Vocab {
                 continue;
             }
             let needle = token.text.as_slice();
-            if needle.is_empty() {
+            if needle.is_empty() || !presence.may_contain(needle) {
                 continue;
             }
             let lstrip = token.attr.intersects(TokenAttr::LSTRIP);
@@ -88,5 +123,20 @@ impl Vocab {
             fragments = next;
         }
         fragments
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presence_is_a_necessary_condition() {
+        let p = Presence::new(b"hello <|im_end|>");
+        assert!(p.may_contain(b"<|im_end|>"));
+        assert!(p.may_contain(b"lo <"));
+        assert!(!p.may_contain(b"<|im_start|>"));
+        assert!(!p.may_contain(b"z"));
+        assert!(!p.may_contain(b"oh"));
     }
 }
