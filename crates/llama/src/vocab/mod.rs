@@ -16,6 +16,18 @@
 //! Token texts are bytes, as in GGUF: a vocabulary may hold tokens that are
 //! not valid UTF-8 (byte-level pieces), and detokenized text can end inside a
 //! multi-byte character.
+//!
+//! Where llama.cpp cannot be followed exactly, or would abort, the choices
+//! are:
+//! - a special token id key naming no token is an error (llama.cpp warns and
+//!   keeps the default); a default id that names no token is absent;
+//! - when several texts could make the EOT (or a FIM) token, the lowest id
+//!   wins (llama.cpp takes the first in hash-map order), and equally long
+//!   special tokens are split out in id order (llama.cpp's sort is unstable);
+//! - a byte an SPM vocabulary cannot spell becomes the unknown token, and
+//!   BOS/EOS/CLS/SEP that the vocabulary lacks are not added (llama.cpp
+//!   aborts in both cases);
+//! - `rwkv` vocabularies are not supported.
 
 mod bpe;
 mod build;
@@ -516,6 +528,12 @@ mod tests {
         assert_eq!(find_bytes(b"aaab", b"ab"), Some(2));
         assert_eq!(find_bytes(b"", b"a"), None);
         assert_eq!(find_bytes(b"abc", b""), None);
+    }
+
+    #[test]
+    fn vocab_is_shareable() {
+        fn check<T: Send + Sync + Clone>() {}
+        check::<Vocab>();
     }
 
     #[test]
