@@ -161,7 +161,9 @@ fn q8_block(x: &[f32], qs: &mut [i8]) -> f32 {
     let d = amax / 127.0;
     let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     for (q, &v) in qs.iter_mut().zip(x) {
-        *q = (v * id).round_ties_even().clamp(-128.0, 127.0) as i8;
+        // |v * id| <= 127 (+ rounding), well inside nearest_int's exact range;
+        // non-finite inputs saturate like the packing instructions.
+        *q = nearest_int(v * id).clamp(-128, 127) as i8;
     }
     d
 }

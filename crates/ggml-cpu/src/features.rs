@@ -98,6 +98,20 @@ pub fn best_isa() -> Isa {
     }
 }
 
+/// The level the kernels use: [`best_isa`], unless the environment variable
+/// `GGML_CPU_ISA` names another level this CPU can run.
+pub fn selected_isa() -> Isa {
+    let wanted = std::env::var("GGML_CPU_ISA").ok();
+    available_isas()
+        .into_iter()
+        .find(|i| {
+            wanted
+                .as_deref()
+                .is_some_and(|w| w.eq_ignore_ascii_case(i.name()))
+        })
+        .unwrap_or_else(best_isa)
+}
+
 /// Every level this CPU can run, scalar first.
 pub fn available_isas() -> Vec<Isa> {
     let f = cpu_features();
@@ -130,6 +144,6 @@ pub fn feature_list() -> Vec<(String, String)> {
         ("AVX512_VNNI".into(), flag(f.avx512_vnni)),
         ("AVX512_BF16".into(), flag(f.avx512_bf16)),
         ("NEON".into(), flag(f.neon)),
-        ("KERNELS".into(), best_isa().name().into()),
+        ("KERNELS".into(), selected_isa().name().into()),
     ]
 }

@@ -6,16 +6,18 @@
 //! BF16), so the dot products run on integers per block. The work is cut in
 //! tiles of weight rows x activation columns: a tile of few columns
 //! (matrix x vector) is a plain stream over the weights, split by rows so
-//! that every thread reads its own part; with many columns every weight
-//! block is decoded once per group of [`MAX_COLS`] columns and the tile's
-//! weight rows stay in cache while all its columns go by.
+//! that every thread reads its own part; with many columns the tile's
+//! weight rows stay in cache while all its columns go by. Inside a tile the
+//! kernels take register tiles of [`MAX_ROWS`] weight rows x up to
+//! [`MAX_COLS`] columns: each weight block is decoded once per group of
+//! columns and each activation block loaded once per group of rows.
 
 use ggml_core::{Result, Type};
 use rayon::prelude::*;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::convert;
-use crate::simd::{self, scalar, Kernels, MAX_COLS};
+use crate::simd::{self, scalar, Kernels, MAX_COLS, MAX_ROWS};
 use crate::tensor::View;
 
 /// Bytes of weight rows a tile should keep in cache (a share of L2).
@@ -39,10 +41,10 @@ enum RowDot {
 
 impl RowDot {
     #[inline]
-    fn run(self, n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+    fn run(self, n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
         match self {
-            RowDot::Kernel(f) => f(n, x, ys, out),
-            RowDot::Reference(t) => scalar::reference_dot(t, n, x, ys, out),
+            RowDot::Kernel(f) => f(n, xs, ys, out),
+            RowDot::Reference(t) => scalar::reference_dot(t, n, xs, ys, out),
         }
     }
 }
@@ -107,7 +109,7 @@ pub(crate) fn mul_mat_with(
     let wanted = threads * TILES_PER_THREAD;
     let per_batch = (wanted / (n_batch * col_tiles).max(1)).max(1);
     let rows_balance = ne01.div_ceil(per_batch).max(1);
-    let rows_per_tile = rows_cache.min(rows_balance);
+    let rows_per_tile = rows_cache.min(rows_balance).next_multiple_of(MAX_ROWS);
     let row_tiles = ne01.div_ceil(rows_per_tile);
     let n_tiles = n_batch * col_tiles * row_tiles;
 
@@ -121,7 +123,7 @@ pub(crate) fn mul_mat_with(
         let (a2, a3) = (i2 / r2, i3 / r3);
         let rows = rt * rows_per_tile..((rt + 1) * rows_per_tile).min(ne01);
         let cols = ct * cols_per_tile..((ct + 1) * cols_per_tile).min(ne11);
-        let mut out = [0f32; MAX_COLS];
+        let mut out = [0f32; MAX_ROWS * MAX_COLS];
         let mut c0 = cols.start;
         while c0 < cols.end {
             let nc = (cols.end - c0).min(MAX_COLS);
@@ -131,19 +133,34 @@ pub(crate) fn mul_mat_with(
                 // `y_row` bytes, in src1 (validated) or in the workspace.
                 *y = unsafe { std::slice::from_raw_parts(y_ptr(c0 + j, i2, i3), y_row) };
             }
-            for r in rows.clone() {
-                let xo = r * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
-                // SAFETY: weight row (r, a2, a3) lies inside src0 (validated,
-                // dense rows) and is not written during the node.
-                let x =
-                    unsafe { std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row) };
-                dot.run(k, x, &ys[..nc], &mut out[..nc]);
-                for (j, &v) in out[..nc].iter().enumerate() {
-                    let o = r * d.nb[0] + (c0 + j) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
-                    // SAFETY: element (r, c0 + j, i2, i3) of the F32 result is
-                    // in bounds, aligned, and written by this tile only.
-                    unsafe { (dptr.get().add(o) as *mut f32).write(v) };
+            let mut r0 = rows.start;
+            while r0 < rows.end {
+                let nr = if rows.end - r0 >= MAX_ROWS {
+                    MAX_ROWS
+                } else {
+                    1
+                };
+                let mut xs: [&[u8]; MAX_ROWS] = [&[]; MAX_ROWS];
+                for (i, x) in xs.iter_mut().enumerate().take(nr) {
+                    let xo = (r0 + i) * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
+                    // SAFETY: weight row (r0 + i, a2, a3) lies inside src0
+                    // (validated, dense rows) and is not written meanwhile.
+                    *x = unsafe {
+                        std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row)
+                    };
                 }
+                dot.run(k, &xs[..nr], &ys[..nc], &mut out[..nr * nc]);
+                for i in 0..nr {
+                    for j in 0..nc {
+                        let o =
+                            (r0 + i) * d.nb[0] + (c0 + j) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+                        // SAFETY: element (r0 + i, c0 + j, i2, i3) of the F32
+                        // result is in bounds, aligned, and written by this
+                        // tile only.
+                        unsafe { (dptr.get().add(o) as *mut f32).write(out[i * nc + j]) };
+                    }
+                }
+                r0 += nr;
             }
             c0 += nc;
         }

@@ -15,8 +15,8 @@ use ggml_core::quants::KVALUES_IQ4NL;
 use ggml_core::Type;
 use half::f16;
 
-use super::scalar::{q8k_bsum, scale_min_k4, Q8K_BYTES, Q8K_QS};
-use super::{by_cols, check_rows, Kernels};
+use super::scalar::{scale_min_k4, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
+use super::{by_tile, check_tile, Kernels};
 
 /// Installs the AVX2 kernels (the caller checked AVX2, FMA and F16C).
 pub(super) fn install(k: &mut Kernels) {
@@ -120,51 +120,46 @@ unsafe fn load(p: *const u8) -> __m256i {
 // ------------------------------------------------------------ floats
 
 macro_rules! float_kernel {
-    ($cols:ident, $row:ident, $width:expr, $load:ident, $scalar:expr) => {
+    ($tile:ident, $row:ident, $width:expr, $load:ident, $scalar:path) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-            check_rows(n, x, $width, ys, $width, out);
-            let xp = x.as_ptr();
-            let mut acc = [[_mm256_setzero_ps(); 2]; C];
+        unsafe fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
+            check_tile(n, xs, $width, ys, $width, out);
+            // One accumulator per pair, whatever the tile, so that a pair's
+            // result does not depend on the tile it was computed in.
+            let mut acc = [[_mm256_setzero_ps(); C]; R];
             let mut i = 0;
-            while i + 16 <= n {
-                // SAFETY: elements i..i+16 are inside every row (checked).
-                let x0 = unsafe { $load(xp.add(i * $width)) };
-                // SAFETY: as above.
-                let x1 = unsafe { $load(xp.add((i + 8) * $width)) };
-                for c in 0..C {
-                    let yp = ys[c].as_ptr();
-                    // SAFETY: as above.
-                    let y0 = unsafe { $load(yp.add(i * $width)) };
-                    // SAFETY: as above.
-                    let y1 = unsafe { $load(yp.add((i + 8) * $width)) };
-                    acc[c][0] = _mm256_fmadd_ps(x0, y0, acc[c][0]);
-                    acc[c][1] = _mm256_fmadd_ps(x1, y1, acc[c][1]);
-                }
-                i += 16;
-            }
-            if i + 8 <= n {
-                // SAFETY: elements i..i+8 are inside every row.
-                let x0 = unsafe { $load(xp.add(i * $width)) };
+            while i + 8 <= n {
+                let o = i * $width;
+                // SAFETY: elements i..i+8 are inside every row (checked).
+                let xv: [__m256; R] =
+                    std::array::from_fn(|r| unsafe { $load(xs[r].as_ptr().add(o)) });
                 for c in 0..C {
                     // SAFETY: as above.
-                    let y0 = unsafe { $load(ys[c].as_ptr().add(i * $width)) };
-                    acc[c][0] = _mm256_fmadd_ps(x0, y0, acc[c][0]);
+                    let y = unsafe { $load(ys[c].as_ptr().add(o)) };
+                    for r in 0..R {
+                        acc[r][c] = _mm256_fmadd_ps(xv[r], y, acc[r][c]);
+                    }
                 }
                 i += 8;
             }
-            for c in 0..C {
-                let mut s = hsum(_mm256_add_ps(acc[c][0], acc[c][1]));
-                for j in i..n {
-                    let g = $scalar;
-                    s += g(x, j) * g(ys[c], j);
+            for r in 0..R {
+                for c in 0..C {
+                    let mut s = hsum(acc[r][c]);
+                    for j in i..n {
+                        s += $scalar(xs[r], j) * $scalar(ys[c], j);
+                    }
+                    out[r * C + c] = s;
                 }
-                out[c] = s;
             }
         }
-        fn $row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
             // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-            unsafe { by_cols!($cols, n, x, ys, out) }
+            unsafe { by_tile!($tile, n, xs, ys, out) }
         }
     };
 }
@@ -197,19 +192,19 @@ unsafe fn load_bf16x8(p: *const u8) -> __m256 {
     _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
 }
 
-fn f32_elem(b: &[u8], j: usize) -> f32 {
+pub(super) fn f32_elem(b: &[u8], j: usize) -> f32 {
     super::scalar::f32_at(b, 4 * j)
 }
-fn f16_elem(b: &[u8], j: usize) -> f32 {
+pub(super) fn f16_elem(b: &[u8], j: usize) -> f32 {
     super::scalar::f16_at(b, 2 * j)
 }
 fn bf16_elem(b: &[u8], j: usize) -> f32 {
     f32::from_bits(u32::from(u16::from_le_bytes([b[2 * j], b[2 * j + 1]])) << 16)
 }
 
-float_kernel!(f32_cols, f32_row, 4, load_f32x8, f32_elem);
-float_kernel!(f16_cols, f16_row, 2, load_f16x8, f16_elem);
-float_kernel!(bf16_cols, bf16_row, 2, load_bf16x8, bf16_elem);
+float_kernel!(f32_tile, f32_row, 4, load_f32x8, f32_elem);
+float_kernel!(f16_tile, f16_row, 2, load_f16x8, f16_elem);
+float_kernel!(bf16_tile, bf16_row, 2, load_bf16x8, bf16_elem);
 
 fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
     let n = x.len().min(y.len());
@@ -221,7 +216,7 @@ fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
         )
     };
     let mut out = [0f32];
-    f32_row(n, xb, &[yb], &mut out);
+    f32_row(n, &[xb], &[yb], &mut out);
     out[0]
 }
 
@@ -235,7 +230,7 @@ fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
         )
     };
     let mut out = [0f32];
-    f16_row(n, xb, &[yb], &mut out);
+    f16_row(n, &[xb], &[yb], &mut out);
     out[0]
 }
 
@@ -243,32 +238,50 @@ fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
 
 /// A 32-weight block family against Q8_0: `$dec(xb)` gives (d, signed qx).
 macro_rules! q8_0_kernel {
-    ($cols:ident, $row:ident, $bytes:expr, $dec:ident) => {
+    ($tile:ident, $row:ident, $bytes:expr, $dec:ident) => {
         #[target_feature(enable = "avx2,fma,f16c")]
-        unsafe fn $cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        unsafe fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
             let nb = n / 32;
-            check_rows(nb, x, $bytes, ys, 34, out);
-            let mut acc = [_mm256_setzero_ps(); C];
+            check_tile(nb, xs, $bytes, ys, 34, out);
+            let mut acc = [[_mm256_setzero_ps(); C]; R];
             for ib in 0..nb {
-                // SAFETY: block ib of x and of every y is inside the rows (checked).
-                unsafe {
-                    let (dx, qx) = $dec(x.as_ptr().add(ib * $bytes));
-                    let ax = _mm256_sign_epi8(qx, qx);
-                    for c in 0..C {
+                let mut dx = [_mm256_setzero_ps(); R];
+                let mut qx = [_mm256_setzero_si256(); R];
+                let mut ax = [_mm256_setzero_si256(); R];
+                for r in 0..R {
+                    // SAFETY: block ib of every weight row is inside it (checked).
+                    let (d, q) = unsafe { $dec(xs[r].as_ptr().add(ib * $bytes)) };
+                    dx[r] = _mm256_set1_ps(d);
+                    qx[r] = q;
+                    ax[r] = _mm256_sign_epi8(q, q);
+                }
+                for c in 0..C {
+                    // SAFETY: block ib of every activation row is inside it.
+                    let (dy, y) = unsafe {
                         let yb = ys[c].as_ptr().add(ib * 34);
-                        let d = _mm256_set1_ps(dx * f16_at(yb));
-                        let p = dot_ss(ax, qx, load(yb.add(2)));
-                        acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+                        (_mm256_set1_ps(f16_at(yb)), load(yb.add(2)))
+                    };
+                    for r in 0..R {
+                        let p = dot_ss(ax[r], qx[r], y);
+                        let d = _mm256_mul_ps(dx[r], dy);
+                        acc[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[r][c]);
                     }
                 }
             }
-            for c in 0..C {
-                out[c] = hsum(acc[c]);
+            for r in 0..R {
+                for c in 0..C {
+                    out[r * C + c] = hsum(acc[r][c]);
+                }
             }
         }
-        fn $row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
             // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-            unsafe { by_cols!($cols, n, x, ys, out) }
+            unsafe { by_tile!($tile, n, xs, ys, out) }
         }
     };
 }
@@ -315,7 +328,7 @@ pub(super) unsafe fn dec_q8_0(p: *const u8) -> (f32, __m256i) {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn dec_iq4_nl(p: *const u8) -> (f32, __m256i) {
-    // SAFETY: the 16-byte table is a local array; the block has 18 bytes.
+    // SAFETY: the 16-byte table is a static array; the block has 18 bytes.
     unsafe {
         let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
         let table = _mm256_set_m128i(t, t);
@@ -323,232 +336,333 @@ pub(super) unsafe fn dec_iq4_nl(p: *const u8) -> (f32, __m256i) {
     }
 }
 
-q8_0_kernel!(q4_0_cols, q4_0_row, 18, dec_q4_0);
-q8_0_kernel!(q5_0_cols, q5_0_row, 22, dec_q5_0);
-q8_0_kernel!(q8_0_cols, q8_0_row, 34, dec_q8_0);
-q8_0_kernel!(iq4_nl_cols, iq4_nl_row, 18, dec_iq4_nl);
+q8_0_kernel!(q4_0_tile, q4_0_row, 18, dec_q4_0);
+q8_0_kernel!(q5_0_tile, q5_0_row, 22, dec_q5_0);
+q8_0_kernel!(q8_0_tile, q8_0_row, 34, dec_q8_0);
+q8_0_kernel!(iq4_nl_tile, iq4_nl_row, 18, dec_iq4_nl);
 
 /// Q4_1 / Q5_1 against Q8_1: unsigned levels, `d * sumi + m * s`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_1_cols<const C: usize, const FIVE: bool>(
+unsafe fn q8_1_tile<const R: usize, const C: usize, const FIVE: bool>(
     n: usize,
-    x: &[u8],
+    xs: &[&[u8]],
     ys: &[&[u8]],
     out: &mut [f32],
 ) {
     let bytes = if FIVE { 24 } else { 20 };
     let nb = n / 32;
-    check_rows(nb, x, bytes, ys, 36, out);
-    let mut acc = [_mm256_setzero_ps(); C];
-    let mut summs = [0f32; C];
+    check_tile(nb, xs, bytes, ys, 36, out);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    let mut summs = [[0f32; C]; R];
     for ib in 0..nb {
-        // SAFETY: block ib of x and of every y is inside the rows (checked).
-        unsafe {
-            let xb = x.as_ptr().add(ib * bytes);
-            let (dx, mx) = (f16_at(xb), f16_at(xb.add(2)));
-            let qx = if FIVE {
-                let hi = _mm256_and_si256(bits_to_bytes(xb.add(4)), _mm256_set1_epi8(0x10));
-                _mm256_or_si256(nibbles(xb.add(8)), hi)
-            } else {
-                nibbles(xb.add(4))
-            };
-            for c in 0..C {
+        let mut dx = [_mm256_setzero_ps(); R];
+        let mut mx = [0f32; R];
+        let mut qx = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            // SAFETY: block ib of every weight row is inside it (checked).
+            unsafe {
+                let xb = xs[r].as_ptr().add(ib * bytes);
+                dx[r] = _mm256_set1_ps(f16_at(xb));
+                mx[r] = f16_at(xb.add(2));
+                qx[r] = if FIVE {
+                    let hi = _mm256_and_si256(bits_to_bytes(xb.add(4)), _mm256_set1_epi8(0x10));
+                    _mm256_or_si256(nibbles(xb.add(8)), hi)
+                } else {
+                    nibbles(xb.add(4))
+                };
+            }
+        }
+        for c in 0..C {
+            // SAFETY: block ib of every activation row is inside it.
+            let (dy, sy, y) = unsafe {
                 let yb = ys[c].as_ptr().add(ib * 36);
-                summs[c] += mx * f16_at(yb.add(2));
-                let d = _mm256_set1_ps(dx * f16_at(yb));
-                let p = dot_us(qx, load(yb.add(4)));
-                acc[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc[c]);
+                (
+                    _mm256_set1_ps(f16_at(yb)),
+                    f16_at(yb.add(2)),
+                    load(yb.add(4)),
+                )
+            };
+            for r in 0..R {
+                summs[r][c] += mx[r] * sy;
+                let p = dot_us(qx[r], y);
+                acc[r][c] =
+                    _mm256_fmadd_ps(_mm256_mul_ps(dx[r], dy), _mm256_cvtepi32_ps(p), acc[r][c]);
             }
         }
     }
-    for c in 0..C {
-        out[c] = hsum(acc[c]) + summs[c];
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = hsum(acc[r][c]) + summs[r][c];
+        }
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q4_1_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     // SAFETY: same contract.
-    unsafe { q8_1_cols::<C, false>(n, x, ys, out) }
+    unsafe { q8_1_tile::<R, C, false>(n, xs, ys, out) }
 }
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_1_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q5_1_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     // SAFETY: same contract.
-    unsafe { q8_1_cols::<C, true>(n, x, ys, out) }
+    unsafe { q8_1_tile::<R, C, true>(n, xs, ys, out) }
 }
-fn q4_1_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q4_1_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_cols!(q4_1_cols, n, x, ys, out) }
+    unsafe { by_tile!(q4_1_tile, n, xs, ys, out) }
 }
-fn q5_1_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q5_1_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_cols!(q5_1_cols, n, x, ys, out) }
+    unsafe { by_tile!(q5_1_tile, n, xs, ys, out) }
 }
 
 // ------------------------------------------------------ K-quants x Q8_K
 
+/// The scale and min of each group of 32 of a Q4_K / Q5_K block, and the
+/// mins duplicated per pair of 16-sums for `madd` with the Q8_K `bsums`.
+#[inline]
+pub(super) fn k4_scales(scales: &[u8]) -> ([i16; 8], [i16; 16]) {
+    let mut sc = [0i16; 8];
+    let mut m2 = [0i16; 16];
+    for g in 0..8 {
+        let (s, m) = scale_min_k4(g, scales);
+        sc[g] = i16::from(s);
+        m2[2 * g] = i16::from(m);
+        m2[2 * g + 1] = i16::from(m);
+    }
+    (sc, m2)
+}
+
 /// Q4_K / Q5_K: 8 groups of 32 with 6-bit scales and mins.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn qk_cols<const C: usize, const FIVE: bool>(
+unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     n: usize,
-    x: &[u8],
+    xs: &[&[u8]],
     ys: &[&[u8]],
     out: &mut [f32],
 ) {
     let bytes = if FIVE { 176 } else { 144 };
     let nb = n / 256;
-    check_rows(nb, x, bytes, ys, Q8K_BYTES, out);
-    let mut acc = [_mm256_setzero_ps(); C];
-    let mut accm = [0f32; C];
+    check_tile(nb, xs, bytes, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    let mut accm = [[_mm256_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
     for ib in 0..nb {
-        let xb = &x[ib * bytes..(ib + 1) * bytes];
-        let d = super::scalar::f16_at(xb, 0);
-        let dmin = super::scalar::f16_at(xb, 2);
-        let mut sc = [0i16; 8];
-        let mut mn = [0i32; 8];
-        for g in 0..8 {
-            let (s, m) = scale_min_k4(g, &xb[4..16]);
-            sc[g] = i16::from(s);
-            mn[g] = i32::from(m);
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut dmin = [_mm256_setzero_ps(); R];
+        let mut sc = [[0i16; 8]; R];
+        let mut mins = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
+            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 0));
+            dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
+            let (s, m2) = k4_scales(&xb[4..16]);
+            sc[r] = s;
+            // SAFETY: a 16-element local array.
+            mins[r] = unsafe { _mm256_loadu_si256(m2.as_ptr() as *const __m256i) };
         }
-        let mut dy = [0f32; C];
+        let mut dy = [_mm256_setzero_ps(); C];
         for c in 0..C {
-            let yb = &ys[c][ib * Q8K_BYTES..(ib + 1) * Q8K_BYTES];
-            dy[c] = super::scalar::f32_at(yb, 0);
-            let summ: i32 = (0..8)
-                .map(|g| mn[g] * (q8k_bsum(yb, 2 * g) + q8k_bsum(yb, 2 * g + 1)))
-                .sum();
-            accm[c] += (dmin * dy[c]) * summ as f32;
-        }
-        let qs = if FIVE { &xb[48..176] } else { &xb[16..144] };
-        let hbits = if FIVE {
-            // SAFETY: 32 bytes of high bits at offset 16 of a Q5_K block.
-            unsafe { load(xb.as_ptr().add(16)) }
-        } else {
-            _mm256_setzero_si256()
-        };
-        let mut sumi = [_mm256_setzero_si256(); C];
-        for j in 0..4 {
-            // SAFETY: 32 bytes of nibbles at 32 * j inside `qs`.
-            let q = unsafe { load(qs.as_ptr().add(32 * j)) };
-            let mut lo = _mm256_and_si256(q, m4);
-            let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if FIVE {
-                let s0 = _mm_cvtsi32_si128(2 * j as i32);
-                let s1 = _mm_cvtsi32_si128(2 * j as i32 + 1);
-                let b0 = _mm256_and_si256(_mm256_srl_epi16(hbits, s0), one);
-                let b1 = _mm256_and_si256(_mm256_srl_epi16(hbits, s1), one);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+            // SAFETY: the Q8_K block ib of every activation row (checked).
+            let (dyc, bsums) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
+                (
+                    _mm256_set1_ps((yb as *const f32).read_unaligned()),
+                    load(yb.add(Q8K_BSUMS)),
+                )
+            };
+            dy[c] = dyc;
+            for r in 0..R {
+                let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
+                accm[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dmin[r], dyc), prod, accm[r][c]);
             }
-            let s_lo = _mm256_set1_epi16(sc[2 * j]);
-            let s_hi = _mm256_set1_epi16(sc[2 * j + 1]);
+        }
+        let mut sumi = [[_mm256_setzero_si256(); C]; R];
+        for j in 0..4 {
+            let mut lo = [_mm256_setzero_si256(); R];
+            let mut hi = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                let xb = xs[r].as_ptr();
+                let qo = ib * bytes + if FIVE { 48 } else { 16 } + 32 * j;
+                // SAFETY: 32 bytes of nibbles of chunk j inside block ib.
+                let q = unsafe { load(xb.add(qo)) };
+                lo[r] = _mm256_and_si256(q, m4);
+                hi[r] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if FIVE {
+                    // SAFETY: the 32 bytes of high bits at offset 16 of block ib.
+                    let hbits = unsafe { load(xb.add(ib * bytes + 16)) };
+                    let b0 = _mm256_and_si256(
+                        _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32)),
+                        one,
+                    );
+                    let b1 = _mm256_and_si256(
+                        _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32 + 1)),
+                        one,
+                    );
+                    lo[r] = _mm256_or_si256(lo[r], _mm256_slli_epi16(b0, 4));
+                    hi[r] = _mm256_or_si256(hi[r], _mm256_slli_epi16(b1, 4));
+                }
+            }
             for c in 0..C {
-                // SAFETY: 64 quants at 64 * j inside the Q8_K block (checked).
+                // SAFETY: 64 quants of chunk j inside the Q8_K block (checked).
                 let (yl, yh) = unsafe {
                     let yq = ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 64 * j);
                     (load(yq), load(yq.add(32)))
                 };
-                let pl = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, yl), s_lo);
-                let ph = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, yh), s_hi);
-                sumi[c] = _mm256_add_epi32(sumi[c], _mm256_add_epi32(pl, ph));
+                for r in 0..R {
+                    let pl = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(lo[r], yl),
+                        _mm256_set1_epi16(sc[r][2 * j]),
+                    );
+                    let ph = _mm256_madd_epi16(
+                        _mm256_maddubs_epi16(hi[r], yh),
+                        _mm256_set1_epi16(sc[r][2 * j + 1]),
+                    );
+                    sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_add_epi32(pl, ph));
+                }
             }
         }
-        for c in 0..C {
-            let dd = _mm256_set1_ps(d * dy[c]);
-            acc[c] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+        for r in 0..R {
+            for c in 0..C {
+                let dd = _mm256_mul_ps(d[r], dy[c]);
+                acc[r][c] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+            }
         }
     }
-    for c in 0..C {
-        out[c] = hsum(acc[c]) - accm[c];
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = hsum(acc[r][c]) - hsum(accm[r][c]);
+        }
     }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q4_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     // SAFETY: same contract.
-    unsafe { qk_cols::<C, false>(n, x, ys, out) }
+    unsafe { qk_tile::<R, C, false>(n, xs, ys, out) }
 }
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_k_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q5_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     // SAFETY: same contract.
-    unsafe { qk_cols::<C, true>(n, x, ys, out) }
+    unsafe { qk_tile::<R, C, true>(n, xs, ys, out) }
 }
-fn q4_k_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_cols!(q4_k_cols, n, x, ys, out) }
+    unsafe { by_tile!(q4_k_tile, n, xs, ys, out) }
 }
-fn q5_k_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_cols!(q5_k_cols, n, x, ys, out) }
+    unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
 }
 
 /// Q6_K: 16 groups of 16, signed 8-bit scales, levels `q - 32`.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q6_k_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q6_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     let nb = n / 256;
-    check_rows(nb, x, 210, ys, Q8K_BYTES, out);
-    let mut acc = [_mm256_setzero_ps(); C];
+    check_tile(nb, xs, 210, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x03);
     let m32 = _mm256_set1_epi8(32);
     for ib in 0..nb {
-        let xb = &x[ib * 210..(ib + 1) * 210];
-        let d = super::scalar::f16_at(xb, 208);
-        let sc: [i16; 16] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
-        let mut sumi = [_mm256_setzero_si256(); C];
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut sc = [[0i16; 16]; R];
+        for r in 0..R {
+            let xb = &xs[r][ib * 210..(ib + 1) * 210];
+            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 208));
+            sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
+        }
+        let mut sumi = [[_mm256_setzero_si256(); C]; R];
         for h in 0..2 {
-            // SAFETY: ql (64 bytes at 64h) and qh (32 bytes at 128 + 32h)
-            // are inside the 210-byte block.
-            let (l0, l1, hb) = unsafe {
-                let p = xb.as_ptr();
-                (
-                    load(p.add(64 * h)),
-                    load(p.add(64 * h + 32)),
-                    load(p.add(128 + 32 * h)),
-                )
-            };
-            let h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
-            let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
-            let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
-            let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
-            let q = [
-                _mm256_or_si256(_mm256_and_si256(l0, m4), h0),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), h1),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
-            ];
-            let s: [__m256i; 4] = std::array::from_fn(|k| {
-                let g = 8 * h + 2 * k;
-                _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]))
-            });
+            let mut q = [[_mm256_setzero_si256(); 4]; R];
+            let mut s = [[_mm256_setzero_si256(); 4]; R];
+            for r in 0..R {
+                // SAFETY: ql (64 bytes at 64h) and qh (32 bytes at 128 + 32h)
+                // are inside block ib of the row.
+                let (l0, l1, hb) = unsafe {
+                    let p = xs[r].as_ptr().add(ib * 210);
+                    (
+                        load(p.add(64 * h)),
+                        load(p.add(64 * h + 32)),
+                        load(p.add(128 + 32 * h)),
+                    )
+                };
+                let h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
+                let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
+                let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
+                let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
+                q[r] = [
+                    _mm256_or_si256(_mm256_and_si256(l0, m4), h0),
+                    _mm256_or_si256(_mm256_and_si256(l1, m4), h1),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
+                ];
+                s[r] = std::array::from_fn(|k| {
+                    let g = 8 * h + 2 * k;
+                    _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]))
+                });
+            }
             for c in 0..C {
                 // SAFETY: 128 quants at 128h inside the Q8_K block (checked).
                 let yq = unsafe { ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 128 * h) };
                 for k in 0..4 {
                     // SAFETY: 32 quants at 32k inside that half.
                     let y = unsafe { load(yq.add(32 * k)) };
-                    let p = _mm256_sub_epi16(
-                        _mm256_maddubs_epi16(q[k], y),
-                        _mm256_maddubs_epi16(m32, y),
-                    );
-                    sumi[c] = _mm256_add_epi32(sumi[c], _mm256_madd_epi16(p, s[k]));
+                    let ym = _mm256_maddubs_epi16(m32, y);
+                    for r in 0..R {
+                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[r][k], y), ym);
+                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s[r][k]));
+                    }
                 }
             }
         }
         for c in 0..C {
-            let dy = super::scalar::f32_at(&ys[c][ib * Q8K_BYTES..], 0);
-            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(d * dy), _mm256_cvtepi32_ps(sumi[c]), acc[c]);
+            // SAFETY: the scale of the Q8_K block ib (checked).
+            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+            let dy = _mm256_set1_ps(dy);
+            for r in 0..R {
+                acc[r][c] = _mm256_fmadd_ps(
+                    _mm256_mul_ps(d[r], dy),
+                    _mm256_cvtepi32_ps(sumi[r][c]),
+                    acc[r][c],
+                );
+            }
         }
     }
-    for c in 0..C {
-        out[c] = hsum(acc[c]);
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = hsum(acc[r][c]);
+        }
     }
 }
 
-fn q6_k_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q6_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_cols!(q6_k_cols, n, x, ys, out) }
+    unsafe { by_tile!(q6_k_tile, n, xs, ys, out) }
 }

@@ -11,9 +11,9 @@ use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
-use super::avx2::{dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0};
-use super::scalar::{q8k_bsum, scale_min_k4, Q8K_BYTES, Q8K_QS};
-use super::{by_cols, check_rows, Kernels};
+use super::avx2::{dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, k4_scales};
+use super::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
+use super::{by_tile, check_tile, Kernels};
 use crate::features::cpu_features;
 
 /// Installs the AVX-512 kernels over the AVX2 ones (the caller checked
@@ -108,50 +108,46 @@ fn dot_us256_bw(a: __m256i, b: __m256i) -> __m256i {
 // ------------------------------------------------------------ floats
 
 macro_rules! float_kernel {
-    ($cols:ident, $row:ident, $width:expr, $load:ident, $scalar:path) => {
+    ($tile:ident, $row:ident, $width:expr, $load:ident, $scalar:path) => {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-        unsafe fn $cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-            check_rows(n, x, $width, ys, $width, out);
-            let xp = x.as_ptr();
-            let mut acc = [[_mm512_setzero_ps(); 2]; C];
+        unsafe fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
+            check_tile(n, xs, $width, ys, $width, out);
+            // One accumulator per pair, whatever the tile, so that a pair's
+            // result does not depend on the tile it was computed in.
+            let mut acc = [[_mm512_setzero_ps(); C]; R];
             let mut i = 0;
-            while i + 32 <= n {
-                // SAFETY: elements i..i+32 are inside every row (checked).
-                let x0 = unsafe { $load(xp.add(i * $width)) };
-                // SAFETY: as above.
-                let x1 = unsafe { $load(xp.add((i + 16) * $width)) };
-                for c in 0..C {
-                    let yp = ys[c].as_ptr();
-                    // SAFETY: as above.
-                    let y0 = unsafe { $load(yp.add(i * $width)) };
-                    // SAFETY: as above.
-                    let y1 = unsafe { $load(yp.add((i + 16) * $width)) };
-                    acc[c][0] = _mm512_fmadd_ps(x0, y0, acc[c][0]);
-                    acc[c][1] = _mm512_fmadd_ps(x1, y1, acc[c][1]);
-                }
-                i += 32;
-            }
-            if i + 16 <= n {
-                // SAFETY: elements i..i+16 are inside every row.
-                let x0 = unsafe { $load(xp.add(i * $width)) };
+            while i + 16 <= n {
+                let o = i * $width;
+                // SAFETY: elements i..i+16 are inside every row (checked).
+                let xv: [__m512; R] =
+                    std::array::from_fn(|r| unsafe { $load(xs[r].as_ptr().add(o)) });
                 for c in 0..C {
                     // SAFETY: as above.
-                    let y0 = unsafe { $load(ys[c].as_ptr().add(i * $width)) };
-                    acc[c][0] = _mm512_fmadd_ps(x0, y0, acc[c][0]);
+                    let y = unsafe { $load(ys[c].as_ptr().add(o)) };
+                    for r in 0..R {
+                        acc[r][c] = _mm512_fmadd_ps(xv[r], y, acc[r][c]);
+                    }
                 }
                 i += 16;
             }
-            for c in 0..C {
-                let mut s = _mm512_reduce_add_ps(_mm512_add_ps(acc[c][0], acc[c][1]));
-                for j in i..n {
-                    s += $scalar(x, j) * $scalar(ys[c], j);
+            for r in 0..R {
+                for c in 0..C {
+                    let mut s = _mm512_reduce_add_ps(acc[r][c]);
+                    for j in i..n {
+                        s += $scalar(xs[r], j) * $scalar(ys[c], j);
+                    }
+                    out[r * C + c] = s;
                 }
-                out[c] = s;
             }
         }
-        fn $row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
             // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
-            unsafe { by_cols!($cols, n, x, ys, out) }
+            unsafe { by_tile!($tile, n, xs, ys, out) }
         }
     };
 }
@@ -174,82 +170,104 @@ unsafe fn load_f16x16(p: *const u8) -> __m512 {
     _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p as *const __m256i) })
 }
 
-fn f32_elem(b: &[u8], j: usize) -> f32 {
-    super::scalar::f32_at(b, 4 * j)
-}
-fn f16_elem(b: &[u8], j: usize) -> f32 {
-    super::scalar::f16_at(b, 2 * j)
-}
-
-float_kernel!(f32_cols, f32_row, 4, load_f32x16, f32_elem);
-float_kernel!(f16_cols, f16_row, 2, load_f16x16, f16_elem);
+float_kernel!(f32_tile, f32_row, 4, load_f32x16, f32_elem);
+float_kernel!(f16_tile, f16_row, 2, load_f16x16, f16_elem);
 
 // ------------------------------------------------------ 32-blocks x Q8_0
 
 /// Two blocks per step in 512 bits, a last odd block in 256 bits; `$dot`
 /// and `$dot256` are the byte dot products (VNNI or BW) the features allow.
 macro_rules! q8_0_kernel {
-    ($cols:ident, $row:ident, $bytes:expr, $dec:ident, $feat:literal, $dot:ident, $dot256:ident) => {
+    ($tile:ident, $row:ident, $bytes:expr, $dec:ident, $feat:literal, $dot:ident, $dot256:ident) => {
         #[target_feature(enable = $feat)]
-        unsafe fn $cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        unsafe fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
             let nb = n / 32;
-            check_rows(nb, x, $bytes, ys, 34, out);
-            let mut acc = [_mm512_setzero_ps(); C];
-            let mut acc1 = [_mm256_setzero_ps(); C];
-            let xp = x.as_ptr();
+            check_tile(nb, xs, $bytes, ys, 34, out);
+            let mut acc = [[_mm512_setzero_ps(); C]; R];
+            let mut acc1 = [[_mm256_setzero_ps(); C]; R];
             let mut ib = 0;
             while ib + 2 <= nb {
-                // SAFETY: blocks ib and ib + 1 of x and of every y are inside
-                // the rows (checked).
-                unsafe {
-                    let (d0, q0) = $dec(xp.add(ib * $bytes));
-                    let (d1, q1) = $dec(xp.add((ib + 1) * $bytes));
+                let mut dx = [_mm512_setzero_ps(); R];
+                let mut ax = [_mm512_setzero_si512(); R];
+                let mut neg = [0u64; R];
+                for r in 0..R {
+                    // SAFETY: blocks ib and ib + 1 of every weight row are
+                    // inside it (checked).
+                    let ((d0, q0), (d1, q1)) = unsafe {
+                        let xp = xs[r].as_ptr().add(ib * $bytes);
+                        ($dec(xp), $dec(xp.add($bytes)))
+                    };
                     let qx = join(q0, q1);
-                    let ax = _mm512_abs_epi8(qx);
-                    let neg = _mm512_movepi8_mask(qx);
-                    for c in 0..C {
+                    ax[r] = _mm512_abs_epi8(qx);
+                    neg[r] = _mm512_movepi8_mask(qx);
+                    dx[r] = _mm512_insertf32x8(_mm512_set1_ps(d0), _mm256_set1_ps(d1), 1);
+                }
+                for c in 0..C {
+                    // SAFETY: blocks ib and ib + 1 of every activation row.
+                    let (dy, qy) = unsafe {
                         let yb = ys[c].as_ptr().add(ib * 34);
-                        let qy = join(load256(yb.add(2)), load256(yb.add(36)));
-                        let sy = _mm512_mask_sub_epi8(qy, neg, _mm512_setzero_si512(), qy);
-                        let p = $dot(ax, sy);
-                        let d = _mm512_insertf32x8(
-                            _mm512_set1_ps(d0 * f16_at(yb)),
-                            _mm256_set1_ps(d1 * f16_at(yb.add(34))),
-                            1,
-                        );
-                        acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[c]);
+                        (
+                            _mm512_insertf32x8(
+                                _mm512_set1_ps(f16_at(yb)),
+                                _mm256_set1_ps(f16_at(yb.add(34))),
+                                1,
+                            ),
+                            join(load256(yb.add(2)), load256(yb.add(36))),
+                        )
+                    };
+                    for r in 0..R {
+                        let sy = _mm512_mask_sub_epi8(qy, neg[r], _mm512_setzero_si512(), qy);
+                        let p = $dot(ax[r], sy);
+                        let d = _mm512_mul_ps(dx[r], dy);
+                        acc[r][c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(p), acc[r][c]);
                     }
                 }
                 ib += 2;
             }
             if ib < nb {
-                // SAFETY: block ib is inside every row (checked).
-                unsafe {
-                    let (d0, qx) = $dec(xp.add(ib * $bytes));
-                    let ax = _mm256_abs_epi8(qx);
-                    for c in 0..C {
+                let mut dx = [_mm256_setzero_ps(); R];
+                let mut qx = [_mm256_setzero_si256(); R];
+                for r in 0..R {
+                    // SAFETY: block ib of every weight row (checked).
+                    let (d, q) = unsafe { $dec(xs[r].as_ptr().add(ib * $bytes)) };
+                    dx[r] = _mm256_set1_ps(d);
+                    qx[r] = q;
+                }
+                for c in 0..C {
+                    // SAFETY: block ib of every activation row.
+                    let (dy, qy) = unsafe {
                         let yb = ys[c].as_ptr().add(ib * 34);
-                        let sy = _mm256_sign_epi8(load256(yb.add(2)), qx);
-                        let p = $dot256(ax, sy);
-                        let d = _mm256_set1_ps(d0 * f16_at(yb));
-                        acc1[c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc1[c]);
+                        (_mm256_set1_ps(f16_at(yb)), load256(yb.add(2)))
+                    };
+                    for r in 0..R {
+                        let sy = _mm256_sign_epi8(qy, qx[r]);
+                        let p = $dot256(_mm256_abs_epi8(qx[r]), sy);
+                        let d = _mm256_mul_ps(dx[r], dy);
+                        acc1[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc1[r][c]);
                     }
                 }
             }
-            for c in 0..C {
-                out[c] = _mm512_reduce_add_ps(acc[c]) + hsum256(acc1[c]);
+            for r in 0..R {
+                for c in 0..C {
+                    out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]) + hsum256(acc1[r][c]);
+                }
             }
         }
-        fn $row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
             // SAFETY: installed only on CPUs with the kernel's features
             // (AVX-512 F/BW/VL/DQ, and VNNI for the VNNI variants).
-            unsafe { by_cols!($cols, n, x, ys, out) }
+            unsafe { by_tile!($tile, n, xs, ys, out) }
         }
     };
 }
 
 q8_0_kernel!(
-    q4_0_cols_bw,
+    q4_0_tile_bw,
     q4_0_row_bw,
     18,
     dec_q4_0,
@@ -258,7 +276,7 @@ q8_0_kernel!(
     dot_us256_bw
 );
 q8_0_kernel!(
-    q5_0_cols_bw,
+    q5_0_tile_bw,
     q5_0_row_bw,
     22,
     dec_q5_0,
@@ -267,7 +285,7 @@ q8_0_kernel!(
     dot_us256_bw
 );
 q8_0_kernel!(
-    q8_0_cols_bw,
+    q8_0_tile_bw,
     q8_0_row_bw,
     34,
     dec_q8_0,
@@ -276,7 +294,7 @@ q8_0_kernel!(
     dot_us256_bw
 );
 q8_0_kernel!(
-    iq4_nl_cols_bw,
+    iq4_nl_tile_bw,
     iq4_nl_row_bw,
     18,
     dec_iq4_nl,
@@ -285,7 +303,7 @@ q8_0_kernel!(
     dot_us256_bw
 );
 q8_0_kernel!(
-    q4_0_cols_vnni,
+    q4_0_tile_vnni,
     q4_0_row_vnni,
     18,
     dec_q4_0,
@@ -294,7 +312,7 @@ q8_0_kernel!(
     dot_us256_vnni
 );
 q8_0_kernel!(
-    q5_0_cols_vnni,
+    q5_0_tile_vnni,
     q5_0_row_vnni,
     22,
     dec_q5_0,
@@ -303,7 +321,7 @@ q8_0_kernel!(
     dot_us256_vnni
 );
 q8_0_kernel!(
-    q8_0_cols_vnni,
+    q8_0_tile_vnni,
     q8_0_row_vnni,
     34,
     dec_q8_0,
@@ -312,7 +330,7 @@ q8_0_kernel!(
     dot_us256_vnni
 );
 q8_0_kernel!(
-    iq4_nl_cols_vnni,
+    iq4_nl_tile_vnni,
     iq4_nl_row_vnni,
     18,
     dec_iq4_nl,
@@ -325,171 +343,230 @@ q8_0_kernel!(
 
 /// Q4_K / Q5_K: one 64-weight chunk (two groups of 32) per 512-bit step.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn qk_cols<const C: usize, const FIVE: bool>(
+unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     n: usize,
-    x: &[u8],
+    xs: &[&[u8]],
     ys: &[&[u8]],
     out: &mut [f32],
 ) {
     let bytes = if FIVE { 176 } else { 144 };
     let nb = n / 256;
-    check_rows(nb, x, bytes, ys, Q8K_BYTES, out);
-    let mut acc = [_mm512_setzero_ps(); C];
-    let mut accm = [0f32; C];
+    check_tile(nb, xs, bytes, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let mut accm = [[_mm256_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
     for ib in 0..nb {
-        let xb = &x[ib * bytes..(ib + 1) * bytes];
-        let d = super::scalar::f16_at(xb, 0);
-        let dmin = super::scalar::f16_at(xb, 2);
-        let mut sc = [0i16; 8];
-        let mut mn = [0i32; 8];
-        for g in 0..8 {
-            let (s, m) = scale_min_k4(g, &xb[4..16]);
-            sc[g] = i16::from(s);
-            mn[g] = i32::from(m);
+        let mut d = [_mm512_setzero_ps(); R];
+        let mut dmin = [_mm256_setzero_ps(); R];
+        let mut sc = [[0i16; 8]; R];
+        let mut mins = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
+            d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 0));
+            dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
+            let (s, m2) = k4_scales(&xb[4..16]);
+            sc[r] = s;
+            // SAFETY: a 16-element local array.
+            mins[r] = unsafe { _mm256_loadu_si256(m2.as_ptr() as *const __m256i) };
         }
-        let mut dy = [0f32; C];
+        let mut dy = [_mm512_setzero_ps(); C];
         for c in 0..C {
-            let yb = &ys[c][ib * Q8K_BYTES..(ib + 1) * Q8K_BYTES];
-            dy[c] = super::scalar::f32_at(yb, 0);
-            let summ: i32 = (0..8)
-                .map(|g| mn[g] * (q8k_bsum(yb, 2 * g) + q8k_bsum(yb, 2 * g + 1)))
-                .sum();
-            accm[c] += (dmin * dy[c]) * summ as f32;
+            // SAFETY: the Q8_K block ib of every activation row (checked).
+            let (dyc, bsums) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
+                (
+                    (yb as *const f32).read_unaligned(),
+                    load256(yb.add(Q8K_BSUMS)),
+                )
+            };
+            dy[c] = _mm512_set1_ps(dyc);
+            for r in 0..R {
+                let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
+                let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
+                accm[r][c] = _mm256_fmadd_ps(dm, prod, accm[r][c]);
+            }
         }
-        let qs = if FIVE { &xb[48..176] } else { &xb[16..144] };
-        let hbits = if FIVE {
-            // SAFETY: 32 bytes of high bits at offset 16 of a Q5_K block.
-            unsafe { load256(xb.as_ptr().add(16)) }
-        } else {
-            _mm256_setzero_si256()
-        };
-        let mut sumi = [_mm512_setzero_si512(); C];
+        let mut sumi = [[_mm512_setzero_si512(); C]; R];
         for j in 0..4 {
-            // SAFETY: 32 bytes of nibbles at 32 * j inside `qs`.
-            let q = unsafe { load256(qs.as_ptr().add(32 * j)) };
-            let mut lo = _mm256_and_si256(q, m4);
-            let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-            if FIVE {
-                let s0 = _mm_cvtsi32_si128(2 * j as i32);
-                let s1 = _mm_cvtsi32_si128(2 * j as i32 + 1);
-                let b0 = _mm256_and_si256(_mm256_srl_epi16(hbits, s0), one);
-                let b1 = _mm256_and_si256(_mm256_srl_epi16(hbits, s1), one);
-                lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
-                hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+            let mut qx = [_mm512_setzero_si512(); R];
+            let mut s = [_mm512_setzero_si512(); R];
+            for r in 0..R {
+                let xb = xs[r].as_ptr();
+                let qo = ib * bytes + if FIVE { 48 } else { 16 } + 32 * j;
+                // SAFETY: 32 bytes of nibbles of chunk j inside block ib.
+                let q = unsafe { load256(xb.add(qo)) };
+                let mut lo = _mm256_and_si256(q, m4);
+                let mut hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if FIVE {
+                    // SAFETY: the 32 bytes of high bits at offset 16 of block ib.
+                    let hbits = unsafe { load256(xb.add(ib * bytes + 16)) };
+                    let b0 = _mm256_and_si256(
+                        _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32)),
+                        one,
+                    );
+                    let b1 = _mm256_and_si256(
+                        _mm256_srl_epi16(hbits, _mm_cvtsi32_si128(2 * j as i32 + 1)),
+                        one,
+                    );
+                    lo = _mm256_or_si256(lo, _mm256_slli_epi16(b0, 4));
+                    hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
+                }
+                qx[r] = join(lo, hi);
+                s[r] = join(
+                    _mm256_set1_epi16(sc[r][2 * j]),
+                    _mm256_set1_epi16(sc[r][2 * j + 1]),
+                );
             }
-            let qx = join(lo, hi);
-            let s = join(
-                _mm256_set1_epi16(sc[2 * j]),
-                _mm256_set1_epi16(sc[2 * j + 1]),
-            );
             for c in 0..C {
-                // SAFETY: 64 quants at 64 * j inside the Q8_K block (checked).
+                // SAFETY: 64 quants of chunk j inside the Q8_K block (checked).
                 let y = unsafe { load512(ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 64 * j)) };
-                let p = _mm512_madd_epi16(_mm512_maddubs_epi16(qx, y), s);
-                sumi[c] = _mm512_add_epi32(sumi[c], p);
+                for r in 0..R {
+                    let p = _mm512_madd_epi16(_mm512_maddubs_epi16(qx[r], y), s[r]);
+                    sumi[r][c] = _mm512_add_epi32(sumi[r][c], p);
+                }
             }
         }
-        for c in 0..C {
-            let dd = _mm512_set1_ps(d * dy[c]);
-            acc[c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+        for r in 0..R {
+            for c in 0..C {
+                let dd = _mm512_mul_ps(d[r], dy[c]);
+                acc[r][c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+            }
         }
     }
-    for c in 0..C {
-        out[c] = _mm512_reduce_add_ps(acc[c]) - accm[c];
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]) - hsum256(accm[r][c]);
+        }
     }
 }
 
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn q4_k_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q4_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     // SAFETY: same contract.
-    unsafe { qk_cols::<C, false>(n, x, ys, out) }
+    unsafe { qk_tile::<R, C, false>(n, xs, ys, out) }
 }
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn q5_k_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q5_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     // SAFETY: same contract.
-    unsafe { qk_cols::<C, true>(n, x, ys, out) }
+    unsafe { qk_tile::<R, C, true>(n, xs, ys, out) }
 }
-fn q4_k_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
-    unsafe { by_cols!(q4_k_cols, n, x, ys, out) }
+    unsafe { by_tile!(q4_k_tile, n, xs, ys, out) }
 }
-fn q5_k_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
-    unsafe { by_cols!(q5_k_cols, n, x, ys, out) }
+    unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
 }
 
 /// Q6_K: two 64-weight chunks per half super-block.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn q6_k_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+unsafe fn q6_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
     let nb = n / 256;
-    check_rows(nb, x, 210, ys, Q8K_BYTES, out);
-    let mut acc = [_mm512_setzero_ps(); C];
+    check_tile(nb, xs, 210, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x03);
     let m32 = _mm512_set1_epi8(32);
     for ib in 0..nb {
-        let xb = &x[ib * 210..(ib + 1) * 210];
-        let d = super::scalar::f16_at(xb, 208);
-        let sc: [i16; 16] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
-        let mut sumi = [_mm512_setzero_si512(); C];
+        let mut d = [_mm512_setzero_ps(); R];
+        let mut sc = [[0i16; 16]; R];
+        for r in 0..R {
+            let xb = &xs[r][ib * 210..(ib + 1) * 210];
+            d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 208));
+            sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
+        }
+        let mut sumi = [[_mm512_setzero_si512(); C]; R];
         for h in 0..2 {
-            // SAFETY: ql (64 bytes at 64h) and qh (32 bytes at 128 + 32h)
-            // are inside the 210-byte block.
-            let (l0, l1, hb) = unsafe {
-                let p = xb.as_ptr();
-                (
-                    load256(p.add(64 * h)),
-                    load256(p.add(64 * h + 32)),
-                    load256(p.add(128 + 32 * h)),
-                )
-            };
-            let h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
-            let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
-            let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
-            let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
-            let q = [
-                join(
-                    _mm256_or_si256(_mm256_and_si256(l0, m4), h0),
-                    _mm256_or_si256(_mm256_and_si256(l1, m4), h1),
-                ),
-                join(
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
-                ),
-            ];
-            let s: [__m512i; 2] = std::array::from_fn(|k| {
-                let g = 8 * h + 4 * k;
-                let lo = _mm256_set_m128i(_mm_set1_epi16(sc[g + 1]), _mm_set1_epi16(sc[g]));
-                let hi = _mm256_set_m128i(_mm_set1_epi16(sc[g + 3]), _mm_set1_epi16(sc[g + 2]));
-                join(lo, hi)
-            });
+            let mut q = [[_mm512_setzero_si512(); 2]; R];
+            let mut s = [[_mm512_setzero_si512(); 2]; R];
+            for r in 0..R {
+                // SAFETY: ql (64 bytes at 64h) and qh (32 bytes at 128 + 32h)
+                // are inside block ib of the row.
+                let (l0, l1, hb) = unsafe {
+                    let p = xs[r].as_ptr().add(ib * 210);
+                    (
+                        load256(p.add(64 * h)),
+                        load256(p.add(64 * h + 32)),
+                        load256(p.add(128 + 32 * h)),
+                    )
+                };
+                let h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
+                let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
+                let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
+                let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
+                q[r] = [
+                    join(
+                        _mm256_or_si256(_mm256_and_si256(l0, m4), h0),
+                        _mm256_or_si256(_mm256_and_si256(l1, m4), h1),
+                    ),
+                    join(
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2),
+                        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
+                    ),
+                ];
+                s[r] = std::array::from_fn(|k| {
+                    let g = 8 * h + 4 * k;
+                    let lo =
+                        _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]));
+                    let hi = _mm256_set_m128i(
+                        _mm_set1_epi16(sc[r][g + 3]),
+                        _mm_set1_epi16(sc[r][g + 2]),
+                    );
+                    join(lo, hi)
+                });
+            }
             for c in 0..C {
                 // SAFETY: 128 quants at 128h inside the Q8_K block (checked).
                 let yq = unsafe { ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 128 * h) };
                 for k in 0..2 {
                     // SAFETY: 64 quants at 64k inside that half.
                     let y = unsafe { load512(yq.add(64 * k)) };
-                    let p = _mm512_sub_epi16(
-                        _mm512_maddubs_epi16(q[k], y),
-                        _mm512_maddubs_epi16(m32, y),
-                    );
-                    sumi[c] = _mm512_add_epi32(sumi[c], _mm512_madd_epi16(p, s[k]));
+                    let ym = _mm512_maddubs_epi16(m32, y);
+                    for r in 0..R {
+                        let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q[r][k], y), ym);
+                        sumi[r][c] = _mm512_add_epi32(sumi[r][c], _mm512_madd_epi16(p, s[r][k]));
+                    }
                 }
             }
         }
         for c in 0..C {
-            let dy = super::scalar::f32_at(&ys[c][ib * Q8K_BYTES..], 0);
-            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(d * dy), _mm512_cvtepi32_ps(sumi[c]), acc[c]);
+            // SAFETY: the scale of the Q8_K block ib (checked).
+            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+            let dy = _mm512_set1_ps(dy);
+            for r in 0..R {
+                acc[r][c] = _mm512_fmadd_ps(
+                    _mm512_mul_ps(d[r], dy),
+                    _mm512_cvtepi32_ps(sumi[r][c]),
+                    acc[r][c],
+                );
+            }
         }
     }
-    for c in 0..C {
-        out[c] = _mm512_reduce_add_ps(acc[c]);
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+        }
     }
 }
 
-fn q6_k_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+fn q6_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
-    unsafe { by_cols!(q6_k_cols, n, x, ys, out) }
+    unsafe { by_tile!(q6_k_tile, n, xs, ys, out) }
 }

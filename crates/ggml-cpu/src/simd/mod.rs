@@ -1,13 +1,13 @@
 //! Dot-product kernels with run-time dispatch: a scalar path for every type
 //! and vector paths (AVX2, AVX-512, NEON) for the types that matter most.
 //!
-//! A quantized dot kernel multiplies one weight row with up to
-//! [`MAX_COLS`] activation rows at once (already converted to the weight
-//! type's partner, see [`vec_dot_type`]), so that each weight block is
-//! decoded once and reused across columns. Every column keeps its own
-//! accumulators and sees the same sequence of operations whatever the
-//! number of columns, so a result does not depend on how columns are
-//! grouped.
+//! A dot kernel computes a register tile: 1 or [`MAX_ROWS`] weight rows
+//! against 1 to [`MAX_COLS`] activation rows (already converted to the
+//! weight type's partner, see [`vec_dot_type`]), so that each weight block
+//! is decoded once for all columns and each activation block is loaded once
+//! for all rows. Every (row, column) pair keeps its own accumulators and
+//! sees the same sequence of operations whatever the tile, so a result does
+//! not depend on how rows and columns are grouped.
 
 use std::sync::OnceLock;
 
@@ -26,13 +26,16 @@ pub(crate) mod scalar;
 #[cfg(test)]
 mod tests;
 
-/// Most activation rows one kernel call takes.
+/// Most activation rows (columns of the result) one kernel call takes.
 pub(crate) const MAX_COLS: usize = 4;
+/// Weight rows of a full tile; a kernel takes 1 or `MAX_ROWS` rows.
+pub(crate) const MAX_ROWS: usize = 4;
 
-/// `out[c] = dot(x, ys[c])` over `n` elements, for `1 <= ys.len() <= MAX_COLS`.
-/// `x` holds at least a row of `n` weights, every `ys[c]` a row of `n`
+/// `out[r * ys.len() + c] = dot(xs[r], ys[c])` over `n` elements, for
+/// `xs.len()` 1 or [`MAX_ROWS`] and `1 <= ys.len() <= MAX_COLS`. Every
+/// `xs[r]` holds at least a row of `n` weights, every `ys[c]` a row of `n`
 /// partner values.
-pub(crate) type DotFn = fn(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]);
+pub(crate) type DotFn = fn(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]);
 
 /// The partner type activations are converted to before a dot product with
 /// a row of `ty` (as ggml's `vec_dot_type`).
@@ -103,10 +106,12 @@ impl Kernels {
     }
 }
 
-/// The kernels of the best level this CPU supports.
+/// The kernels of the level in use: the best this CPU supports, or a lower
+/// one named by `GGML_CPU_ISA` (`scalar`, `avx2`, `avx512`, `neon`) for
+/// comparisons.
 pub(crate) fn kernels() -> &'static Kernels {
     static BEST: OnceLock<Kernels> = OnceLock::new();
-    BEST.get_or_init(|| Kernels::build(features::best_isa()))
+    BEST.get_or_init(|| Kernels::build(features::selected_isa()))
 }
 
 /// The kernels of a given level, when this CPU can run it.
@@ -122,33 +127,42 @@ pub(crate) fn kernels_for(isa: Isa) -> Option<&'static Kernels> {
     all.iter().find(|k| k.isa == isa)
 }
 
-/// Calls `$f::<C>(args)` with `C = $ys.len()` (1..=4).
-macro_rules! by_cols {
-    ($f:ident, $n:expr, $x:expr, $ys:expr, $out:expr) => {
-        match $ys.len() {
-            1 => $f::<1>($n, $x, $ys, $out),
-            2 => $f::<2>($n, $x, $ys, $out),
-            3 => $f::<3>($n, $x, $ys, $out),
-            4 => $f::<4>($n, $x, $ys, $out),
-            c => panic!("dot kernel called with {c} columns"),
+/// Calls `$f::<R, C>(args)` with `R = $xs.len()` (1 or 4) and `C =
+/// $ys.len()` (1..=4).
+macro_rules! by_tile {
+    ($f:ident, $n:expr, $xs:expr, $ys:expr, $out:expr) => {
+        match ($xs.len(), $ys.len()) {
+            (1, 1) => $f::<1, 1>($n, $xs, $ys, $out),
+            (1, 2) => $f::<1, 2>($n, $xs, $ys, $out),
+            (1, 3) => $f::<1, 3>($n, $xs, $ys, $out),
+            (1, 4) => $f::<1, 4>($n, $xs, $ys, $out),
+            (4, 1) => $f::<4, 1>($n, $xs, $ys, $out),
+            (4, 2) => $f::<4, 2>($n, $xs, $ys, $out),
+            (4, 3) => $f::<4, 3>($n, $xs, $ys, $out),
+            (4, 4) => $f::<4, 4>($n, $xs, $ys, $out),
+            (r, c) => panic!("dot kernel called with a {r}x{c} tile"),
         }
     };
 }
-pub(crate) use by_cols;
+pub(crate) use by_tile;
 
-/// Checks the slice lengths a row kernel relies on (an internal invariant
-/// of the MUL_MAT driver, so a failure is a bug, not bad input).
+/// Checks the slice lengths a tile kernel relies on (an internal invariant
+/// of the MUL_MAT driver, so a failure is a bug, not bad input): `nb`
+/// blocks of `xbytes` in every weight row, of `ybytes` in every activation
+/// row, and room for every result.
 #[inline]
-pub(crate) fn check_rows(
-    n: usize,
-    x: &[u8],
+pub(crate) fn check_tile(
+    nb: usize,
+    xs: &[&[u8]],
     xbytes: usize,
     ys: &[&[u8]],
     ybytes: usize,
     out: &[f32],
 ) {
     assert!(
-        x.len() >= n * xbytes && ys.iter().all(|y| y.len() >= n * ybytes) && out.len() >= ys.len(),
-        "dot kernel: row slices shorter than {n} blocks"
+        xs.iter().all(|x| x.len() >= nb * xbytes)
+            && ys.iter().all(|y| y.len() >= nb * ybytes)
+            && out.len() >= xs.len() * ys.len(),
+        "dot kernel: row slices shorter than {nb} blocks"
     );
 }

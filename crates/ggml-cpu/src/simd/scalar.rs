@@ -6,7 +6,7 @@ use ggml_core::quants::{self, KVALUES_IQ4NL, QK_K};
 use ggml_core::Type;
 use half::f16;
 
-use super::{by_cols, check_rows, DotFn};
+use super::{by_tile, check_tile, DotFn};
 
 /// f32 dot product: products in f32, summed in f64.
 pub(crate) fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
@@ -67,46 +67,53 @@ fn isum(q: &[i8], y: &[u8]) -> i32 {
 
 // ------------------------------------------------------------------ floats
 
-fn float_rows<const C: usize>(
+fn float_tile<const R: usize, const C: usize>(
     n: usize,
-    x: &[u8],
+    xs: &[&[u8]],
     ys: &[&[u8]],
     out: &mut [f32],
     width: usize,
     get: impl Fn(&[u8], usize) -> f32,
 ) {
-    check_rows(n, x, width, ys, width, out);
-    for c in 0..C {
-        let y = ys[c];
-        let mut s = 0f64;
-        for i in 0..n {
-            s += f64::from(get(x, i * width) * get(y, i * width));
+    check_tile(n, xs, width, ys, width, out);
+    for r in 0..R {
+        for c in 0..C {
+            let (x, y) = (xs[r], ys[c]);
+            let mut s = 0f64;
+            for i in 0..n {
+                s += f64::from(get(x, i * width) * get(y, i * width));
+            }
+            out[r * C + c] = s as f32;
         }
-        out[c] = s as f32;
     }
 }
 
-fn f32_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    float_rows::<C>(n, x, ys, out, 4, f32_at)
+fn f32_tile<const R: usize, const C: usize>(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    float_tile::<R, C>(n, xs, ys, out, 4, f32_at)
 }
-fn f16_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    float_rows::<C>(n, x, ys, out, 2, f16_at)
+fn f16_tile<const R: usize, const C: usize>(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    float_tile::<R, C>(n, xs, ys, out, 2, f16_at)
 }
 fn bf16_at(b: &[u8], o: usize) -> f32 {
     f32::from_bits(u32::from(u16::from_le_bytes([b[o], b[o + 1]])) << 16)
 }
-fn bf16_cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    float_rows::<C>(n, x, ys, out, 2, bf16_at)
+fn bf16_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    float_tile::<R, C>(n, xs, ys, out, 2, bf16_at)
 }
 
-fn f32_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(f32_cols, n, x, ys, out)
+fn f32_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    by_tile!(f32_tile, n, xs, ys, out)
 }
-fn f16_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(f16_cols, n, x, ys, out)
+fn f16_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    by_tile!(f16_tile, n, xs, ys, out)
 }
-fn bf16_row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(bf16_cols, n, x, ys, out)
+fn bf16_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    by_tile!(bf16_tile, n, xs, ys, out)
 }
 
 // -------------------------------------------------------- 32-blocks x Q8_0
@@ -148,96 +155,125 @@ fn dec_iq4_nl(b: &[u8], q: &mut [i8; 32]) -> f32 {
     f16_at(b, 0)
 }
 
-fn q8_0_family<const C: usize>(
+fn q8_0_family<const R: usize, const C: usize>(
     n: usize,
-    x: &[u8],
+    xs: &[&[u8]],
     ys: &[&[u8]],
     out: &mut [f32],
     bytes: usize,
     dec: Decode32,
 ) {
     let nb = n / 32;
-    check_rows(nb, x, bytes, ys, 34, out);
-    let mut acc = [0f32; C];
-    let mut q = [0i8; 32];
+    check_tile(nb, xs, bytes, ys, 34, out);
+    let mut acc = [[0f32; C]; R];
+    let mut q = [[0i8; 32]; R];
+    let mut dx = [0f32; R];
     for ib in 0..nb {
-        let dx = dec(&x[ib * bytes..(ib + 1) * bytes], &mut q);
+        for r in 0..R {
+            dx[r] = dec(&xs[r][ib * bytes..(ib + 1) * bytes], &mut q[r]);
+        }
         for c in 0..C {
             let yb = &ys[c][ib * 34..ib * 34 + 34];
-            acc[c] += (dx * f16_at(yb, 0)) * isum(&q, &yb[2..]) as f32;
+            let dy = f16_at(yb, 0);
+            for r in 0..R {
+                acc[r][c] += (dx[r] * dy) * isum(&q[r], &yb[2..]) as f32;
+            }
         }
     }
-    out[..C].copy_from_slice(&acc);
+    for r in 0..R {
+        out[r * C..(r + 1) * C].copy_from_slice(&acc[r]);
+    }
 }
 
-fn q4_0_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    q8_0_family::<C>(n, x, ys, out, 18, dec_q4_0)
+macro_rules! q8_0_scalar {
+    ($tile:ident, $row:ident, $bytes:expr, $dec:ident) => {
+        fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
+            q8_0_family::<R, C>(n, xs, ys, out, $bytes, $dec)
+        }
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+            by_tile!($tile, n, xs, ys, out)
+        }
+    };
 }
-fn q5_0_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    q8_0_family::<C>(n, x, ys, out, 22, dec_q5_0)
-}
-fn q8_0_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    q8_0_family::<C>(n, x, ys, out, 34, dec_q8_0)
-}
-fn iq4_nl_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    q8_0_family::<C>(n, x, ys, out, 18, dec_iq4_nl)
-}
-fn q4_0(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(q4_0_c, n, x, ys, out)
-}
-fn q5_0(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(q5_0_c, n, x, ys, out)
-}
-fn q8_0(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(q8_0_c, n, x, ys, out)
-}
-fn iq4_nl(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(iq4_nl_c, n, x, ys, out)
-}
+
+q8_0_scalar!(q4_0_tile, q4_0, 18, dec_q4_0);
+q8_0_scalar!(q5_0_tile, q5_0, 22, dec_q5_0);
+q8_0_scalar!(q8_0_tile, q8_0, 34, dec_q8_0);
+q8_0_scalar!(iq4_nl_tile, iq4_nl, 18, dec_iq4_nl);
 
 // -------------------------------------------------------- 32-blocks x Q8_1
 
-fn q8_1_family<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32], five: bool) {
+fn q8_1_family<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+    five: bool,
+) {
     let bytes = if five { 24 } else { 20 };
     let nb = n / 32;
-    check_rows(nb, x, bytes, ys, 36, out);
-    let mut acc = [0f32; C];
-    let mut q = [0i8; 32];
+    check_tile(nb, xs, bytes, ys, 36, out);
+    let mut acc = [[0f32; C]; R];
+    let mut q = [[0i8; 32]; R];
+    let mut dm = [(0f32, 0f32); R];
     for ib in 0..nb {
-        let b = &x[ib * bytes..(ib + 1) * bytes];
-        let (dx, mx) = (f16_at(b, 0), f16_at(b, 2));
-        if five {
-            let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
-            for j in 0..16 {
-                q[j] = ((b[8 + j] & 15) as u32 | ((qh >> j) & 1) << 4) as i8;
-                q[j + 16] = ((b[8 + j] >> 4) as u32 | ((qh >> (j + 16)) & 1) << 4) as i8;
-            }
-        } else {
-            for j in 0..16 {
-                q[j] = (b[4 + j] & 15) as i8;
-                q[j + 16] = (b[4 + j] >> 4) as i8;
+        for r in 0..R {
+            let b = &xs[r][ib * bytes..(ib + 1) * bytes];
+            dm[r] = (f16_at(b, 0), f16_at(b, 2));
+            let q = &mut q[r];
+            if five {
+                let qh = u32::from_le_bytes([b[4], b[5], b[6], b[7]]);
+                for j in 0..16 {
+                    q[j] = ((b[8 + j] & 15) as u32 | ((qh >> j) & 1) << 4) as i8;
+                    q[j + 16] = ((b[8 + j] >> 4) as u32 | ((qh >> (j + 16)) & 1) << 4) as i8;
+                }
+            } else {
+                for j in 0..16 {
+                    q[j] = (b[4 + j] & 15) as i8;
+                    q[j + 16] = (b[4 + j] >> 4) as i8;
+                }
             }
         }
         for c in 0..C {
             let yb = &ys[c][ib * 36..ib * 36 + 36];
-            let sumi = isum(&q, &yb[4..]);
-            acc[c] += (dx * f16_at(yb, 0)) * sumi as f32 + mx * f16_at(yb, 2);
+            let (dy, sy) = (f16_at(yb, 0), f16_at(yb, 2));
+            for r in 0..R {
+                let sumi = isum(&q[r], &yb[4..]);
+                acc[r][c] += (dm[r].0 * dy) * sumi as f32 + dm[r].1 * sy;
+            }
         }
     }
-    out[..C].copy_from_slice(&acc);
+    for r in 0..R {
+        out[r * C..(r + 1) * C].copy_from_slice(&acc[r]);
+    }
 }
 
-fn q4_1_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    q8_1_family::<C>(n, x, ys, out, false)
+fn q4_1_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    q8_1_family::<R, C>(n, xs, ys, out, false)
 }
-fn q5_1_c<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    q8_1_family::<C>(n, x, ys, out, true)
+fn q5_1_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    q8_1_family::<R, C>(n, xs, ys, out, true)
 }
-fn q4_1(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(q4_1_c, n, x, ys, out)
+fn q4_1(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    by_tile!(q4_1_tile, n, xs, ys, out)
 }
-fn q5_1(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-    by_cols!(q5_1_c, n, x, ys, out)
+fn q5_1(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    by_tile!(q5_1_tile, n, xs, ys, out)
 }
 
 // ----------------------------------------------------- super-blocks x Q8_K
@@ -427,70 +463,82 @@ pub(crate) fn q8k_bsum(yb: &[u8], j: usize) -> i32 {
     ]))
 }
 
-fn q8_k_family<const C: usize>(
+fn q8_k_family<const R: usize, const C: usize>(
     n: usize,
-    x: &[u8],
+    xs: &[&[u8]],
     ys: &[&[u8]],
     out: &mut [f32],
     bytes: usize,
     dec: fn(&[u8], &mut KBlock),
 ) {
     let nb = n / QK_K;
-    check_rows(nb, x, bytes, ys, Q8K_BYTES, out);
-    let mut acc = [0f32; C];
-    let mut k = KBlock::new();
+    check_tile(nb, xs, bytes, ys, Q8K_BYTES, out);
+    let mut acc = [[0f32; C]; R];
+    let mut k: [KBlock; R] = std::array::from_fn(|_| KBlock::new());
     for ib in 0..nb {
-        dec(&x[ib * bytes..(ib + 1) * bytes], &mut k);
-        let gs = k.group;
+        for r in 0..R {
+            dec(&xs[r][ib * bytes..(ib + 1) * bytes], &mut k[r]);
+        }
         for c in 0..C {
             let yb = &ys[c][ib * Q8K_BYTES..(ib + 1) * Q8K_BYTES];
             let dy = f32_at(yb, 0);
             let yq = &yb[Q8K_QS..Q8K_QS + QK_K];
-            let (mut sumi, mut summ) = (0i32, 0i32);
-            for g in 0..QK_K / gs {
-                sumi += k.sc[g] * isum(&k.q[g * gs..(g + 1) * gs], &yq[g * gs..(g + 1) * gs]);
-                if k.has_min {
-                    let bs = if gs == 16 {
-                        q8k_bsum(yb, g)
-                    } else {
-                        q8k_bsum(yb, 2 * g) + q8k_bsum(yb, 2 * g + 1)
-                    };
-                    summ += k.m[g] * bs;
+            for r in 0..R {
+                let k = &k[r];
+                let gs = k.group;
+                let (mut sumi, mut summ) = (0i32, 0i32);
+                for g in 0..QK_K / gs {
+                    sumi += k.sc[g] * isum(&k.q[g * gs..(g + 1) * gs], &yq[g * gs..(g + 1) * gs]);
+                    if k.has_min {
+                        let bs = if gs == 16 {
+                            q8k_bsum(yb, g)
+                        } else {
+                            q8k_bsum(yb, 2 * g) + q8k_bsum(yb, 2 * g + 1)
+                        };
+                        summ += k.m[g] * bs;
+                    }
                 }
-            }
-            if k.has_min {
-                acc[c] += (k.d * dy) * sumi as f32 - (k.dmin * dy) * summ as f32;
-            } else {
-                acc[c] += (k.d * dy) * sumi as f32;
+                if k.has_min {
+                    acc[r][c] += (k.d * dy) * sumi as f32 - (k.dmin * dy) * summ as f32;
+                } else {
+                    acc[r][c] += (k.d * dy) * sumi as f32;
+                }
             }
         }
     }
-    out[..C].copy_from_slice(&acc);
+    for r in 0..R {
+        out[r * C..(r + 1) * C].copy_from_slice(&acc[r]);
+    }
 }
 
 macro_rules! k_kernel {
-    ($cols:ident, $row:ident, $bytes:expr, $dec:ident) => {
-        fn $cols<const C: usize>(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-            q8_k_family::<C>(n, x, ys, out, $bytes, $dec)
+    ($tile:ident, $row:ident, $bytes:expr, $dec:ident) => {
+        fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
+            q8_k_family::<R, C>(n, xs, ys, out, $bytes, $dec)
         }
-        fn $row(n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
-            by_cols!($cols, n, x, ys, out)
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+            by_tile!($tile, n, xs, ys, out)
         }
     };
 }
 
-k_kernel!(q2_k_c, q2_k, 84, dec_q2_k);
-k_kernel!(q3_k_c, q3_k, 110, dec_q3_k);
-k_kernel!(q4_k_c, q4_k, 144, dec_q4_k);
-k_kernel!(q5_k_c, q5_k, 176, dec_q5_k);
-k_kernel!(q6_k_c, q6_k, 210, dec_q6_k);
-k_kernel!(iq4_xs_c, iq4_xs, 136, dec_iq4_xs);
+k_kernel!(q2_k_tile, q2_k, 84, dec_q2_k);
+k_kernel!(q3_k_tile, q3_k, 110, dec_q3_k);
+k_kernel!(q4_k_tile, q4_k, 144, dec_q4_k);
+k_kernel!(q5_k_tile, q5_k, 176, dec_q5_k);
+k_kernel!(q6_k_tile, q6_k, 210, dec_q6_k);
+k_kernel!(iq4_xs_tile, iq4_xs, 136, dec_iq4_xs);
 
 // --------------------------------------------------------------- the rest
 
 /// Types without a kernel of their own: ggml-core's reference dot product,
-/// one column at a time.
-pub(crate) fn reference_dot(ty: Type, n: usize, x: &[u8], ys: &[&[u8]], out: &mut [f32]) {
+/// one pair at a time.
+pub(crate) fn reference_dot(ty: Type, n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     let (Ok(xb), Some(yt)) = (quants::row_size(ty, n), quants::vec_dot_type(ty)) else {
         out.fill(f32::NAN);
         return;
@@ -499,7 +547,9 @@ pub(crate) fn reference_dot(ty: Type, n: usize, x: &[u8], ys: &[&[u8]], out: &mu
         out.fill(f32::NAN);
         return;
     };
-    for (o, y) in out.iter_mut().zip(ys) {
-        *o = quants::vec_dot(ty, n, &x[..xb], &y[..yb]).unwrap_or(f32::NAN);
+    for (r, x) in xs.iter().enumerate() {
+        for (c, y) in ys.iter().enumerate() {
+            out[r * ys.len() + c] = quants::vec_dot(ty, n, &x[..xb], &y[..yb]).unwrap_or(f32::NAN);
+        }
     }
 }

@@ -4,9 +4,9 @@
 
 use ggml_core::{quants, Type};
 
-use super::{kernels_for, scalar, MAX_COLS};
+use super::{kernels_for, scalar, MAX_COLS, MAX_ROWS};
 use crate::convert;
-use crate::features::available_isas;
+use crate::features::{available_isas, Isa};
 
 /// Weight types with kernels of their own.
 const TYPES: &[Type] = &[
@@ -76,81 +76,100 @@ fn unit_scales(ty: Type, row: &mut [u8]) {
     }
 }
 
-fn setup(ty: Type, n: usize, seed: u64, unit: bool) -> (Vec<u8>, Vec<Vec<u8>>) {
+/// Random weight rows and activation rows of `n` elements.
+fn setup(ty: Type, n: usize, seed: u64, unit: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let mut rng = Rng(seed | 1);
     let vt = super::vec_dot_type(ty).unwrap();
-    let mut x = quantize(ty, &rng.vec(n));
+    let mut xs: Vec<Vec<u8>> = (0..MAX_ROWS).map(|_| quantize(ty, &rng.vec(n))).collect();
     let mut ys: Vec<Vec<u8>> = (0..MAX_COLS).map(|_| quantize(vt, &rng.vec(n))).collect();
     if unit {
-        unit_scales(ty, &mut x);
+        for x in &mut xs {
+            unit_scales(ty, x);
+        }
         for y in &mut ys {
             unit_scales(vt, y);
         }
     }
-    (x, ys)
+    (xs, ys)
 }
 
 fn lengths(ty: Type) -> Vec<usize> {
     let bs = ty.block_size().max(32);
     if ty.block_size() == 1 {
-        vec![1, 7, 8, 15, 16, 17, 64, 100, 333]
+        vec![1, 7, 8, 15, 16, 17, 33, 64, 100, 333]
     } else {
         vec![bs, 2 * bs, 3 * bs, 8 * bs]
     }
 }
 
+/// Runs an `rows` x `cols` tile; result indexed [r][c].
 fn run(
     ty: Type,
-    isa: crate::features::Isa,
+    isa: Isa,
     n: usize,
-    x: &[u8],
+    xs: &[Vec<u8>],
     ys: &[Vec<u8>],
+    rows: usize,
     cols: usize,
-) -> Vec<f32> {
+) -> Vec<Vec<f32>> {
     let k = kernels_for(isa).unwrap();
     let f = k.dot(ty).unwrap();
-    let refs: Vec<&[u8]> = ys[..cols].iter().map(|v| &v[..]).collect();
-    let mut out = vec![0f32; cols];
-    f(n, x, &refs, &mut out);
-    out
+    let xr: Vec<&[u8]> = xs[..rows].iter().map(|v| &v[..]).collect();
+    let yr: Vec<&[u8]> = ys[..cols].iter().map(|v| &v[..]).collect();
+    let mut out = vec![0f32; rows * cols];
+    f(n, &xr, &yr, &mut out);
+    out.chunks(cols).map(|c| c.to_vec()).collect()
 }
 
 #[test]
 fn scalar_kernels_equal_the_reference_vec_dot() {
     for &ty in TYPES {
         for n in lengths(ty) {
-            let (x, ys) = setup(ty, n, 11 + n as u64, false);
-            let got = run(ty, crate::features::Isa::Scalar, n, &x, &ys, MAX_COLS);
-            for (c, y) in ys.iter().enumerate() {
-                let want = quants::vec_dot(ty, n, &x, y).unwrap();
-                assert_eq!(
-                    got[c].to_bits(),
-                    want.to_bits(),
-                    "{ty} n={n} col {c}: {} vs {want}",
-                    got[c]
-                );
+            let (xs, ys) = setup(ty, n, 11 + n as u64, false);
+            let got = run(ty, Isa::Scalar, n, &xs, &ys, MAX_ROWS, MAX_COLS);
+            for (r, x) in xs.iter().enumerate() {
+                for (c, y) in ys.iter().enumerate() {
+                    let want = quants::vec_dot(ty, n, x, y).unwrap();
+                    assert_eq!(
+                        got[r][c].to_bits(),
+                        want.to_bits(),
+                        "{ty} n={n} ({r},{c}): {} vs {want}",
+                        got[r][c]
+                    );
+                }
             }
         }
     }
 }
 
 #[test]
-fn columns_do_not_change_results() {
+fn tiles_do_not_change_results() {
     for isa in available_isas() {
         for &ty in TYPES {
             for n in lengths(ty) {
-                let (x, ys) = setup(ty, n, 5 + n as u64, false);
-                let all = run(ty, isa, n, &x, &ys, MAX_COLS);
-                for cols in 1..MAX_COLS {
-                    let some = run(ty, isa, n, &x, &ys, cols);
-                    for c in 0..cols {
-                        assert_eq!(
-                            some[c].to_bits(),
-                            all[c].to_bits(),
-                            "{ty} {isa:?} n={n} cols={cols} col {c}"
-                        );
+                let (xs, ys) = setup(ty, n, 5 + n as u64, false);
+                let all = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
+                for rows in [1, MAX_ROWS] {
+                    for cols in 1..=MAX_COLS {
+                        let some = run(ty, isa, n, &xs, &ys, rows, cols);
+                        for r in 0..rows {
+                            for c in 0..cols {
+                                assert_eq!(
+                                    some[r][c].to_bits(),
+                                    all[r][c].to_bits(),
+                                    "{ty} {isa:?} n={n} tile {rows}x{cols} ({r},{c})"
+                                );
+                            }
+                        }
                     }
                 }
+                // A single row other than the first, alone.
+                let one = run(ty, isa, n, &xs[2..], &ys[1..], 1, 1);
+                assert_eq!(
+                    one[0][0].to_bits(),
+                    all[2][1].to_bits(),
+                    "{ty} {isa:?} n={n} row 2 alone"
+                );
             }
         }
     }
@@ -164,9 +183,9 @@ fn vector_paths_are_bit_exact_on_integer_sums() {
                 continue;
             }
             for n in lengths(ty) {
-                let (x, ys) = setup(ty, n, 3 + n as u64, true);
-                let want = run(ty, crate::features::Isa::Scalar, n, &x, &ys, MAX_COLS);
-                let got = run(ty, isa, n, &x, &ys, MAX_COLS);
+                let (xs, ys) = setup(ty, n, 3 + n as u64, true);
+                let want = run(ty, Isa::Scalar, n, &xs, &ys, MAX_ROWS, MAX_COLS);
+                let got = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
                 assert_eq!(got, want, "{ty} {isa:?} n={n}");
             }
         }
@@ -178,29 +197,31 @@ fn vector_paths_match_scalar_within_rounding() {
     for isa in available_isas() {
         for &ty in TYPES {
             for n in lengths(ty) {
-                let (x, ys) = setup(ty, n, 17 + n as u64, false);
-                let want = run(ty, crate::features::Isa::Scalar, n, &x, &ys, MAX_COLS);
-                let got = run(ty, isa, n, &x, &ys, MAX_COLS);
-                // Magnitude of the terms: dot of the absolute dequantized values.
+                let (xs, ys) = setup(ty, n, 17 + n as u64, false);
+                let want = run(ty, Isa::Scalar, n, &xs, &ys, MAX_ROWS, MAX_COLS);
+                let got = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
                 let vt = super::vec_dot_type(ty).unwrap();
-                let mut xf = vec![0f32; n];
-                convert::to_f32(ty, &x, &mut xf).unwrap();
-                for c in 0..MAX_COLS {
-                    let mut yf = vec![0f32; n];
-                    convert::to_f32(vt, &ys[c], &mut yf).unwrap();
-                    let mag: f64 = xf
-                        .iter()
-                        .zip(&yf)
-                        .map(|(a, b)| f64::from(a.abs() * b.abs()))
-                        .sum();
-                    let tol = 2e-6 * mag + 1e-6;
-                    let err = f64::from((got[c] - want[c]).abs());
-                    assert!(
-                        err <= tol,
-                        "{ty} {isa:?} n={n} col {c}: {} vs {} (tol {tol:e})",
-                        got[c],
-                        want[c]
-                    );
+                for (r, x) in xs.iter().enumerate() {
+                    let mut xf = vec![0f32; n];
+                    convert::to_f32(ty, x, &mut xf).unwrap();
+                    for (c, y) in ys.iter().enumerate() {
+                        // Magnitude of the terms: dot of the absolute values.
+                        let mut yf = vec![0f32; n];
+                        convert::to_f32(vt, y, &mut yf).unwrap();
+                        let mag: f64 = xf
+                            .iter()
+                            .zip(&yf)
+                            .map(|(a, b)| f64::from(a.abs() * b.abs()))
+                            .sum();
+                        let tol = 2e-6 * mag + 1e-6;
+                        let err = f64::from((got[r][c] - want[r][c]).abs());
+                        assert!(
+                            err <= tol,
+                            "{ty} {isa:?} n={n} ({r},{c}): {} vs {} (tol {tol:e})",
+                            got[r][c],
+                            want[r][c]
+                        );
+                    }
                 }
             }
         }
