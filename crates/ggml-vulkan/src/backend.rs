@@ -398,10 +398,25 @@ impl VulkanBackend {
     /// bytes: a storage-buffer window aligned for the device that holds the
     /// whole tensor and starts a whole number of units before it.
     pub(crate) fn bind(&mut self, graph: &Graph, id: TensorId, unit: usize) -> Result<Bound> {
+        self.bind_part(graph, id, unit, 0, graph.desc(id).nbytes())
+    }
+
+    /// Like [`VulkanBackend::bind`] for the `nbytes` bytes of the tensor
+    /// that start `skip` bytes into it (a multiple of `unit`): a part of a
+    /// tensor too large for one binding.
+    pub(crate) fn bind_part(
+        &mut self,
+        graph: &Graph,
+        id: TensorId,
+        unit: usize,
+        skip: usize,
+        nbytes: usize,
+    ) -> Result<Bound> {
         let desc = graph.desc(id);
-        let p = graph
+        let mut p = graph
             .placement(id)
             .ok_or_else(|| Error::Other(format!("tensor '{}' has no memory", desc.name)))?;
+        p.offset += skip;
         let vb = VkBuffer::of(&p, &self.shared).ok_or_else(|| {
             Error::Other(format!(
                 "tensor '{}' is in a {} buffer, not one of {}",
@@ -411,7 +426,6 @@ impl VulkanBackend {
             ))
         })?;
         let raw = vb.raw();
-        let nbytes = desc.nbytes();
         let align = self.shared.limits.storage_align;
         let mut start = p.offset - p.offset % align;
         while (p.offset - start) % unit != 0 {
@@ -507,12 +521,25 @@ impl VulkanBackend {
         push: &[u32],
         groups: u64,
     ) -> Result<()> {
+        self.dispatch_spec(shader, &[], srcs, dst, push, groups)
+    }
+
+    /// [`VulkanBackend::dispatch`] with specialization constants `spec`.
+    pub(crate) fn dispatch_spec(
+        &mut self,
+        shader: &str,
+        spec: &[u32],
+        srcs: [Option<&Bound>; 3],
+        dst: &Bound,
+        push: &[u32],
+        groups: u64,
+    ) -> Result<()> {
         if groups == 0 {
             return Ok(());
         }
         debug_assert!(push.len() * 4 <= PUSH_CONSTANT_BYTES as usize);
         let dev = self.shared.device.clone();
-        let pipeline = self.shared.pipelines.get(&dev, shader)?;
+        let pipeline = self.shared.pipelines.get(&dev, shader, spec)?;
         let reads: Vec<Span> = srcs.iter().flatten().map(|b| b.span).collect();
         self.track(&reads, &[dst.span])?;
         let set = self.descriptor_set()?;

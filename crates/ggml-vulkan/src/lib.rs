@@ -10,8 +10,8 @@
 //! * `GGML_VK_ALLOW_CPU_DEVICES=1`: also expose software devices (lavapipe);
 //! * `GGML_VK_VISIBLE_DEVICES=1,0`: pick and order devices (repeats allowed);
 //! * `GGML_VK_VALIDATE=1`: enable the Khronos validation layer;
-//! * `GGML_VK_MAX_BUFFER_SIZE`, `GGML_VK_FORCE_STAGING`,
-//!   `GGML_VK_DISABLE_SUBGROUPS`: testing knobs.
+//! * `GGML_VK_MAX_BUFFER_SIZE`, `GGML_VK_MAX_BINDING_SIZE`,
+//!   `GGML_VK_FORCE_STAGING`, `GGML_VK_DISABLE_SUBGROUPS`: testing knobs.
 //!
 //! Without a Vulkan loader or driver, nothing is registered and the reason
 //! is logged once (and kept in [`VulkanReg::unavailable_reason`]).

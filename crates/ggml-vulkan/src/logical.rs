@@ -149,7 +149,11 @@ impl DeviceShared {
         unsafe { inst.get_physical_device_properties2(pd, &mut p3) };
         let limits = Limits {
             storage_align: (l.min_storage_buffer_offset_alignment as usize).max(4),
-            max_storage_range: l.max_storage_buffer_range as usize,
+            max_storage_range: opts
+                .max_binding_size
+                .map_or(l.max_storage_buffer_range as usize, |m| {
+                    m.clamp(4096, l.max_storage_buffer_range as usize)
+                }),
             max_alloc: usize::try_from(m3.max_memory_allocation_size).unwrap_or(usize::MAX),
             max_groups: l.max_compute_work_group_count,
             subgroup_size: sg.subgroup_size,

@@ -15,6 +15,9 @@ pub struct Options {
     /// Cap on a single device buffer (bytes), below the device limits:
     /// `GGML_VK_MAX_BUFFER_SIZE`.
     pub max_buffer_size: Option<usize>,
+    /// Cap on a storage-buffer binding (bytes), below the device limit:
+    /// `GGML_VK_MAX_BINDING_SIZE`.
+    pub max_binding_size: Option<usize>,
     /// Always move data through staging buffers, even when device memory
     /// is host-visible: `GGML_VK_FORCE_STAGING=1`.
     pub force_staging: bool,
@@ -54,6 +57,9 @@ impl Options {
             visible_devices,
             validation,
             max_buffer_size: std::env::var("GGML_VK_MAX_BUFFER_SIZE")
+                .ok()
+                .and_then(|s| s.trim().parse().ok()),
+            max_binding_size: std::env::var("GGML_VK_MAX_BINDING_SIZE")
                 .ok()
                 .and_then(|s| s.trim().parse().ok()),
             force_staging: flag("GGML_VK_FORCE_STAGING"),

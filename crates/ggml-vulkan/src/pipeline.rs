@@ -19,7 +19,7 @@ pub(crate) struct Pipelines {
     pub(crate) set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
-    made: Mutex<HashMap<&'static str, vk::Pipeline>>,
+    made: Mutex<HashMap<(&'static str, Vec<u32>), vk::Pipeline>>,
 }
 
 impl Pipelines {
@@ -70,10 +70,16 @@ impl Pipelines {
         }
     }
 
-    /// The pipeline of shader `name`, made on first use.
-    pub(crate) fn get(&self, device: &ash::Device, name: &str) -> Result<vk::Pipeline> {
+    /// The pipeline of shader `name` with specialization constants `spec`
+    /// (constant i = `spec[i]`), made on first use.
+    pub(crate) fn get(
+        &self,
+        device: &ash::Device,
+        name: &str,
+        spec: &[u32],
+    ) -> Result<vk::Pipeline> {
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(&p) = made.get(name) {
+        if let Some((_, &p)) = made.iter().find(|((n, s), _)| *n == name && s == spec) {
             return Ok(p);
         }
         let (key, code) = shaders::names()
@@ -88,10 +94,24 @@ impl Pipelines {
             let module = device
                 .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&words), None)
                 .ctx(&format!("vkCreateShaderModule({name})"))?;
-            let stage = vk::PipelineShaderStageCreateInfo::default()
+            let entries: Vec<vk::SpecializationMapEntry> = (0..spec.len())
+                .map(|i| vk::SpecializationMapEntry {
+                    constant_id: i as u32,
+                    offset: (4 * i) as u32,
+                    size: 4,
+                })
+                .collect();
+            let data: Vec<u8> = spec.iter().flat_map(|w| w.to_ne_bytes()).collect();
+            let spec_info = vk::SpecializationInfo::default()
+                .map_entries(&entries)
+                .data(&data);
+            let mut stage = vk::PipelineShaderStageCreateInfo::default()
                 .stage(vk::ShaderStageFlags::COMPUTE)
                 .module(module)
                 .name(c"main");
+            if !spec.is_empty() {
+                stage = stage.specialization_info(&spec_info);
+            }
             let info = vk::ComputePipelineCreateInfo::default()
                 .stage(stage)
                 .layout(self.layout);
@@ -99,7 +119,7 @@ impl Pipelines {
             device.destroy_shader_module(module, None);
             let p =
                 res.map_err(|(_, e)| Error::vk(format!("vkCreateComputePipelines({name})"), e))?[0];
-            made.insert(key, p);
+            made.insert((key, spec.to_vec()), p);
             Ok(p)
         }
     }

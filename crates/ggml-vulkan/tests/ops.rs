@@ -186,3 +186,33 @@ fn kernels_without_subgroups() {
     report.assert_ok();
     common::assert_no_validation_errors();
 }
+
+#[test]
+fn weights_larger_than_one_binding() {
+    if common::device().is_none() {
+        return;
+    }
+    let reg = common::reg_with(Options {
+        max_binding_size: Some(32 * 1024),
+        ..common::test_options()
+    })
+    .expect("same devices as the test registry");
+    let dev = reg.vulkan_devices()[0].clone();
+    assert_eq!(dev.max_binding_size(), 32 * 1024);
+    let mut cases = Vec::new();
+    // 300 rows of 43 to 77 KiB in all: two to five parts of whole rows.
+    for (ty, k) in [(Type::F32, 64usize), (Type::Q4_0, 256), (Type::Q6_K, 256)] {
+        for cols in [1usize, 3, 70] {
+            cases.push(Case::new(
+                format!("MUL_MAT {ty} [{k},300] x F32 [{k},{cols}] in parts"),
+                mul_mat_check(ty),
+                move |c| {
+                    let a = c.rand("a", ty, &[k, 300]);
+                    let b = c.rand("b", Type::F32, &[k, cols]);
+                    c.g.mul_mat(a, b)
+                },
+            ));
+        }
+    }
+    run(dev, &cases);
+}

@@ -1,17 +1,21 @@
 #version 450
 // Matrix x vector: d[row, col] = dot(a row, b column) for few b columns.
-// One workgroup per (row, column, batch); its invocations stride over the
-// row in chunks of 32 elements, dequantizing a on the fly, then reduce.
+// One workgroup per NUM_ROWS rows of a and one column of b; its invocations
+// stride over the rows (b is loaded once for all rows), dequantizing a on
+// the fly, then reduce.
+// Specialization constant 0: workgroup size (a power of two); with
+// SUBGROUP, the subgroup size, so that one subgroup reduction suffices.
 // Defines: an A type (see dequant.glsl); B_F16 for f16 b (else f32);
-// SUBGROUP to reduce with subgroup arithmetic first.
+// SUBGROUP to reduce with subgroup arithmetic.
 #include "common.glsl"
 #if defined(SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_arithmetic : require
 #endif
 
-#define WG 64u
-layout(local_size_x = 64) in;
+layout(local_size_x_id = 0) in;
+layout(constant_id = 0) const uint WG = 64;
+#define NUM_ROWS 2u
 
 #include "dequant.glsl"
 #if defined(B_F16)
@@ -23,68 +27,119 @@ layout(binding = 3, scalar) writeonly buffer BufD { float data_d[]; };
 
 #include "pc_mm.glsl"
 
+shared float partial[WG * NUM_ROWS];
+
+// Sums acc over the workgroup; the result is valid in invocation 0.
+void reduce_rows(inout float acc[NUM_ROWS]) {
 #if defined(SUBGROUP)
-shared float partial[WG];
-float reduce_sum(float v) {
-    v = subgroupAdd(v);
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+        acc[r] = subgroupAdd(acc[r]);
+    }
+    if (gl_NumSubgroups == 1u) {
+        return;
+    }
     if (subgroupElect()) {
-        partial[gl_SubgroupID] = v;
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+            partial[r * WG + gl_SubgroupID] = acc[r];
+        }
     }
     barrier();
-    float r = 0.0;
-    for (uint i = 0u; i < gl_NumSubgroups; i++) {
-        r += partial[i];
+    if (gl_LocalInvocationID.x == 0u) {
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+            float s = 0.0;
+            for (uint i = 0u; i < gl_NumSubgroups; i++) {
+                s += partial[r * WG + i];
+            }
+            acc[r] = s;
+        }
     }
-    return r;
-}
 #else
-#include "reduce.glsl"
-float reduce_sum(float v) {
-    return wg_sum(v);
-}
+    const uint tid = gl_LocalInvocationID.x;
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+        partial[r * WG + tid] = acc[r];
+    }
+    barrier();
+    for (uint s = WG / 2u; s > 0u; s >>= 1) {
+        if (tid < s) {
+            [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+                partial[r * WG + tid] += partial[r * WG + tid + s];
+            }
+        }
+        barrier();
+    }
+    if (tid == 0u) {
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+            acc[r] = partial[r * WG];
+        }
+    }
 #endif
+}
 
 void main() {
     uint g = wg_linear();
-    if (g >= p.M * p.N * p.n_batch) {
+    if (g >= p.tiles_m * p.N * p.n_batch) {
         return;
     }
-    const uint row = g % p.M; g /= p.M;
+    const uint row0 = (g % p.tiles_m) * NUM_ROWS; g /= p.tiles_m;
     const uint col = g % p.N;
     const uint batch = g / p.N;
     const uint i12 = batch % p.ne12;
     const uint i13 = batch / p.ne12;
-    const uint a0 = p.a_off + row * p.stride_a + (i12 / p.r2) * p.batch_a2 + (i13 / p.r3) * p.batch_a3;
+    const uint a0 = p.a_off + (i12 / p.r2) * p.batch_a2 + (i13 / p.r3) * p.batch_a3;
     const uint b0 = p.b_off + col * p.stride_b + i12 * p.batch_b2 + i13 * p.batch_b3;
     const uint tid = gl_LocalInvocationID.x;
+    // Rows past the end repeat the last one and are not written.
+    uint arow[NUM_ROWS];
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+        arow[r] = a0 + min(row0 + r, p.M - 1u) * p.stride_a;
+    }
 
-    float acc = 0.0;
-    const uint n_chunks = (p.K + 31u) / 32u;
-    for (uint c = tid; c < n_chunks; c += WG) {
-        const uint k0 = c * 32u;
+    float acc[NUM_ROWS];
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+        acc[r] = 0.0;
+    }
 #if QK == 1
-        if (k0 + 32u <= p.K) {
-            [[unroll]] for (uint k = 0u; k < 32u; k++) {
-                acc += a_elem(a0 + k0 + k) * float(data_b[b0 + k0 + k]);
+    // Neighbouring invocations read neighbouring groups of 4 elements.
+    for (uint k0 = 4u * tid; k0 < p.K; k0 += 4u * WG) {
+        if (k0 + 4u <= p.K) {
+            const vec4 bv = vec4(float(data_b[b0 + k0]), float(data_b[b0 + k0 + 1u]),
+                                 float(data_b[b0 + k0 + 2u]), float(data_b[b0 + k0 + 3u]));
+            [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+                const uint ia = arow[r] + k0;
+                acc[r] += dot(vec4(a_elem(ia), a_elem(ia + 1u), a_elem(ia + 2u), a_elem(ia + 3u)), bv);
             }
         } else {
             for (uint k = k0; k < p.K; k++) {
-                acc += a_elem(a0 + k) * float(data_b[b0 + k]);
+                const float bv = float(data_b[b0 + k]);
+                [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+                    acc[r] += a_elem(arow[r] + k) * bv;
+                }
             }
         }
+    }
 #else
-        const uint ib = a0 + k0 / QK;
+    // One 32-element chunk (a block, or a sub-block of a K-quant) per step.
+    const uint n_chunks = p.K / 32u;
+    for (uint c = tid; c < n_chunks; c += WG) {
+        const uint k0 = c * 32u;
         const uint e0 = k0 % QK;
         [[unroll]] for (uint v = 0u; v < 8u; v++) {
-            const vec4 av = dequant4(ib, e0 + 4u * v);
             const uint kb = b0 + k0 + 4u * v;
-            acc += dot(av, vec4(float(data_b[kb]), float(data_b[kb + 1u]), float(data_b[kb + 2u]),
-                                float(data_b[kb + 3u])));
+            const vec4 bv = vec4(float(data_b[kb]), float(data_b[kb + 1u]), float(data_b[kb + 2u]),
+                                 float(data_b[kb + 3u]));
+            [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+                acc[r] += dot(dequant4(arow[r] + k0 / QK, e0 + 4u * v), bv);
+            }
         }
-#endif
     }
-    const float sum = reduce_sum(acc);
+#endif
+    reduce_rows(acc);
     if (tid == 0u) {
-        data_d[p.d_off + row + col * p.stride_d + i12 * p.batch_d2 + i13 * p.batch_d3] = sum;
+        const uint d0 = p.d_off + col * p.stride_d + i12 * p.batch_d2 + i13 * p.batch_d3;
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+            if (row0 + r < p.M) {
+                data_d[d0 + row0 + r] = acc[r];
+            }
+        }
     }
 }

@@ -54,12 +54,24 @@ fn ne(d: &TensorDesc) -> [u32; 4] {
 }
 
 /// True when the tensor's sizes and strides fit the shaders' 32-bit
-/// indices and it fits in one storage-buffer binding.
-fn fits(s: &DeviceShared, d: &TensorDesc) -> bool {
+/// indices.
+pub(crate) fn indexable(d: &TensorDesc) -> bool {
     d.ne.iter().all(|&n| n <= u32::MAX as usize)
         && d.n_elements() <= u32::MAX as usize
         && strides(d).is_some()
-        && d.nbytes() + s.limits.storage_align * d.ty.type_size() <= s.limits.max_storage_range
+}
+
+/// Largest tensor span that always fits one storage-buffer binding,
+/// whatever its offset.
+pub(crate) fn max_span(s: &DeviceShared, d: &TensorDesc) -> usize {
+    s.limits
+        .max_storage_range
+        .saturating_sub(s.limits.storage_align * d.ty.type_size())
+}
+
+/// True when the tensor is indexable and fits in one binding.
+fn fits(s: &DeviceShared, d: &TensorDesc) -> bool {
+    indexable(d) && d.nbytes() <= max_span(s, d)
 }
 
 /// True when the device can compute node `id` of `graph`.
@@ -70,7 +82,13 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
     }
     let d = &n.desc;
     let src = |i: usize| graph.desc(n.src[i]);
-    let all_fit = fits(s, d) && n.src.iter().all(|&x| fits(s, graph.desc(x)));
+    // MUL_MAT binds matrices too large for one binding in parts.
+    let split = |t: &TensorDesc| n.op == Op::MulMat && mul_mat::splittable(s, t);
+    let all_fit = (fits(s, d) || split(d))
+        && n.src.iter().all(|&x| {
+            let t = graph.desc(x);
+            fits(s, t) || split(t)
+        });
     if !all_fit {
         return false;
     }
