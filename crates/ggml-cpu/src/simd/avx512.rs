@@ -123,9 +123,10 @@ macro_rules! float_kernel {
             let mut i = 0;
             while i + 16 <= n {
                 let o = i * $width;
-                // SAFETY: elements i..i+16 are inside every row (checked).
-                let xv: [__m512; R] =
-                    std::array::from_fn(|r| unsafe { $load(xs[r].as_ptr().add(o)) });
+                let xv: [__m512; R] = std::array::from_fn(|r| {
+                    // SAFETY: elements i..i+16 are inside every row (checked).
+                    unsafe { $load(xs[r].as_ptr().add(o)) }
+                });
                 for c in 0..C {
                     // SAFETY: as above.
                     let y = unsafe { $load(ys[c].as_ptr().add(o)) };
