@@ -127,6 +127,9 @@ pub struct Perf {
     pub n_eval: usize,
 }
 
+/// Positions, sequences and output flags of a checked batch.
+type Prepared = (Vec<Pos>, Vec<Vec<SeqId>>, Vec<bool>);
+
 /// A context over a model.
 pub struct Context<'m> {
     model: &'m Model,
@@ -421,7 +424,7 @@ impl<'m> Context<'m> {
     }
 
     /// Checks a batch and fills in defaults (positions, sequences, outputs).
-    fn prepare(&self, batch: &Batch) -> Result<(Vec<Pos>, Vec<Vec<SeqId>>, Vec<bool>)> {
+    fn prepare(&self, batch: &Batch) -> Result<Prepared> {
         let hp = &self.model.hparams;
         let n = batch.n_tokens(hp.n_embd);
         if n == 0 {

@@ -47,6 +47,9 @@ impl Cell {
     }
 }
 
+/// Layers sharing one buffer type: the type and each layer's K and V descriptors.
+type LayerGroup = (Arc<dyn BufferType>, Vec<(usize, TensorDesc, TensorDesc)>);
+
 /// K and V of one layer.
 #[derive(Clone, Debug)]
 pub struct KvLayer {
@@ -112,10 +115,7 @@ impl KvCache {
             )));
         }
         // Group layers by buffer type so each gets one buffer.
-        let mut descs: BTreeMap<
-            String,
-            (Arc<dyn BufferType>, Vec<(usize, TensorDesc, TensorDesc)>),
-        > = BTreeMap::new();
+        let mut descs: BTreeMap<String, LayerGroup> = BTreeMap::new();
         for il in 0..hp.n_layer {
             let dev: &Arc<dyn Device> = if offload {
                 model.layer_device(il)

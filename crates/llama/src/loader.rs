@@ -238,7 +238,7 @@ pub fn load_weights(
                             r.desc.name
                         ))
                     })?;
-                    let f = File::open(&path).map_err(|source| LlamaError::Io {
+                    let f = File::open(path).map_err(|source| LlamaError::Io {
                         path: path.display().to_string(),
                         source,
                     })?;

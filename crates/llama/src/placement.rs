@@ -89,7 +89,7 @@ pub fn split_points(params: &ModelParams, gpus: &[Arc<dyn Device>]) -> Result<Ve
     if let Some(bad) = params
         .tensor_split
         .iter()
-        .find(|&&x| !(x >= 0.0) || !x.is_finite())
+        .find(|&&x| x.is_nan() || x < 0.0 || !x.is_finite())
     {
         return Err(LlamaError::InvalidParam(format!(
             "tensor_split has an invalid entry {bad}"
