@@ -1,0 +1,212 @@
+//! MUL_MAT and GET_ROWS for every weight type ggml has a dot product for:
+//! the CPU's result must equal the matrix product of the dequantized
+//! weights and the f32 activations within NMSE 5e-4 (llama.cpp's
+//! test-backend-ops tolerance), and GET_ROWS must equal dequantization.
+
+use std::sync::Arc;
+
+use ggml_core::backend::{Backend, Buffer, Placement};
+use ggml_core::graph::{Graph, TensorId};
+use ggml_core::{quants, Type};
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn f(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+/// A row of `n` weights of `ty`: quantized from random values where ggml-core
+/// can quantize the type, else random bytes with a sane scale (the i-quants
+/// that need an importance matrix).
+fn weight_row(ty: Type, n: usize, rng: &mut Rng) -> Vec<u8> {
+    let size = quants::row_size(ty, n).unwrap();
+    if quants::can_quantize(ty) {
+        let v: Vec<f32> = (0..n).map(|_| rng.f()).collect();
+        let mut out = vec![0u8; size];
+        quants::quantize_row(ty, &v, &mut out).unwrap();
+        return out;
+    }
+    let mut out: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+    for b in out.chunks_exact_mut(ty.type_size()) {
+        match ty {
+            // The f16 scale is spread over the top nibbles of the scale words.
+            Type::IQ1_M => {
+                for w in 0..4 {
+                    b[48 + 2 * w + 1] &= 0x0f;
+                }
+                b[48 + 7] |= 0x20;
+            }
+            _ => b[0..2].copy_from_slice(&half::f16::from_f32(0.01).to_bits().to_le_bytes()),
+        }
+    }
+    out
+}
+
+fn place(g: &mut Graph, ids: &[TensorId]) -> Vec<Arc<dyn Buffer>> {
+    let buft = ggml_cpu::cpu_buffer_type();
+    ids.iter()
+        .map(|&id| {
+            let b = buft.alloc_buffer(g.desc(id).nbytes().max(1)).unwrap();
+            g.node_mut(id).at = Some(Placement {
+                buffer: b.clone(),
+                offset: 0,
+            });
+            b
+        })
+        .collect()
+}
+
+fn types() -> Vec<Type> {
+    Type::all()
+        .iter()
+        .copied()
+        .filter(|&t| {
+            !t.is_removed() && quants::vec_dot_type(t).is_some() && quants::can_dequantize(t)
+        })
+        .collect()
+}
+
+#[test]
+fn mul_mat_equals_dequantized_matmul_for_every_type() {
+    let mut rng = Rng(0x1234_5678);
+    let (k, m) = (512, 9);
+    let mut backend = ggml_cpu::CpuBackend::new(2).unwrap();
+    let mut checked = Vec::new();
+    for ty in types() {
+        for n in [1usize, 6] {
+            let mut g = Graph::new();
+            let w = g.new_tensor("w", ty, &[k, m]);
+            let x = g.input("x", Type::F32, &[k, n]);
+            let y = g.mul_mat(w, x).unwrap();
+            let bufs = place(&mut g, &[w, x, y]);
+            let rows: Vec<Vec<u8>> = (0..m).map(|_| weight_row(ty, k, &mut rng)).collect();
+            bufs[0].set_tensor(0, &rows.concat()).unwrap();
+            let xs: Vec<f32> = (0..k * n).map(|_| rng.f()).collect();
+            let xb: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+            bufs[1].set_tensor(0, &xb).unwrap();
+            backend.graph_compute(&g, &[y]).unwrap();
+            let mut out = vec![0u8; 4 * m * n];
+            bufs[2].get_tensor(0, &mut out).unwrap();
+            let got: Vec<f32> = out
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect();
+            let (mut num, mut den) = (0f64, 0f64);
+            for (i, row) in rows.iter().enumerate() {
+                let mut wf = vec![0f32; k];
+                quants::dequantize_row(ty, row, &mut wf).unwrap();
+                for j in 0..n {
+                    let want: f64 = wf
+                        .iter()
+                        .zip(&xs[j * k..(j + 1) * k])
+                        .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                        .sum();
+                    let d = f64::from(got[j * m + i]) - want;
+                    num += d * d;
+                    den += want * want;
+                }
+            }
+            let nmse = num / den;
+            assert!(
+                nmse < 5e-4,
+                "MUL_MAT {ty} [{k},{m}] x [{k},{n}]: nmse {nmse:e}"
+            );
+            checked.push((ty, nmse));
+        }
+    }
+    // Every quantized type of the kernels' list is among them.
+    for t in [
+        Type::Q4_0,
+        Type::Q8_0,
+        Type::Q4_K,
+        Type::Q6_K,
+        Type::IQ2_XXS,
+        Type::IQ1_M,
+        Type::TQ2_0,
+    ] {
+        assert!(checked.iter().any(|&(c, _)| c == t), "{t} was not checked");
+    }
+}
+
+#[test]
+fn get_rows_equals_dequantization_for_every_type() {
+    let mut rng = Rng(0x9abc_def1);
+    let (k, m) = (256, 7);
+    let mut backend = ggml_cpu::CpuBackend::new(2).unwrap();
+    for ty in types() {
+        let mut g = Graph::new();
+        let w = g.new_tensor("w", ty, &[k, m]);
+        let idx = g.input("idx", Type::I32, &[3]);
+        let y = g.get_rows(w, idx).unwrap();
+        let bufs = place(&mut g, &[w, idx, y]);
+        let rows: Vec<Vec<u8>> = (0..m).map(|_| weight_row(ty, k, &mut rng)).collect();
+        bufs[0].set_tensor(0, &rows.concat()).unwrap();
+        let pick = [5i32, 0, 5];
+        bufs[1]
+            .set_tensor(
+                0,
+                &pick
+                    .iter()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect::<Vec<u8>>(),
+            )
+            .unwrap();
+        backend.graph_compute(&g, &[y]).unwrap();
+        let mut out = vec![0u8; 4 * k * 3];
+        bufs[2].get_tensor(0, &mut out).unwrap();
+        for (j, &p) in pick.iter().enumerate() {
+            let mut want = vec![0f32; k];
+            quants::dequantize_row(ty, &rows[p as usize], &mut want).unwrap();
+            for (i, w) in want.iter().enumerate() {
+                let o = 4 * (j * k + i);
+                let got = f32::from_le_bytes([out[o], out[o + 1], out[o + 2], out[o + 3]]);
+                assert_eq!(
+                    got.to_bits(),
+                    w.to_bits(),
+                    "GET_ROWS {ty} row {p} element {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn bad_row_index_is_an_error_naming_the_node() {
+    let mut g = Graph::new();
+    let w = g.new_tensor("tok_embd", Type::F32, &[8, 4]);
+    let idx = g.input("ids", Type::I32, &[2]);
+    let y = g.get_rows(w, idx).unwrap();
+    let bufs = place(&mut g, &[w, idx, y]);
+    bufs[1]
+        .set_tensor(
+            0,
+            &[1i32, 9]
+                .iter()
+                .flat_map(|v| v.to_le_bytes())
+                .collect::<Vec<u8>>(),
+        )
+        .unwrap();
+    let mut backend = ggml_cpu::CpuBackend::new(1).unwrap();
+    let err = backend.graph_compute(&g, &[y]).unwrap_err().to_string();
+    assert!(
+        err.contains("GET_ROWS") && err.contains("tok_embd") && err.contains('9'),
+        "{err}"
+    );
+}
+
+#[test]
+fn unplaced_tensor_is_an_error_not_a_panic() {
+    let mut g = Graph::new();
+    let a = g.new_tensor("a", Type::F32, &[4]);
+    let b = g.silu(a).unwrap();
+    let mut backend = ggml_cpu::CpuBackend::new(1).unwrap();
+    let err = backend.graph_compute(&g, &[b]).unwrap_err().to_string();
+    assert!(err.contains("has no data"), "{err}");
+}
