@@ -15,6 +15,8 @@ use crate::error::Result;
 /// Time one measurement should take.
 const TARGET: Duration = Duration::from_millis(300);
 const QUICK_TARGET: Duration = Duration::from_millis(30);
+/// Measurements per thread count; the best counts.
+const REPS: usize = 5;
 /// Iterations of the calibration run.
 const CALIBRATION_ITERS: u64 = 1 << 20;
 
@@ -184,13 +186,13 @@ impl Suite for PeakFma {
             let iters = ((target.as_secs_f64() / probe) * CALIBRATION_ITERS as f64) as u64;
             let iters = iters.max(CALIBRATION_ITERS);
             for threads in opts.thread_counts()? {
-                let best = (0..3)
+                let best = (0..REPS)
                     .map(|_| measure(isa, threads, iters))
                     .min()
                     .unwrap_or_default();
                 let flops = (isa.flops_per_iter() * iters * threads as u64) as f64;
                 let gflops = flops / best.as_secs_f64().max(1e-9) / 1e9;
-                let note = format!("f32, {iters} iterations per thread, best of 3");
+                let note = format!("f32, {iters} iterations per thread, best of {REPS}");
                 rows.push(Row::new(
                     self.name(),
                     isa.name(),
