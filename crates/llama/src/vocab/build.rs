@@ -453,11 +453,13 @@ impl Vocab {
         for (key, id, slot) in keys {
             let Some(id) = id else { continue };
             if id >= n as u64 {
-                return Err(VocabError::SpecialTokenOutOfRange {
-                    key,
-                    id,
-                    n_tokens: n,
-                });
+                // As llama.cpp: a bad id is ignored and the default kept.
+                let keep = *slot(&mut self.special);
+                crate::warn!(
+                    "vocab: bad special token: '{key}' = {id} is outside the {n} tokens; using default id {}",
+                    keep.map_or("none".to_string(), |k| k.to_string())
+                );
+                continue;
             }
             *slot(&mut self.special) = Some(id as TokenId);
         }

@@ -69,17 +69,6 @@ pub enum VocabError {
         token: String,
     },
 
-    /// A special token id is not a token of the vocabulary.
-    #[error("{key} = {id} is out of range: the vocabulary has {n_tokens} tokens")]
-    SpecialTokenOutOfRange {
-        /// The key that holds the id.
-        key: &'static str,
-        /// The id.
-        id: u64,
-        /// Number of tokens.
-        n_tokens: usize,
-    },
-
     /// A key holds a value that cannot be used.
     #[error("{key} is invalid: {reason}")]
     InvalidValue {
