@@ -115,17 +115,20 @@ fn stories260k_greedy_small_ubatches() {
     check_greedy("stories260K.gguf", "stories260K", false, 7);
 }
 
-/// Per-type tolerance on teacher-forced logits (logit std is ~8 for the tiny
-/// models): float types differ only in summation order; quantized types can
-/// flip one rounding step of the 8-bit activation quantization, which
-/// llama.cpp itself shows between batch shapes (see the fixtures README).
-fn logit_tolerance(name: &str) -> f32 {
+/// Per-type tolerances on teacher-forced logits: (max |dlogit|, RMS of
+/// dlogit, top-1 agreements out of 64). Logit std is ~8 for the tiny models.
+/// Float types differ only in summation order (llama.cpp's own logits move by
+/// up to 6.5e-3 (F32), 0.025 (F16) and 0.058 (BF16) when only the batch shape
+/// changes). Quantized types quantize activations to 8 bits; a last-bit
+/// difference anywhere can flip one rounding step and move later logits by
+/// 0.1-0.3, as llama.cpp's own batch-shape changes do (see the fixtures
+/// README), so they are bounded by a max of 0.5, a small RMS and top-1 agreement.
+fn logit_tolerance(name: &str) -> (f32, f32, usize) {
     match name {
-        "tiny-f32" | "stories260K" => 2e-3,
-        "tiny-f16" | "stories260K-f16" => 0.05,
-        "tiny-bf16" => 0.1,
-        "tiny-q8_0" | "tiny-q8_0-split" | "tiny-q4_0" | "stories260K-q4_k_m" => 0.05,
-        _ => 0.5,
+        "tiny-f32" | "stories260K" => (0.02, 2e-3, 64),
+        "tiny-f16" | "stories260K-f16" => (0.1, 0.01, 64),
+        "tiny-bf16" => (0.1, 0.02, 64),
+        _ => (0.5, 0.1, 61),
     }
 }
 
@@ -153,6 +156,7 @@ fn check_logits(name: &str, model_file: &str) {
     let got = ctx.logits();
     assert_eq!(got.len(), want.len(), "{name}: logits size");
     let mut max_diff = 0f32;
+    let mut sq = 0f64;
     let mut agree = 0;
     for r in 0..toks.len() {
         let (g, w) = (
@@ -161,6 +165,7 @@ fn check_logits(name: &str, model_file: &str) {
         );
         for (a, b) in g.iter().zip(w) {
             max_diff = max_diff.max((a - b).abs());
+            sq += f64::from(a - b).powi(2);
         }
         let am = |v: &[f32]| {
             v.iter()
@@ -178,14 +183,20 @@ fn check_logits(name: &str, model_file: &str) {
             agree += 1;
         }
     }
+    let rms = (sq / got.len() as f64).sqrt() as f32;
     eprintln!(
-        "{name}: max |dlogit| = {max_diff:.3e}, top-1 agreement {agree}/{}",
+        "{name}: max |dlogit| = {max_diff:.3e}, rms {rms:.3e}, top-1 agreement {agree}/{}",
         toks.len()
     );
+    let (tol_max, tol_rms, min_agree) = logit_tolerance(name);
     assert!(
-        max_diff <= logit_tolerance(name),
-        "{name}: max |dlogit| {max_diff} exceeds {}",
-        logit_tolerance(name)
+        max_diff <= tol_max,
+        "{name}: max |dlogit| {max_diff} exceeds {tol_max}"
+    );
+    assert!(rms <= tol_rms, "{name}: rms dlogit {rms} exceeds {tol_rms}");
+    assert!(
+        agree >= min_agree,
+        "{name}: top-1 agreement {agree} below {min_agree}"
     );
 }
 
