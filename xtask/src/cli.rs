@@ -14,7 +14,7 @@ use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 /// Developer tasks: gen-model, bench, ci.
 #[derive(Debug, Parser)]
-#[command(name = "cargo xtask", version, about)]
+#[command(name = "xtask", bin_name = "cargo xtask", version, about)]
 pub struct Cli {
     /// The task.
     #[command(subcommand)]
