@@ -27,6 +27,7 @@ const DEFAULT_TYPES: &[Type] = &[Type::F16, Type::Q4_0, Type::Q8_0, Type::Q4_K, 
 const ALL_TYPES: &[Type] = &[
     Type::F32,
     Type::F16,
+    Type::BF16,
     Type::Q4_0,
     Type::Q4_1,
     Type::Q5_0,
@@ -38,6 +39,7 @@ const ALL_TYPES: &[Type] = &[
     Type::Q5_K,
     Type::Q6_K,
     Type::IQ4_NL,
+    Type::IQ4_XS,
 ];
 
 fn env_usize(name: &str, default: usize) -> usize {

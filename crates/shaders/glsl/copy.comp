@@ -3,7 +3,7 @@
 // may have different shapes of the same element count (CONT with a new
 // shape) and any strides (CPY into a view, DUP of a permuted view).
 // Defines: A_TYPE, D_TYPE (float, float16_t, int); SAME_TYPE when they are
-// equal (a plain move, bit for bit).
+// equal (a plain move, bit for bit); D_BF16 for a bf16 d (D_TYPE uint16_t).
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -20,6 +20,11 @@ void main() {
     }
 #if defined(SAME_TYPE)
     data_d[d_index(i)] = data_a[a_index(i)];
+#elif defined(D_BF16)
+    // Round to nearest even, NaNs stay quiet NaNs (as ggml).
+    const uint u = floatBitsToUint(float(data_a[a_index(i)]));
+    const uint h = (u & 0x7fffffffu) > 0x7f800000u ? (u >> 16) | 64u : (u + (0x7fffu + ((u >> 16) & 1u))) >> 16;
+    data_d[d_index(i)] = uint16_t(h);
 #else
     data_d[d_index(i)] = D_TYPE(float(data_a[a_index(i)]));
 #endif

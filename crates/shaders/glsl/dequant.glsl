@@ -1,7 +1,8 @@
 // The "a" operand of matrix products and row gathers, bound at slot 0, for
 // one element type chosen by a define:
-//   A_F32, A_F16                     -> QK == 1, a_elem(i)
-//   A_Q4_0 ... A_Q6_K, A_IQ4_NL      -> QK elements per block,
+//   A_F32, A_F16, A_BF16             -> QK == 1, a_elem(i)
+//   A_Q4_0 ... A_Q6_K, A_IQ4_NL,
+//   A_IQ4_XS                         -> QK elements per block,
 //                                       dequant4(block, e): elements e..e+3
 //                                       (e a multiple of 4) of one block.
 // Block layouts are ggml's, byte for byte (little-endian, unpadded).
@@ -17,6 +18,11 @@ float a_elem(uint i) { return data_a[i]; }
 #define QK 1
 layout(binding = 0, scalar) readonly buffer BufA { float16_t data_a[]; };
 float a_elem(uint i) { return float(data_a[i]); }
+
+#elif defined(A_BF16)
+#define QK 1
+layout(binding = 0, scalar) readonly buffer BufA { uint16_t data_a[]; };
+float a_elem(uint i) { return uintBitsToFloat(uint(data_a[i]) << 16); }
 
 #elif defined(A_Q4_0)
 #define QK 32
@@ -192,15 +198,30 @@ vec4 dequant4(uint ib, uint e) {
     return d * q;
 }
 
-#elif defined(A_IQ4_NL)
+#elif defined(A_IQ4_NL) || defined(A_IQ4_XS)
+const float kvalues_iq4nl[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
+                                          1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+#if defined(A_IQ4_NL)
 #define QK 32
 struct Block { float16_t d; uint8_t qs[16]; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
-const float kvalues_iq4nl[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
-                                          1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
 vec4 dequant4(uint ib, uint e) {
     const float d = float(data_a[ib].d);
     const uint j = e & 15u;
+#else
+#define QK 256
+struct Block { float16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+vec4 dequant4(uint ib, uint e) {
+    // 8 sub-blocks of 32 with 6-bit scales: low 4 bits in scales_l,
+    // high 2 bits in scales_h.
+    const uint sb = e >> 5;
+    const uint ls = ((uint(data_a[ib].scales_l[sb >> 1]) >> (4u * (sb & 1u))) & 15u) |
+                    (((uint(data_a[ib].scales_h) >> (2u * sb)) & 3u) << 4);
+    const float d = float(data_a[ib].d) * float(int(ls) - 32);
+    const uint j = 16u * sb + (e & 15u);
+    e &= 31u;
+#endif
     const uint sh = (e >> 4) * 4u;
     return d * vec4(kvalues_iq4nl[(uint(data_a[ib].qs[j]) >> sh) & 15u],
                     kvalues_iq4nl[(uint(data_a[ib].qs[j + 1]) >> sh) & 15u],

@@ -22,6 +22,8 @@ pub const A_TYPES: &[(&str, &str)] = &[
     ("q5_k", "A_Q5_K"),
     ("q6_k", "A_Q6_K"),
     ("iq4_nl", "A_IQ4_NL"),
+    ("iq4_xs", "A_IQ4_XS"),
+    ("bf16", "A_BF16"),
 ];
 
 /// Float element types of the element-wise ops: (name, GLSL type).
@@ -70,6 +72,11 @@ pub fn all() -> Vec<Variant> {
                 &[ty("A_TYPE", at), ty("D_TYPE", dt)],
             ));
         }
+    }
+    for &(an, at) in FLOAT_TYPES {
+        let bf = [ty("A_TYPE", at), ty("D_TYPE", "uint16_t"), "D_BF16".into()];
+        out.push(v(format!("copy_{an}_bf16"), "copy.comp", &bf));
+        out.push(v(format!("set_rows_{an}_bf16"), "set_rows.comp", &bf));
     }
     out.push(v(
         "copy_i32_i32".into(),

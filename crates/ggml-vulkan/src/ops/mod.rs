@@ -28,6 +28,8 @@ pub(crate) fn type_name(ty: Type) -> Option<&'static str> {
         Type::Q5_K => "q5_k",
         Type::Q6_K => "q6_k",
         Type::IQ4_NL => "iq4_nl",
+        Type::IQ4_XS => "iq4_xs",
+        Type::BF16 => "bf16",
         _ => return None,
     })
 }
@@ -95,7 +97,8 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
     match &n.op {
         Op::Dup | Op::Cont | Op::Cpy => {
             let a = src(0);
-            (is_float(a.ty) && is_float(d.ty)) || (a.ty == Type::I32 && d.ty == Type::I32)
+            (is_float(a.ty) && (is_float(d.ty) || d.ty == Type::BF16))
+                || (a.ty == Type::I32 && d.ty == Type::I32)
         }
         Op::Add | Op::Mul => {
             let (a, b) = (src(0), src(1));
@@ -132,7 +135,9 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
         }
         Op::SetRows => {
             let (dst, rows, idx) = (src(0), src(1), src(2));
-            is_float(dst.ty) && is_float(rows.ty) && matches!(idx.ty, Type::I32 | Type::I64)
+            (is_float(dst.ty) || dst.ty == Type::BF16)
+                && is_float(rows.ty)
+                && matches!(idx.ty, Type::I32 | Type::I64)
         }
         Op::Argmax => src(0).ty == Type::F32,
         _ => false,
