@@ -147,3 +147,20 @@ pub fn feature_list() -> Vec<(String, String)> {
         ("KERNELS".into(), selected_isa().name().into()),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detection_is_consistent() {
+        let isas = available_isas();
+        assert_eq!(isas[0], Isa::Scalar);
+        assert!(isas.contains(&best_isa()));
+        assert!(isas.contains(&selected_isa()));
+        #[cfg(target_arch = "aarch64")]
+        assert!(isas.contains(&Isa::Neon), "NEON is part of AArch64");
+        let f = cpu_features();
+        assert!(!f.avx512 || f.avx2);
+    }
+}

@@ -4,6 +4,7 @@
 
 use ggml_core::{Result, Type};
 use half::f16;
+use half::slice::HalfFloatSliceExt;
 
 use super::alibi_slope;
 use crate::compute::{par_rows, NodeCtx};
@@ -35,6 +36,7 @@ pub(crate) fn flash_attn_ext(
         let mut q16 = vec![f16::ZERO; dk];
         let mut acc16 = vec![f16::ZERO; dv];
         let mut vrow = vec![0f32; dv];
+        let mut tmp = vec![0f32; dv];
         for r in rows {
             let [ih, iq1, iq3] = d.row_index(r);
             // SAFETY: (iq1, ih, iq3) is a query row (d.ne = [dv, n_head, n_q, ne3]).
@@ -96,9 +98,12 @@ pub(crate) fn flash_attn_ext(
                     max = sc;
                     ms = (old - max).exp();
                     if v.ty == Type::F16 {
-                        for a in acc16.iter_mut() {
-                            *a = f16::from_f32(a.to_f32() * ms);
+                        // acc = f16(f32(acc) * ms), vectorised through f32.
+                        acc16.convert_to_f32_slice(&mut tmp);
+                        for t in tmp.iter_mut() {
+                            *t *= ms;
                         }
+                        acc16.convert_from_f32_slice(&tmp);
                     } else {
                         for a in acc32.iter_mut() {
                             *a *= ms;
@@ -110,9 +115,12 @@ pub(crate) fn flash_attn_ext(
                 // SAFETY: a value row of dv elements inside the view.
                 unsafe { v.read_strided(vp, dv, &mut vrow)? };
                 if v.ty == Type::F16 {
-                    for (a, &x) in acc16.iter_mut().zip(&vrow) {
-                        *a = f16::from_f32(a.to_f32() + x * vs);
+                    // acc = f16(f32(acc) + v * vs), as ggml's f16 accumulation.
+                    acc16.convert_to_f32_slice(&mut tmp);
+                    for (t, &x) in tmp.iter_mut().zip(&vrow) {
+                        *t += x * vs;
                     }
+                    acc16.convert_from_f32_slice(&tmp);
                 } else {
                     for (a, &x) in acc32.iter_mut().zip(&vrow) {
                         *a += x * vs;
@@ -121,9 +129,7 @@ pub(crate) fn flash_attn_ext(
                 sum = sum * ms + vs;
             }
             if v.ty == Type::F16 {
-                for (a, h) in acc32.iter_mut().zip(&acc16) {
-                    *a = h.to_f32();
-                }
+                acc16.convert_to_f32_slice(acc32);
             }
             let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
             let acc: &[f32] = acc32;
