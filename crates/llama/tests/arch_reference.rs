@@ -1,0 +1,322 @@
+//! The decoder graphs against a naive f64 forward pass on tiny random
+//! models: qwen2 (q/k/v biases, NeoX rope, tied output) and llama (normal
+//! rope, separate output, rope_freqs absent). This checks the architectures
+//! that have no llama.cpp fixture, independently of ggml's kernels.
+
+mod common;
+
+use gguf::{GgmlType, GgufWriter, Metadata, StringArray, TensorInfo, Value};
+use llama::{Batch, Context, ContextParams, Model, ModelParams};
+
+struct Shape {
+    arch: &'static str,
+    n_vocab: usize,
+    n_embd: usize,
+    n_layer: usize,
+    n_head: usize,
+    n_head_kv: usize,
+    n_ff: usize,
+    n_rot: usize,
+    biases: bool,
+    tied: bool,
+    neox: bool,
+}
+
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f32 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) as f32 * 2.0 - 1.0
+    }
+}
+
+/// name, dims (ggml order), values
+type Tensors = Vec<(String, Vec<usize>, Vec<f32>)>;
+
+fn make_model(s: &Shape, path: &std::path::Path) -> Tensors {
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut tensors: Tensors = Vec::new();
+    let mut add = |name: String, dims: Vec<usize>, scale: f32, offset: f32| {
+        let n: usize = dims.iter().product();
+        let v = (0..n).map(|_| offset + scale * rng.next()).collect();
+        tensors.push((name, dims, v));
+    };
+    let hd = s.n_embd / s.n_head;
+    let kv = hd * s.n_head_kv;
+    add(
+        "token_embd.weight".into(),
+        vec![s.n_embd, s.n_vocab],
+        1.0,
+        0.0,
+    );
+    for il in 0..s.n_layer {
+        let p = |n: &str| format!("blk.{il}.{n}");
+        add(p("attn_norm.weight"), vec![s.n_embd], 0.1, 1.0);
+        add(p("attn_q.weight"), vec![s.n_embd, s.n_embd], 0.3, 0.0);
+        add(p("attn_k.weight"), vec![s.n_embd, kv], 0.3, 0.0);
+        add(p("attn_v.weight"), vec![s.n_embd, kv], 0.3, 0.0);
+        if s.biases {
+            add(p("attn_q.bias"), vec![s.n_embd], 0.5, 0.0);
+            add(p("attn_k.bias"), vec![kv], 0.5, 0.0);
+            add(p("attn_v.bias"), vec![kv], 0.5, 0.0);
+        }
+        add(p("attn_output.weight"), vec![s.n_embd, s.n_embd], 0.3, 0.0);
+        add(p("ffn_norm.weight"), vec![s.n_embd], 0.1, 1.0);
+        add(p("ffn_gate.weight"), vec![s.n_embd, s.n_ff], 0.3, 0.0);
+        add(p("ffn_up.weight"), vec![s.n_embd, s.n_ff], 0.3, 0.0);
+        add(p("ffn_down.weight"), vec![s.n_ff, s.n_embd], 0.2, 0.0);
+    }
+    add("output_norm.weight".into(), vec![s.n_embd], 0.1, 1.0);
+    if !s.tied {
+        add("output.weight".into(), vec![s.n_embd, s.n_vocab], 0.5, 0.0);
+    }
+    let a = s.arch;
+    let mut md = Metadata::new();
+    md.set("general.architecture", a);
+    md.set(format!("{a}.context_length"), 256u32);
+    md.set(format!("{a}.embedding_length"), s.n_embd as u32);
+    md.set(format!("{a}.block_count"), s.n_layer as u32);
+    md.set(format!("{a}.feed_forward_length"), s.n_ff as u32);
+    md.set(format!("{a}.attention.head_count"), s.n_head as u32);
+    md.set(format!("{a}.attention.head_count_kv"), s.n_head_kv as u32);
+    md.set(format!("{a}.attention.layer_norm_rms_epsilon"), 1e-6f32);
+    md.set(format!("{a}.rope.dimension_count"), s.n_rot as u32);
+    md.set(format!("{a}.rope.freq_base"), 10000f32);
+    md.set("tokenizer.ggml.model", "llama");
+    let mut toks = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
+    toks.extend((3..s.n_vocab).map(|i| format!("t{i}")));
+    let refs: Vec<&str> = toks.iter().map(|t| t.as_str()).collect();
+    md.set(
+        "tokenizer.ggml.tokens",
+        Value::from(refs.iter().collect::<StringArray>()),
+    );
+    md.set("tokenizer.ggml.scores", Value::from(vec![0f32; s.n_vocab]));
+    let mut types = vec![1i32; s.n_vocab];
+    types[0] = 2;
+    types[1] = 3;
+    types[2] = 3;
+    md.set("tokenizer.ggml.token_type", Value::from(types));
+    let infos: Vec<TensorInfo> = tensors
+        .iter()
+        .map(|(n, d, _)| {
+            TensorInfo::new(
+                n.clone(),
+                GgmlType::F32,
+                &d.iter().map(|&x| x as u64).collect::<Vec<_>>(),
+            )
+            .unwrap()
+        })
+        .collect();
+    let f = std::fs::File::create(path).unwrap();
+    let mut w = GgufWriter::new(f, &md, &infos).unwrap();
+    for (n, _, v) in &tensors {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        w.write_tensor(n, &bytes).unwrap();
+    }
+    w.finish().unwrap();
+    tensors
+}
+
+fn get<'a>(t: &'a Tensors, name: &str) -> Option<&'a [f32]> {
+    t.iter()
+        .find(|(n, _, _)| n == name)
+        .map(|(_, _, v)| v.as_slice())
+}
+
+/// y[o] = sum_i w[o * n_in + i] * x[i] (+ b[o]).
+fn matvec(w: &[f32], x: &[f64], b: Option<&[f32]>) -> Vec<f64> {
+    let n_in = x.len();
+    let n_out = w.len() / n_in;
+    (0..n_out)
+        .map(|o| {
+            let s: f64 = (0..n_in).map(|i| f64::from(w[o * n_in + i]) * x[i]).sum();
+            s + b.map_or(0.0, |b| f64::from(b[o]))
+        })
+        .collect()
+}
+
+fn rms_norm(x: &[f64], w: &[f32]) -> Vec<f64> {
+    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
+    let r = 1.0 / (ms + 1e-6).sqrt();
+    x.iter()
+        .zip(w)
+        .map(|(v, &g)| v * r * f64::from(g))
+        .collect()
+}
+
+fn rope(x: &mut [f64], pos: usize, n_rot: usize, neox: bool) {
+    for i in 0..n_rot / 2 {
+        let theta = pos as f64 * 10000f64.powf(-2.0 * i as f64 / n_rot as f64);
+        let (c, s) = (theta.cos(), theta.sin());
+        let (a, b) = if neox {
+            (i, i + n_rot / 2)
+        } else {
+            (2 * i, 2 * i + 1)
+        };
+        let (x0, x1) = (x[a], x[b]);
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+    }
+}
+
+fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
+    let hd = s.n_embd / s.n_head;
+    let gqa = s.n_head / s.n_head_kv;
+    let embd = get(t, "token_embd.weight").unwrap();
+    let mut xs: Vec<Vec<f64>> = tokens
+        .iter()
+        .map(|&tk| {
+            embd[tk as usize * s.n_embd..(tk as usize + 1) * s.n_embd]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect()
+        })
+        .collect();
+    for il in 0..s.n_layer {
+        let w = |n: &str| get(t, &format!("blk.{il}.{n}"));
+        let mut ks = Vec::new();
+        let mut vs = Vec::new();
+        let mut qs = Vec::new();
+        for (p, x) in xs.iter().enumerate() {
+            let h = rms_norm(x, w("attn_norm.weight").unwrap());
+            let mut q = matvec(w("attn_q.weight").unwrap(), &h, w("attn_q.bias"));
+            let mut k = matvec(w("attn_k.weight").unwrap(), &h, w("attn_k.bias"));
+            let v = matvec(w("attn_v.weight").unwrap(), &h, w("attn_v.bias"));
+            for hh in 0..s.n_head {
+                rope(&mut q[hh * hd..(hh + 1) * hd], p, s.n_rot, s.neox);
+            }
+            for hh in 0..s.n_head_kv {
+                rope(&mut k[hh * hd..(hh + 1) * hd], p, s.n_rot, s.neox);
+            }
+            qs.push(q);
+            ks.push(k);
+            vs.push(v);
+        }
+        for p in 0..xs.len() {
+            let mut att = vec![0f64; s.n_embd];
+            for hh in 0..s.n_head {
+                let kh = hh / gqa;
+                let q = &qs[p][hh * hd..(hh + 1) * hd];
+                let sc: Vec<f64> = (0..=p)
+                    .map(|j| {
+                        q.iter()
+                            .zip(&ks[j][kh * hd..(kh + 1) * hd])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                            / (hd as f64).sqrt()
+                    })
+                    .collect();
+                let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = sc.iter().map(|v| (v - m).exp()).collect();
+                let z: f64 = e.iter().sum();
+                for (j, ej) in e.iter().enumerate() {
+                    for d in 0..hd {
+                        att[hh * hd + d] += ej / z * vs[j][kh * hd + d];
+                    }
+                }
+            }
+            let o = matvec(w("attn_output.weight").unwrap(), &att, None);
+            let x: Vec<f64> = xs[p].iter().zip(&o).map(|(a, b)| a + b).collect();
+            let h = rms_norm(&x, w("ffn_norm.weight").unwrap());
+            let g = matvec(w("ffn_gate.weight").unwrap(), &h, None);
+            let u = matvec(w("ffn_up.weight").unwrap(), &h, None);
+            let act: Vec<f64> = g
+                .iter()
+                .zip(&u)
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
+            let d = matvec(w("ffn_down.weight").unwrap(), &act, None);
+            xs[p] = x.iter().zip(&d).map(|(a, b)| a + b).collect();
+        }
+    }
+    let out = get(t, "output.weight").unwrap_or(embd);
+    xs.iter()
+        .map(|x| {
+            matvec(
+                out,
+                &rms_norm(x, get(t, "output_norm.weight").unwrap()),
+                None,
+            )
+        })
+        .collect()
+}
+
+fn check(s: Shape) {
+    let dir = common::scratch(s.arch);
+    let path = dir.join("m.gguf");
+    let t = make_model(&s, &path);
+    let model = Model::load(&path, &ModelParams::default()).expect("load");
+    let tokens: Vec<i32> = (0..12)
+        .map(|i| 3 + (i * 7) % (s.n_vocab as i32 - 3))
+        .collect();
+    let want = reference(&s, &t, &tokens);
+    let ty = ggml_core::Type::F32;
+    let cp = ContextParams {
+        n_ctx: 64,
+        type_k: ty,
+        type_v: ty,
+        n_threads: 2,
+        n_threads_batch: 2,
+        ..ContextParams::default()
+    };
+    let mut ctx = Context::new(&model, cp).unwrap();
+    let mut b = Batch::new();
+    for (i, &tk) in tokens.iter().enumerate() {
+        b.add(tk, i as i32, &[0], true);
+    }
+    ctx.decode(&b).unwrap();
+    let mut max = 0f64;
+    for (i, row) in want.iter().enumerate() {
+        let got = ctx.logits_ith(i as i32).unwrap();
+        for (g, w) in got.iter().zip(row) {
+            max = max.max((f64::from(*g) - w).abs());
+        }
+    }
+    let scale = want.iter().flatten().map(|v| v.abs()).fold(0f64, f64::max);
+    eprintln!(
+        "{}: max |dlogit| {max:.3e} (max |logit| {scale:.2})",
+        s.arch
+    );
+    assert!(
+        max <= 1e-4 * scale.max(1.0),
+        "{}: logits differ from the reference by {max}",
+        s.arch
+    );
+}
+
+#[test]
+fn qwen2_matches_reference_forward() {
+    check(Shape {
+        arch: "qwen2",
+        n_vocab: 40,
+        n_embd: 32,
+        n_layer: 2,
+        n_head: 4,
+        n_head_kv: 2,
+        n_ff: 48,
+        n_rot: 8,
+        biases: true,
+        tied: true,
+        neox: true,
+    });
+}
+
+#[test]
+fn llama_matches_reference_forward() {
+    check(Shape {
+        arch: "llama",
+        n_vocab: 40,
+        n_embd: 32,
+        n_layer: 2,
+        n_head: 4,
+        n_head_kv: 1,
+        n_ff: 48,
+        n_rot: 6,
+        biases: false,
+        tied: false,
+        neox: false,
+    });
+}
