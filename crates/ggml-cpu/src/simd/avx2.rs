@@ -34,6 +34,9 @@ pub(super) fn install(k: &mut Kernels) {
     k.set(Type::Q4_K, q4_k_row);
     k.set(Type::Q5_K, q5_k_row);
     k.set(Type::Q6_K, q6_k_row);
+    k.set(Type::Q2_K, q2_k_row);
+    k.set(Type::Q3_K, q3_k_row);
+    k.set(Type::IQ4_XS, iq4_xs_row);
 }
 
 // ------------------------------------------------------------ helpers
@@ -690,4 +693,255 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
 fn q6_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
     unsafe { by_tile!(q6_k_tile, n, xs, ys, out) }
+}
+
+/// Q2_K: 16 groups of 16, 2-bit levels, 4-bit scales and mins.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q2_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    let nb = n / 256;
+    check_tile(nb, xs, 84, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    let mut accm = [[_mm256_setzero_ps(); C]; R];
+    let m3 = _mm256_set1_epi8(3);
+    for ib in 0..nb {
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut dmin = [_mm256_setzero_ps(); R];
+        let mut sc = [[0i16; 16]; R];
+        let mut mins = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let xb = &xs[r][ib * 84..(ib + 1) * 84];
+            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 80));
+            dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 82));
+            let m: [i16; 16] = std::array::from_fn(|g| i16::from(xb[g] >> 4));
+            sc[r] = std::array::from_fn(|g| i16::from(xb[g] & 15));
+            // SAFETY: a 16-element local array.
+            mins[r] = unsafe { _mm256_loadu_si256(m.as_ptr() as *const __m256i) };
+        }
+        let mut dy = [_mm256_setzero_ps(); C];
+        for c in 0..C {
+            // SAFETY: the Q8_K block ib of every activation row (checked).
+            let (dyc, bsums) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
+                (
+                    _mm256_set1_ps((yb as *const f32).read_unaligned()),
+                    load(yb.add(Q8K_BSUMS)),
+                )
+            };
+            dy[c] = dyc;
+            for r in 0..R {
+                let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
+                accm[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dmin[r], dyc), prod, accm[r][c]);
+            }
+        }
+        let mut sumi = [[_mm256_setzero_si256(); C]; R];
+        for h in 0..2 {
+            // SAFETY: 32 bytes of 2-bit levels at 16 + 32h of block ib.
+            let q: [__m256i; R] =
+                std::array::from_fn(|r| unsafe { load(xs[r].as_ptr().add(ib * 84 + 16 + 32 * h)) });
+            for shift in 0..4 {
+                let cnt = _mm_cvtsi32_si128(2 * shift as i32);
+                let g = 8 * h + 2 * shift;
+                let v: [__m256i; R] =
+                    std::array::from_fn(|r| _mm256_and_si256(_mm256_srl_epi16(q[r], cnt), m3));
+                let s: [__m256i; R] = std::array::from_fn(|r| {
+                    _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]))
+                });
+                for c in 0..C {
+                    // SAFETY: 32 quants of this chunk inside the Q8_K block.
+                    let y = unsafe {
+                        load(
+                            ys[c]
+                                .as_ptr()
+                                .add(ib * Q8K_BYTES + Q8K_QS + 128 * h + 32 * shift),
+                        )
+                    };
+                    for r in 0..R {
+                        let p = _mm256_madd_epi16(_mm256_maddubs_epi16(v[r], y), s[r]);
+                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], p);
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                let dd = _mm256_mul_ps(d[r], dy[c]);
+                acc[r][c] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = hsum(acc[r][c]) - hsum(accm[r][c]);
+        }
+    }
+}
+
+fn q2_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
+    unsafe { by_tile!(q2_k_tile, n, xs, ys, out) }
+}
+
+/// Q3_K: 16 groups of 16, levels `low2 + 4 * high - 4`, 6-bit signed scales.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q3_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    let nb = n / 256;
+    check_tile(nb, xs, 110, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    let m3 = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    let four = _mm256_set1_epi8(4);
+    for ib in 0..nb {
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut sc = [[0i16; 16]; R];
+        for r in 0..R {
+            let xb = &xs[r][ib * 110..(ib + 1) * 110];
+            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 108));
+            let s = super::scalar::q3k_scales(&xb[96..108]);
+            sc[r] = std::array::from_fn(|g| i16::from(s[g]));
+        }
+        // SAFETY: the 32 high-bit bytes at the start of block ib.
+        let hm: [__m256i; R] =
+            std::array::from_fn(|r| unsafe { load(xs[r].as_ptr().add(ib * 110)) });
+        let mut sumi = [[_mm256_setzero_si256(); C]; R];
+        for h in 0..2 {
+            // SAFETY: 32 bytes of low bits at 32 + 32h of block ib.
+            let q: [__m256i; R] = std::array::from_fn(|r| unsafe {
+                load(xs[r].as_ptr().add(ib * 110 + 32 + 32 * h))
+            });
+            for shift in 0..4 {
+                let cnt = _mm_cvtsi32_si128(2 * shift as i32);
+                let hcnt = _mm_cvtsi32_si128((4 * h + shift) as i32);
+                let g = 8 * h + 2 * shift;
+                let v: [__m256i; R] = std::array::from_fn(|r| {
+                    let low = _mm256_and_si256(_mm256_srl_epi16(q[r], cnt), m3);
+                    let high = _mm256_and_si256(_mm256_srl_epi16(hm[r], hcnt), one);
+                    _mm256_or_si256(low, _mm256_slli_epi16(high, 2))
+                });
+                let s: [__m256i; R] = std::array::from_fn(|r| {
+                    _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]))
+                });
+                for c in 0..C {
+                    // SAFETY: 32 quants of this chunk inside the Q8_K block.
+                    let y = unsafe {
+                        load(
+                            ys[c]
+                                .as_ptr()
+                                .add(ib * Q8K_BYTES + Q8K_QS + 128 * h + 32 * shift),
+                        )
+                    };
+                    let y4 = _mm256_maddubs_epi16(four, y);
+                    for r in 0..R {
+                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[r], y), y4);
+                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s[r]));
+                    }
+                }
+            }
+        }
+        for c in 0..C {
+            // SAFETY: the scale of the Q8_K block ib (checked).
+            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+            let dy = _mm256_set1_ps(dy);
+            for r in 0..R {
+                acc[r][c] = _mm256_fmadd_ps(
+                    _mm256_mul_ps(d[r], dy),
+                    _mm256_cvtepi32_ps(sumi[r][c]),
+                    acc[r][c],
+                );
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = hsum(acc[r][c]);
+        }
+    }
+}
+
+fn q3_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
+    unsafe { by_tile!(q3_k_tile, n, xs, ys, out) }
+}
+
+/// IQ4_XS: 8 groups of 32 non-linear 4-bit levels, 6-bit scales minus 32.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn iq4_xs_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    let nb = n / 256;
+    check_tile(nb, xs, 136, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm256_setzero_ps(); C]; R];
+    // SAFETY: the 16-entry table is a static array.
+    let t = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i) };
+    let table = _mm256_set_m128i(t, t);
+    for ib in 0..nb {
+        let mut d = [_mm256_setzero_ps(); R];
+        let mut sc = [[0i16; 8]; R];
+        for r in 0..R {
+            let xb = &xs[r][ib * 136..(ib + 1) * 136];
+            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 0));
+            let sh = u16::from_le_bytes([xb[2], xb[3]]);
+            sc[r] = std::array::from_fn(|g| {
+                let lo = (xb[4 + g / 2] >> (4 * (g % 2))) & 15;
+                let hi = ((sh >> (2 * g)) & 3) as u8;
+                i16::from(lo | (hi << 4)) - 32
+            });
+        }
+        let mut sumi = [[_mm256_setzero_si256(); C]; R];
+        for g in 0..8 {
+            let mut qx = [_mm256_setzero_si256(); R];
+            let mut ax = [_mm256_setzero_si256(); R];
+            for r in 0..R {
+                // SAFETY: 16 bytes of nibbles of group g inside block ib.
+                let q = _mm256_shuffle_epi8(table, unsafe {
+                    nibbles(xs[r].as_ptr().add(ib * 136 + 8 + 16 * g))
+                });
+                qx[r] = q;
+                ax[r] = _mm256_sign_epi8(q, q);
+            }
+            for c in 0..C {
+                // SAFETY: 32 quants of group g inside the Q8_K block.
+                let y = unsafe { load(ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 32 * g)) };
+                for r in 0..R {
+                    let p = _mm256_maddubs_epi16(ax[r], _mm256_sign_epi8(y, qx[r]));
+                    let p = _mm256_madd_epi16(p, _mm256_set1_epi16(sc[r][g]));
+                    sumi[r][c] = _mm256_add_epi32(sumi[r][c], p);
+                }
+            }
+        }
+        for c in 0..C {
+            // SAFETY: the scale of the Q8_K block ib (checked).
+            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+            let dy = _mm256_set1_ps(dy);
+            for r in 0..R {
+                acc[r][c] = _mm256_fmadd_ps(
+                    _mm256_mul_ps(d[r], dy),
+                    _mm256_cvtepi32_ps(sumi[r][c]),
+                    acc[r][c],
+                );
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = hsum(acc[r][c]);
+        }
+    }
+}
+
+fn iq4_xs_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
+    unsafe { by_tile!(iq4_xs_tile, n, xs, ys, out) }
 }
