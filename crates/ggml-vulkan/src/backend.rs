@@ -521,15 +521,16 @@ impl VulkanBackend {
         push: &[u32],
         groups: u64,
     ) -> Result<()> {
-        self.dispatch_spec(shader, &[], srcs, dst, push, groups)
+        self.dispatch_spec(shader, &[], &srcs, dst, push, groups)
     }
 
-    /// [`VulkanBackend::dispatch`] with specialization constants `spec`.
+    /// [`VulkanBackend::dispatch`] with specialization constants `spec` and
+    /// up to four sources, in binding slots 0, 1, 2 and 4.
     pub(crate) fn dispatch_spec(
         &mut self,
         shader: &str,
         spec: &[u32],
-        srcs: [Option<&Bound>; 3],
+        srcs: &[Option<&Bound>],
         dst: &Bound,
         push: &[u32],
         groups: u64,
@@ -543,10 +544,13 @@ impl VulkanBackend {
         let reads: Vec<Span> = srcs.iter().flatten().map(|b| b.span).collect();
         self.track(&reads, &[dst.span])?;
         let set = self.descriptor_set()?;
-        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = srcs
-            .iter()
-            .map(|s| s.unwrap_or(dst))
-            .chain(std::iter::once(dst))
+        let slot = |binding: usize| match binding {
+            0..=2 => srcs.get(binding).copied().flatten().unwrap_or(dst),
+            3 => dst,
+            _ => srcs.get(binding - 1).copied().flatten().unwrap_or(dst),
+        };
+        let infos: Vec<[vk::DescriptorBufferInfo; 1]> = (0..N_BINDINGS as usize)
+            .map(slot)
             .map(|b| {
                 [vk::DescriptorBufferInfo {
                     buffer: b.buffer,

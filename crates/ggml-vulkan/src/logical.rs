@@ -29,7 +29,7 @@ pub(crate) struct Limits {
     pub(crate) storage_align: usize,
     /// Largest storage-buffer binding range.
     pub(crate) max_storage_range: usize,
-    /// Largest allocation and buffer (device limits only).
+    /// Largest allocation and buffer: min(maxMemoryAllocationSize, maxBufferSize).
     pub(crate) max_alloc: usize,
     /// Workgroups per dispatch dimension.
     pub(crate) max_groups: [u32; 3],
@@ -147,6 +147,15 @@ impl DeviceShared {
         let mut p3 = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
         // SAFETY: as above.
         unsafe { inst.get_physical_device_properties2(pd, &mut p3) };
+        // maxBufferSize exists from Vulkan 1.3 (or VK_KHR_maintenance4).
+        let mut max_buffer = u64::MAX;
+        if phys.props.api_version >= vk::API_VERSION_1_3 || has_ext(ash::khr::maintenance4::NAME) {
+            let mut m4 = vk::PhysicalDeviceMaintenance4Properties::default();
+            let mut p4 = vk::PhysicalDeviceProperties2::default().push_next(&mut m4);
+            // SAFETY: as above; the structure is known to this device.
+            unsafe { inst.get_physical_device_properties2(pd, &mut p4) };
+            max_buffer = m4.max_buffer_size;
+        }
         let limits = Limits {
             storage_align: (l.min_storage_buffer_offset_alignment as usize).max(4),
             max_storage_range: opts
@@ -154,7 +163,8 @@ impl DeviceShared {
                 .map_or(l.max_storage_buffer_range as usize, |m| {
                     m.clamp(4096, l.max_storage_buffer_range as usize)
                 }),
-            max_alloc: usize::try_from(m3.max_memory_allocation_size).unwrap_or(usize::MAX),
+            max_alloc: usize::try_from(m3.max_memory_allocation_size.min(max_buffer))
+                .unwrap_or(usize::MAX),
             max_groups: l.max_compute_work_group_count,
             subgroup_size: sg.subgroup_size,
             subgroup_arith: !opts.disable_subgroups

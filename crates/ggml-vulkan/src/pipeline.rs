@@ -1,5 +1,5 @@
-//! Compute pipelines: one shared descriptor-set layout (four storage
-//! buffers: src0, src1, src2, dst) and push-constant range for every
+//! Compute pipelines: one shared descriptor-set layout (five storage
+//! buffers: src0, src1, src2, dst, src3) and push-constant range for every
 //! shader, pipelines made on first use from the shaders crate's SPIR-V.
 
 use std::collections::HashMap;
@@ -10,7 +10,7 @@ use ash::vk;
 use crate::error::{Error, Result, VkContext};
 
 /// Storage-buffer bindings of every pipeline.
-pub(crate) const N_BINDINGS: u32 = 4;
+pub(crate) const N_BINDINGS: u32 = 5;
 /// Bytes of push constants every pipeline accepts (the guaranteed minimum).
 pub(crate) const PUSH_CONSTANT_BYTES: u32 = 128;
 

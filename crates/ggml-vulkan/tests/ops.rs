@@ -147,6 +147,26 @@ fn block_case(ty: Type, neox: bool) -> Case {
 }
 
 #[test]
+fn flash_attention_over_several_key_chunks() {
+    let Some(dev) = common::device() else { return };
+    let mut cases = Vec::new();
+    for (d, n_kv, kv) in [(128usize, 150usize, Type::F16), (80, 67, Type::F32)] {
+        cases.push(Case::new(
+            format!("FLASH_ATTN_EXT q [{d},3,8] k/v {kv} [{d},{n_kv},2] with mask"),
+            Check::Nmse(5e-4),
+            move |c| {
+                let q = c.permuted("q", Type::F32, &[d, 3, 8], [0, 2, 1, 3])?;
+                let k = c.rand("k", kv, &[d, n_kv, 2]);
+                let v = c.rand("v", kv, &[d, n_kv, 2]);
+                let m = c.input("mask", Type::F16, &[n_kv, 3], Fill::Mask);
+                c.g.flash_attn_ext(q, k, v, Some(m), 0.125, 0.0, 0.0)
+            },
+        ));
+    }
+    run(dev, &cases);
+}
+
+#[test]
 fn dependent_ops_in_one_command_buffer() {
     let Some(dev) = common::device() else { return };
     let cases = vec![

@@ -6,7 +6,7 @@
 // inside its window, its sizes (ne) and its strides (nb) in elements, in
 // ggml's order (dimension 0 innermost).
 //
-// Binding slots: 0 = src0, 1 = src1, 2 = src2, 3 = dst.
+// Binding slots: 0 = src0, 1 = src1, 2 = src2, 3 = dst, 4 = src3.
 
 #extension GL_EXT_shader_16bit_storage : require
 #extension GL_EXT_shader_8bit_storage : require

@@ -130,6 +130,15 @@ pub fn all() -> Vec<Variant> {
         }
     }
     out.push(v("argmax_f32".into(), "argmax.comp", &[]));
+    for &(kn, kt) in FLOAT_TYPES {
+        for &(mn, mt) in FLOAT_TYPES {
+            out.push(v(
+                format!("flash_attn_{kn}_{mn}"),
+                "flash_attn.comp",
+                &[ty("KV_TYPE", kt), ty("M_TYPE", mt)],
+            ));
+        }
+    }
     out.push(v("get_rows_i32".into(), "get_rows.comp", &["D_INT".into()]));
     for &(an, ad) in A_TYPES {
         let a = [ad.to_string()];

@@ -11,6 +11,8 @@ use crate::logical::DeviceShared;
 
 /// Invocations per workgroup of the element-wise shaders.
 const ELEMENTWISE_WG: u64 = 256;
+/// Largest head size of the fused attention shader.
+const FA_MAX_D: usize = 256;
 
 /// Name of a type in shader variant names.
 pub(crate) fn type_name(ty: Type) -> Option<&'static str> {
@@ -140,6 +142,21 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                 && matches!(idx.ty, Type::I32 | Type::I64)
         }
         Op::Argmax => src(0).ty == Type::F32,
+        Op::FlashAttnExt { .. } => {
+            let (q, k, v) = (src(0), src(1), src(2));
+            q.ty == Type::F32
+                && is_float(k.ty)
+                && v.ty == k.ty
+                && (n.src.len() < 4 || is_float(src(3).ty))
+                && q.rows_contiguous()
+                && k.rows_contiguous()
+                && v.rows_contiguous()
+                && d.is_contiguous()
+                && q.ne[0] <= FA_MAX_D
+                && v.ne[0] <= FA_MAX_D
+                && q.ne[2] % k.ne[2] == 0
+                && q.ne[3] % k.ne[3] == 0
+        }
         _ => false,
     }
 }
@@ -370,6 +387,11 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
             be.dispatch("argmax_f32", [Some(&ba), None, None], &bd, &pc.0, r)?;
         }
         Op::Rope(p) => record_rope(be, graph, id, p)?,
+        Op::FlashAttnExt {
+            scale,
+            max_bias,
+            softcap,
+        } => record_flash_attn(be, graph, id, [*scale, *max_bias, *softcap])?,
         Op::MulMat => mul_mat::record(be, graph, id)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
@@ -457,5 +479,81 @@ fn record_rope(
         &bd,
         &pc,
         pairs.div_ceil(ELEMENTWISE_WG),
+    )
+}
+
+fn record_flash_attn(
+    be: &mut VulkanBackend,
+    graph: &Graph,
+    id: TensorId,
+    [scale, max_bias, softcap]: [f32; 3],
+) -> Result<()> {
+    let n = graph.node(id);
+    let (q, k, v) = (
+        graph.desc(n.src[0]),
+        graph.desc(n.src[1]),
+        graph.desc(n.src[2]),
+    );
+    let bq = be.bind(graph, n.src[0], 4)?;
+    let bk = be.bind(graph, n.src[1], k.ty.type_size())?;
+    let bv = be.bind(graph, n.src[2], v.ty.type_size())?;
+    let mask = n.src.get(3).map(|&m| (m, graph.desc(m)));
+    let bm = match mask {
+        Some((m, md)) => Some(be.bind(graph, m, md.ty.type_size())?),
+        None => None,
+    };
+    let bd = be.bind(graph, id, 4)?;
+    let sq = strides(q).unwrap_or_default();
+    let sk = strides(k).unwrap_or_default();
+    let sv = strides(v).unwrap_or_default();
+    let (sm, mne) = mask.map_or(([0; 4], [1, 1, 1, 1]), |(_, md)| {
+        (strides(md).unwrap_or_default(), ne(md))
+    });
+    let pc: [u32; 30] = [
+        q.ne[1] as u32,
+        q.ne[2] as u32,
+        q.ne[0] as u32,
+        v.ne[0] as u32,
+        k.ne[1] as u32,
+        bq.off,
+        bk.off,
+        bv.off,
+        bm.as_ref().map_or(0, |b| b.off),
+        bd.off,
+        sq[1],
+        sq[2],
+        sq[3],
+        sk[1],
+        sk[2],
+        sk[3],
+        sv[1],
+        sv[2],
+        sv[3],
+        sm[1],
+        sm[2],
+        sm[3],
+        mne[2],
+        mne[3],
+        (q.ne[2] / k.ne[2]) as u32,
+        (q.ne[3] / k.ne[3]) as u32,
+        u32::from(bm.is_some()),
+        scale.to_bits(),
+        max_bias.to_bits(),
+        softcap.to_bits(),
+    ];
+    let mt = mask.map_or(Type::F16, |(_, md)| md.ty);
+    let name = format!(
+        "flash_attn_{}_{}",
+        type_name(k.ty).unwrap_or("f16"),
+        type_name(mt).unwrap_or("f16")
+    );
+    let groups = (q.ne[1] * q.ne[2] * q.ne[3]) as u64;
+    be.dispatch_spec(
+        &name,
+        &[],
+        &[Some(&bq), Some(&bk), Some(&bv), bm.as_ref()],
+        &bd,
+        &pc,
+        groups,
     )
 }

@@ -161,7 +161,7 @@ fn record_part(
         };
         let name = format!("mul_mat_vec_{an}_{bn}{sg}");
         let groups = (tiles_m * nc * n_batch) as u64;
-        be.dispatch_spec(&name, &[wg], [Some(&ba), Some(&bb), None], &bd, &pc, groups)
+        be.dispatch_spec(&name, &[wg], &[Some(&ba), Some(&bb)], &bd, &pc, groups)
     } else {
         let name = format!("mul_mat_{an}_{bn}");
         let groups = (tiles_m * tiles_n * n_batch) as u64;
