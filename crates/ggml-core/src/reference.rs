@@ -483,6 +483,12 @@ fn rowwise(
 
 /// Copies all elements of `a` into `d` in logical order, converting.
 fn copy(a: &Data, d: &mut Data) -> Result<()> {
+    if a.ty() == d.ty() && a.desc.is_contiguous() && d.desc.is_contiguous() {
+        // Same type, both dense: the same bytes (ggml's memcpy path).
+        let n = d.bytes.len().min(a.bytes.len());
+        d.bytes[..n].copy_from_slice(&a.bytes[..n]);
+        return Ok(());
+    }
     if a.ty() == d.ty() && !a.ty().is_quantized() {
         let es = a.ty().type_size();
         let src: Vec<[usize; 4]> = indices(a.ne()).collect();

@@ -253,7 +253,10 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             ensure(a.n_elements() == d.n_elements(), || {
                 format!("{:?} -> {:?} differ in size", a.ne, d.ne)
             })?;
-            let same = a.ty == d.ty && (!a.ty.is_quantized() || a.ne[0] == d.ne[0]);
+            let same = a.ty == d.ty
+                && (!a.ty.is_quantized()
+                    || a.ne[0] == d.ne[0]
+                    || (a.is_contiguous() && d.is_contiguous()));
             let conv = readable(a.ty) && writable(d.ty) && a.ty != Type::I32 && d.ty != Type::I32;
             ensure(same || conv, || {
                 format!("cannot convert {} to {}", a.ty, d.ty)

@@ -10,6 +10,8 @@
 //! backend.set_n_threads(4);
 //! ```
 
+#![warn(missing_docs)]
+
 mod compute;
 mod convert;
 mod device;

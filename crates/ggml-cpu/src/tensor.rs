@@ -162,6 +162,17 @@ impl View {
         self.ne[0] / self.ty.block_size() * self.ty.type_size()
     }
 
+    /// True when the elements are laid out densely in ggml order.
+    pub fn is_contiguous(&self) -> bool {
+        TensorDesc {
+            name: String::new(),
+            ty: self.ty,
+            ne: self.ne,
+            nb: self.nb,
+        }
+        .is_contiguous()
+    }
+
     /// The byte range `[start, end)` the view spans, as addresses.
     pub fn span(&self) -> (usize, usize) {
         let s = self.ptr.0 as usize;
@@ -331,14 +342,27 @@ fn check_desc(d: &TensorDesc) -> Result<()> {
             d.ty.type_size()
         )));
     }
+    // The element count and the span ggml_nbytes computes, every step checked.
+    let overflow = || {
+        Error::Invalid(format!(
+            "CPU: tensor '{}' ne {:?} nb {:?} overflows",
+            d.name, d.ne, d.nb
+        ))
+    };
     let mut total: usize = 1;
-    for &n in &d.ne {
-        total = total.checked_mul(n).ok_or_else(|| {
-            Error::Invalid(format!(
-                "CPU: tensor '{}' shape {:?} overflows",
-                d.name, d.ne
-            ))
-        })?;
+    let mut span: usize = d.ty.type_size();
+    for i in 0..4 {
+        total = total.checked_mul(d.ne[i]).ok_or_else(overflow)?;
+        let steps = if i == 0 {
+            d.ne[0] / d.ty.block_size()
+        } else {
+            d.ne[i]
+        };
+        let extra = steps
+            .saturating_sub(1)
+            .checked_mul(d.nb[i])
+            .ok_or_else(overflow)?;
+        span = span.checked_add(extra).ok_or_else(overflow)?;
     }
     Ok(())
 }

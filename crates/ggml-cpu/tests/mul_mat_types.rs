@@ -210,3 +210,47 @@ fn unplaced_tensor_is_an_error_not_a_panic() {
     let err = backend.graph_compute(&g, &[b]).unwrap_err().to_string();
     assert!(err.contains("has no data"), "{err}");
 }
+
+#[test]
+fn absurd_shapes_are_errors() {
+    use ggml_core::graph::{Flags, Node};
+    use ggml_core::{Op, TensorDesc};
+    let mut g = Graph::new();
+    let buf = ggml_cpu::cpu_buffer_type().alloc_buffer(64).unwrap();
+    let desc = TensorDesc {
+        name: "huge".into(),
+        ty: Type::F32,
+        ne: [usize::MAX / 2, 4, 1, 1],
+        nb: [4, 8, 8, 8],
+    };
+    let a = g.push(Node {
+        desc: desc.clone(),
+        op: Op::None,
+        src: Default::default(),
+        view: None,
+        flags: Flags::default(),
+        at: Some(Placement {
+            buffer: buf.clone(),
+            offset: 0,
+        }),
+    });
+    let mut out = desc;
+    out.name = "scaled".into();
+    let s = g.push(Node {
+        desc: out,
+        op: Op::Scale(2.0),
+        src: [a].into_iter().collect(),
+        view: None,
+        flags: Flags::default(),
+        at: Some(Placement {
+            buffer: buf,
+            offset: 0,
+        }),
+    });
+    let mut backend = ggml_cpu::CpuBackend::new(1).unwrap();
+    let err = backend.graph_compute(&g, &[s]).unwrap_err().to_string();
+    assert!(
+        err.contains("overflows") || err.contains("outside"),
+        "{err}"
+    );
+}

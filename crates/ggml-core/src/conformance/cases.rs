@@ -155,6 +155,14 @@ fn copy_cases(v: &mut Vec<Case>) {
         ));
     }
     v.push(Case::new(
+        "CONT Q4_K [256,4] reshaped to [512,2] (same bytes)",
+        Check::Exact,
+        |c| {
+            let x = c.rand("x", Type::Q4_K, &[256, 4]);
+            c.g.cont_shape(x, &[512, 2])
+        },
+    ));
+    v.push(Case::new(
         "CPY Q8_0->F32 [96,5] (dequantize)",
         Check::Exact,
         |c| {

@@ -16,6 +16,16 @@ pub(crate) fn dup(ctx: &NodeCtx<'_>) -> Result<()> {
     if a.ty == d.ty && a.ne[0] == d.ne[0] && a.dense_rows() && d.dense_rows() {
         return copy_rows_bytes(a, d, alias);
     }
+    if a.ty == d.ty && a.is_contiguous() && d.is_contiguous() {
+        // Same bytes in the same order (a reshaping copy, block types too).
+        if !alias {
+            // SAFETY: both views are dense with the same element count, so
+            // they span the same number of bytes, inside their buffers; a
+            // source that overlaps the result was copied aside before.
+            unsafe { std::ptr::copy(a.ptr.get() as *const u8, d.ptr.get(), d.len) };
+        }
+        return Ok(());
+    }
     if a.ty == d.ty && !a.ty.is_quantized() {
         return copy_elements(a, d);
     }

@@ -7,10 +7,10 @@ use half::f16;
 
 use crate::compute::{par_rows, NodeCtx};
 
-/// x * sigmoid(x), as ggml's scalar `ggml_silu_f32`.
-#[inline]
+/// x * sigmoid(x), as ggml's `ggml_silu_f32` (with a vectorisable exp).
+#[inline(always)]
 pub(crate) fn silu(x: f32) -> f32 {
-    x / (1.0 + (-x).exp())
+    x / (1.0 + super::exp_f32(-x))
 }
 
 const GELU_COEF_A: f32 = 0.044715;
@@ -46,15 +46,6 @@ pub(crate) fn gelu(x: f32) -> f32 {
     }
 }
 
-fn act(u: UnaryOp) -> fn(f32) -> f32 {
-    match u {
-        UnaryOp::Silu => silu,
-        UnaryOp::Gelu => gelu,
-        UnaryOp::Relu => |x| if x > 0.0 { x } else { 0.0 },
-        UnaryOp::Neg => |x| -x,
-    }
-}
-
 fn map_rows(ctx: &NodeCtx<'_>, work: usize, f: impl Fn(f32) -> f32 + Sync) -> Result<()> {
     let (a, d) = (&ctx.src[0], &ctx.dst);
     let alias = ctx.alias[0];
@@ -86,18 +77,28 @@ pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
     if u == UnaryOp::Gelu {
         gelu_table();
     }
-    map_rows(ctx, ctx.dst.ne[0] * 8, act(u))
+    // One instantiation per function, so that the loops inline and vectorise.
+    let w = ctx.dst.ne[0] * 8;
+    match u {
+        UnaryOp::Silu => map_rows(ctx, w, silu),
+        UnaryOp::Gelu => map_rows(ctx, w, gelu),
+        UnaryOp::Relu => map_rows(ctx, w, |x| if x > 0.0 { x } else { 0.0 }),
+        UnaryOp::Neg => map_rows(ctx, w, |x| -x),
+    }
 }
 
 /// `act(gate) * up`, from the two halves of src0's rows or from two tensors.
 pub(crate) fn glu(ctx: &NodeCtx<'_>, op: GluOp, swapped: bool) -> Result<()> {
-    let f = match op {
-        GluOp::Swiglu => silu,
+    match op {
+        GluOp::Swiglu => glu_with(ctx, swapped, silu),
         GluOp::Geglu => {
             gelu_table();
-            gelu
+            glu_with(ctx, swapped, gelu)
         }
-    };
+    }
+}
+
+fn glu_with(ctx: &NodeCtx<'_>, swapped: bool, f: impl Fn(f32) -> f32 + Sync) -> Result<()> {
     let d = &ctx.dst;
     let n = d.ne[0];
     let split = ctx.src.len() >= 2;
