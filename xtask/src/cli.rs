@@ -30,6 +30,10 @@ pub enum Command {
     Bench(BenchArgs),
     /// Run the CI checks: rustfmt, clippy, tests (stops at the first failure).
     Ci(CiArgs),
+    /// One e2e test, run by `bench e2e` in a child process: prints its
+    /// result as one JSON line.
+    #[command(hide = true)]
+    BenchCase(BenchCaseArgs),
 }
 
 /// Flags of `gen-model`.
@@ -110,8 +114,8 @@ pub struct BenchArgs {
     /// Folder for the JSON results (default: <target dir>/bench).
     #[arg(long)]
     pub out_dir: Option<PathBuf>,
-    /// Model file for the load bench (default: a generated tinyllama-1.1b q4_0
-    /// model in the output folder, made once).
+    /// Model file for the load and e2e benches (default: generated
+    /// tinyllama-1.1b models in the output folder, made once).
     #[arg(long)]
     pub model: Option<PathBuf>,
     /// Thread counts to measure, comma separated (default: 1, 2, 4, ... up to all cores).
@@ -120,6 +124,43 @@ pub struct BenchArgs {
     /// Fewer repetitions and smaller sizes: a quick check, not a measurement.
     #[arg(long)]
     pub quick: bool,
+    /// Kernels: also the feed-forward shapes 4096x11008 and 11008x4096.
+    #[arg(long)]
+    pub full: bool,
+    /// Weight types (kernels; default: f32 to iq4_nl) or model types (e2e;
+    /// default: f16,q8_0,q4_0,q4_k_m), comma separated, as gen-model names them.
+    #[arg(long, value_delimiter = ',')]
+    pub types: Vec<OutType>,
+    /// Timed runs of each e2e test.
+    #[arg(long, default_value_t = bench::e2e::DEFAULT_REPS)]
+    pub reps: usize,
+    /// e2e: also run every layer on the Vulkan devices (software devices
+    /// such as lavapipe need GGML_VK_ALLOW_CPU_DEVICES=1, and are slow).
+    #[arg(long)]
+    pub vulkan: bool,
+}
+
+/// Flags of the hidden `bench-case`.
+#[derive(Debug, Args)]
+pub struct BenchCaseArgs {
+    /// The GGUF model.
+    #[arg(long)]
+    pub model: PathBuf,
+    /// CPU threads.
+    #[arg(long)]
+    pub threads: usize,
+    /// Prompt tokens (a pp test).
+    #[arg(long, default_value_t = 0)]
+    pub n_prompt: usize,
+    /// Generated tokens (a tg test).
+    #[arg(long, default_value_t = 0)]
+    pub n_gen: usize,
+    /// Timed runs.
+    #[arg(long, default_value_t = bench::e2e::DEFAULT_REPS)]
+    pub reps: usize,
+    /// Offload every layer to the Vulkan devices.
+    #[arg(long)]
+    pub vulkan: bool,
 }
 
 /// Flags of `ci`.
@@ -140,8 +181,25 @@ pub fn run(cli: Cli) -> Result<()> {
                 model: args.model,
                 threads: args.threads,
                 quick: args.quick,
+                full: args.full,
+                types: args.types,
+                reps: args.reps,
+                vulkan: args.vulkan,
             };
             bench::run(args.which, &opts)
+        }
+        Command::BenchCase(a) => {
+            let case = bench::e2e::Case {
+                model: a.model,
+                threads: a.threads,
+                n_prompt: a.n_prompt,
+                n_gen: a.n_gen,
+                reps: a.reps,
+                vulkan: a.vulkan,
+            };
+            let result = bench::e2e::run_case(&case)?;
+            println!("{}", result.json());
+            Ok(())
         }
         Command::Ci(args) if args.dry_run => {
             for line in crate::ci::plan() {

@@ -14,6 +14,10 @@ pub enum Error {
     #[error("ggml-core: {0}")]
     Core(#[from] ggml_core::Error),
 
+    /// Loading a model or decoding through the llama crate failed.
+    #[error("llama: {0}")]
+    Llama(#[from] llama::LlamaError),
+
     /// An I/O operation on a named path failed.
     #[error("'{}': {source}", path.display())]
     Io {

@@ -4,8 +4,9 @@
 //! cargo xtask gen-model --preset tinyllama-1.1b --type q4_0 --out model.gguf
 //! cargo xtask gen-model --n-embd 256 --n-layer 4 --n-ff 768 --type q8_0 --seed 21 --out tiny.gguf
 //! cargo xtask gen-model --vocab-from some-model.gguf --type f16 --out model.gguf
-//! cargo xtask bench kernels        # STREAM copy/triad, peak FMA
+//! cargo xtask bench kernels        # STREAM, peak FMA, MUL_MAT per weight type
 //! cargo xtask bench load --model model.gguf
+//! cargo xtask bench e2e            # pp512/tg128 on generated tinyllama-1.1b models
 //! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
 //! ```
 //!

@@ -178,7 +178,7 @@ impl Suite for PeakFma {
         "fma"
     }
 
-    fn run(&self, opts: &BenchOptions) -> Result<Vec<Row>> {
+    fn run(&self, opts: &BenchOptions, _prior: &[Row]) -> Result<Vec<Row>> {
         let target = if opts.quick { QUICK_TARGET } else { TARGET };
         let mut rows = Vec::new();
         for isa in Isa::available() {

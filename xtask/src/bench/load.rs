@@ -115,7 +115,7 @@ impl Suite for SequentialRead {
         "read"
     }
 
-    fn run(&self, opts: &BenchOptions) -> Result<Vec<Row>> {
+    fn run(&self, opts: &BenchOptions, _prior: &[Row]) -> Result<Vec<Row>> {
         let path = model_path(opts)?;
         let (bytes, cold, dropped) = read_all(&path, true)?;
         let mib = bytes >> 20;
@@ -161,7 +161,7 @@ impl Suite for GgufOpen {
         "gguf"
     }
 
-    fn run(&self, opts: &BenchOptions) -> Result<Vec<Row>> {
+    fn run(&self, opts: &BenchOptions, _prior: &[Row]) -> Result<Vec<Row>> {
         let path = model_path(opts)?;
         let n = if opts.quick { QUICK_OPENS } else { OPENS };
         let mut times = Vec::with_capacity(n);

@@ -123,7 +123,7 @@ impl Suite for Stream {
         "stream"
     }
 
-    fn run(&self, opts: &BenchOptions) -> Result<Vec<Row>> {
+    fn run(&self, opts: &BenchOptions, _prior: &[Row]) -> Result<Vec<Row>> {
         let (n, reps) = if opts.quick {
             (QUICK_ELEMS, QUICK_REPS)
         } else {

@@ -3,26 +3,30 @@
 //! Each group (`kernels`, `load`, `e2e`) is a list of [`Suite`]s whose rows
 //! go into one report, printed as a markdown table and written as JSON to
 //! `<out_dir>/<group>.json`. A new measurement is a new module with a
-//! `Suite` added to its group: the CPU backend's matvec/matmul kernels go
-//! into `kernels`, prompt processing and generation (pp512/tg128) through
-//! the llama context into `e2e`.
+//! `Suite` added to its group. Suites see the rows measured before them in
+//! the same run: the MUL_MAT kernels (`kernels`) and pp512/tg128 (`e2e`)
+//! are compared with the STREAM bandwidth and the peak FMA rate measured
+//! just before them, on the same machine under the same load.
 
 pub mod e2e;
 pub mod fma;
 pub mod host;
 pub mod load;
+pub mod matmul;
 pub mod memory;
 pub mod report;
 
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::gen_model::types::OutType;
 use report::{Report, Row};
 
 /// Bench groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Which {
-    /// Memory bandwidth (STREAM copy/triad) and peak FMA rate.
+    /// Memory bandwidth (STREAM copy/triad), peak FMA rate, and MUL_MAT
+    /// per weight type (matvec and matmul) on the CPU backend.
     Kernels,
     /// Sequential file read and GGUF open + parse.
     Load,
@@ -37,12 +41,35 @@ pub enum Which {
 pub struct BenchOptions {
     /// Folder of the JSON reports (and of the generated load model).
     pub out_dir: PathBuf,
-    /// Model for the load bench.
+    /// Model for the load and e2e benches (instead of generated ones).
     pub model: Option<PathBuf>,
     /// Thread counts; empty for the default list.
     pub threads: Vec<usize>,
     /// Quick run: fewer repetitions, smaller sizes.
     pub quick: bool,
+    /// Every shape (kernels: the feed-forward shapes too).
+    pub full: bool,
+    /// Weight types (kernels) or model types (e2e); empty for the defaults.
+    pub types: Vec<OutType>,
+    /// Repetitions of each e2e test.
+    pub reps: usize,
+    /// Also run the e2e tests on the Vulkan devices.
+    pub vulkan: bool,
+}
+
+impl Default for BenchOptions {
+    fn default() -> BenchOptions {
+        BenchOptions {
+            out_dir: default_out_dir(),
+            model: None,
+            threads: Vec::new(),
+            quick: false,
+            full: false,
+            types: Vec::new(),
+            reps: e2e::DEFAULT_REPS,
+            vulkan: false,
+        }
+    }
 }
 
 impl BenchOptions {
@@ -72,18 +99,43 @@ impl BenchOptions {
 pub trait Suite {
     /// Short name, the first column of its rows.
     fn name(&self) -> &'static str;
-    /// Runs the measurement.
-    fn run(&self, opts: &BenchOptions) -> Result<Vec<Row>>;
+    /// Runs the measurement; `prior` holds the rows of the suites that ran
+    /// before it in the same group.
+    fn run(&self, opts: &BenchOptions, prior: &[Row]) -> Result<Vec<Row>>;
 }
 
-/// The suites of a group.
+/// The suites of a group. The bounds come first: the suites after them
+/// compare their figures with the bandwidth and FMA rate of the same run.
 fn suites(which: Which) -> Vec<Box<dyn Suite>> {
     match which {
-        Which::Kernels => vec![Box::new(memory::Stream), Box::new(fma::PeakFma)],
+        Which::Kernels => vec![
+            Box::new(memory::Stream),
+            Box::new(fma::PeakFma),
+            Box::new(matmul::MulMatSuite),
+        ],
         Which::Load => vec![Box::new(load::SequentialRead), Box::new(load::GgufOpen)],
-        Which::E2e => vec![Box::new(e2e::Generation)],
+        Which::E2e => vec![
+            Box::new(memory::Stream),
+            Box::new(fma::PeakFma),
+            Box::new(e2e::Generation::new()),
+        ],
         Which::All => Vec::new(),
     }
+}
+
+/// The STREAM triad bandwidth (GB/s) at `threads` among `rows`.
+pub fn stream_triad(rows: &[Row], threads: usize) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.suite == "stream" && r.case == "triad" && r.threads == Some(threads))
+        .map(|r| r.value)
+}
+
+/// The peak FMA rate (GFLOP/s, best instruction set) at `threads` among `rows`.
+pub fn peak_fma(rows: &[Row], threads: usize) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.suite == "fma" && r.threads == Some(threads))
+        .map(|r| r.value)
+        .reduce(f64::max)
 }
 
 /// The default output folder: `$CARGO_TARGET_DIR/bench`, or `target/bench`
@@ -97,7 +149,7 @@ pub fn default_out_dir() -> PathBuf {
 
 /// Runs a group (or all of them), printing and saving each report.
 pub fn run(which: Which, opts: &BenchOptions) -> Result<()> {
-    opts.thread_counts()?;
+    validate(which, opts)?;
     if which != Which::All {
         return run_group(which, opts);
     }
@@ -106,6 +158,30 @@ pub fn run(which: Which, opts: &BenchOptions) -> Result<()> {
             Err(Error::Unavailable(why)) => eprintln!("skipping {}: {why}\n", group_name(w)),
             r => r?,
         }
+    }
+    Ok(())
+}
+
+/// Checks the options before anything runs, so that a bad flag fails at
+/// once rather than after minutes of measurements.
+fn validate(which: Which, opts: &BenchOptions) -> Result<()> {
+    opts.thread_counts()?;
+    if opts.reps == 0 {
+        return Err(Error::Usage("--reps must be at least 1".into()));
+    }
+    if let Some(m) = &opts.model {
+        if !m.is_file() {
+            return Err(Error::Usage(format!(
+                "--model '{}' is not a file",
+                m.display()
+            )));
+        }
+    }
+    if matches!(which, Which::Kernels | Which::All) {
+        matmul::Config::from_options(opts)?;
+    }
+    if opts.vulkan && matches!(which, Which::E2e | Which::All) {
+        e2e::vulkan_available()?;
     }
     Ok(())
 }
@@ -124,7 +200,8 @@ fn run_group(which: Which, opts: &BenchOptions) -> Result<()> {
     let mut report = Report::new(name);
     for suite in suites(which) {
         eprintln!("{name}: running {} ...", suite.name());
-        report.rows.extend(suite.run(opts)?);
+        let rows = suite.run(opts, &report.rows)?;
+        report.rows.extend(rows);
     }
     println!("{}", report.markdown());
     let path = report.save(&opts.out_dir)?;

@@ -21,6 +21,12 @@ pub struct Row {
     pub value: f64,
     /// Its unit (`GB/s`, `GFLOP/s`, `ms`).
     pub unit: &'static str,
+    /// Standard deviation over the repetitions, when the value is a mean.
+    pub stddev: Option<f64>,
+    /// The most this machine allows for the figure, in the same unit (the
+    /// STREAM bandwidth for a memory-bound kernel, the peak FMA rate for a
+    /// compute-bound one), when one applies.
+    pub bound: Option<f64>,
     /// How it was measured.
     pub note: String,
 }
@@ -41,8 +47,27 @@ impl Row {
             threads,
             value,
             unit,
+            stddev: None,
+            bound: None,
             note: note.into(),
         }
+    }
+
+    /// The row with the standard deviation of its (mean) value.
+    pub fn with_stddev(mut self, stddev: f64) -> Row {
+        self.stddev = Some(stddev);
+        self
+    }
+
+    /// The row with the bound its value is compared to.
+    pub fn with_bound(mut self, bound: Option<f64>) -> Row {
+        self.bound = bound.filter(|b| b.is_finite() && *b > 0.0);
+        self
+    }
+
+    /// The value as a fraction of the bound.
+    pub fn fraction(&self) -> Option<f64> {
+        self.bound.map(|b| self.value / b)
     }
 }
 
@@ -78,18 +103,22 @@ impl Report {
     /// A markdown table of the rows, headed by the host.
     pub fn markdown(&self) -> String {
         let mut s = format!("## {} ({})\n\n", self.name, host::summary());
-        s.push_str("| suite | case | threads | value | unit | notes |\n");
-        s.push_str("|---|---|---:|---:|---|---|\n");
+        s.push_str("| suite | case | threads | value | unit | bound | of bound | notes |\n");
+        s.push_str("|---|---|---:|---:|---|---:|---:|---|\n");
         for r in &self.rows {
             let threads = r.threads.map(|t| t.to_string()).unwrap_or_default();
+            let value = match r.stddev {
+                Some(sd) => format!("{} ± {}", fmt_value(r.value), fmt_value(sd)),
+                None => fmt_value(r.value),
+            };
+            let bound = r.bound.map(fmt_value).unwrap_or_default();
+            let frac = r
+                .fraction()
+                .map(|f| format!("{:.0}%", f * 100.0))
+                .unwrap_or_default();
             s.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} |\n",
-                r.suite,
-                r.case,
-                threads,
-                fmt_value(r.value),
-                r.unit,
-                r.note
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                r.suite, r.case, threads, value, r.unit, bound, frac, r.note
             ));
         }
         s
@@ -111,6 +140,9 @@ impl Report {
                     "threads": r.threads,
                     "value": r.value,
                     "unit": r.unit,
+                    "stddev": r.stddev,
+                    "bound": r.bound,
+                    "fraction": r.fraction(),
                     "note": r.note,
                 })
             })
@@ -148,13 +180,29 @@ mod tests {
             "GB/s",
             "best of 10",
         ));
+        r.rows.push(
+            Row::new("tg", "tg128", Some(1), 5.0, "tok/s", "")
+                .with_stddev(0.25)
+                .with_bound(Some(20.0)),
+        );
         let md = r.markdown();
         assert!(
-            md.contains("| stream | triad | 2 | 12.35 | GB/s | best of 10 |"),
+            md.contains("| stream | triad | 2 | 12.35 | GB/s |  |  | best of 10 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| tg | tg128 | 1 | 5.00 ± 0.2500 | tok/s | 20.00 | 25% |  |"),
             "{md}"
         );
         let j = r.json();
         assert_eq!(j["rows"][0]["value"], 12.3456);
         assert_eq!(j["rows"][0]["threads"], 2);
+        assert!(j["rows"][0]["bound"].is_null());
+        assert_eq!(j["rows"][1]["fraction"], 0.25);
+        assert_eq!(j["rows"][1]["stddev"], 0.25);
+        assert!(Row::new("x", "y", None, 1.0, "ms", "")
+            .with_bound(Some(0.0))
+            .bound
+            .is_none());
     }
 }

@@ -1,0 +1,416 @@
+//! MUL_MAT through the CPU backend at LLM shapes, per weight type: a graph
+//! with one MUL_MAT node over an imported weight and an F32 input, placed by
+//! the graph allocator and computed by the backend, as a model's layers are.
+//!
+//! * matvec (1 column): what generation does. It streams the weights, so
+//!   the figure is GB/s of weights read, compared with the STREAM triad
+//!   bandwidth at the same thread count measured in the same run. Each pass
+//!   cycles through copies of the weight that together exceed four times
+//!   the last-level cache (STREAM's rule), so that the bytes come from
+//!   memory as in a decode step, not from a cache that holds one matrix.
+//! * matmul (512 columns): what prompt processing does. It is compute
+//!   bound: GFLOP/s (2 k m n per product), compared with the peak FMA rate
+//!   at the same thread count from the same run.
+//!
+//! Each figure is the best sample after a warm-up, like STREAM's.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ggml_core::alloc::GraphAlloc;
+use ggml_core::backend::{Backend, Buffer, BufferUsage, Placement};
+use ggml_core::graph::{Flags, Graph, TensorId};
+use ggml_core::tensor::TensorDesc;
+use ggml_core::{quants, Type};
+use ggml_cpu::{cpu_buffer_type, CpuBackend};
+
+use super::report::Row;
+use super::{host, peak_fma, stream_triad, BenchOptions, Suite};
+use crate::error::{Error, Result};
+
+/// The weight types measured by default, in ggml's order.
+pub const DEFAULT_TYPES: [Type; 14] = [
+    Type::F32,
+    Type::F16,
+    Type::BF16,
+    Type::Q4_0,
+    Type::Q4_1,
+    Type::Q5_0,
+    Type::Q5_1,
+    Type::Q8_0,
+    Type::Q2_K,
+    Type::Q3_K,
+    Type::Q4_K,
+    Type::Q5_K,
+    Type::Q6_K,
+    Type::IQ4_NL,
+];
+
+/// Weight shapes (k = input width, m = output rows) of a default run: the
+/// attention projections of a 7B model.
+const SHAPES: &[(usize, usize)] = &[(4096, 4096)];
+/// With `--full`: the feed-forward up/gate and down projections too.
+const FULL_SHAPES: &[(usize, usize)] = &[(4096, 4096), (4096, 11008), (11008, 4096)];
+/// With `--quick`.
+const QUICK_SHAPES: &[(usize, usize)] = &[(1024, 1024)];
+/// Columns of the matrix x matrix case: llama.cpp's default ubatch.
+const MATMUL_COLS: usize = 512;
+const QUICK_MATMUL_COLS: usize = 64;
+/// Bytes the matvec copies should reach when the cache size is unknown.
+const DEFAULT_STREAMED_BYTES: usize = 256 << 20;
+/// Distinct weight rows generated; the rest repeat them (the values do not
+/// change the speed, only the size does).
+const DISTINCT_ROWS: usize = 16;
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Weight types.
+    pub types: Vec<Type>,
+    /// Weight shapes `(k, m)`.
+    pub shapes: Vec<(usize, usize)>,
+    /// Columns of the matrix x matrix case.
+    pub matmul_cols: usize,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// The least bytes the matvec copies of a weight add up to.
+    pub streamed_bytes: usize,
+    /// Sampling of the matvec cases.
+    pub matvec_sampling: Sampling,
+    /// Sampling of the matmul cases.
+    pub matmul_sampling: Sampling,
+}
+
+/// How long a case is measured: at least `min_samples` samples, and more
+/// until `target` has passed.
+#[derive(Clone, Copy, Debug)]
+pub struct Sampling {
+    /// The fewest samples.
+    pub min_samples: usize,
+    /// Time to fill with samples.
+    pub target: Duration,
+}
+
+impl Config {
+    /// The configuration of a bench run.
+    pub fn from_options(opts: &BenchOptions) -> Result<Config> {
+        let mut types: Vec<Type> = Vec::new();
+        for t in &opts.types {
+            let ty = t.ty;
+            if !DEFAULT_TYPES.contains(&ty) {
+                return Err(Error::Usage(format!(
+                    "--types {}: the kernels bench measures {}",
+                    t.name,
+                    DEFAULT_TYPES.map(|t| t.name().to_lowercase()).join(", ")
+                )));
+            }
+            if !types.contains(&ty) {
+                types.push(ty);
+            }
+        }
+        if types.is_empty() {
+            types = DEFAULT_TYPES.to_vec();
+        }
+        let llc = host::last_level_cache_bytes();
+        let (shapes, cols, mv, mm) = if opts.quick {
+            (
+                QUICK_SHAPES,
+                QUICK_MATMUL_COLS,
+                Sampling {
+                    min_samples: 3,
+                    target: Duration::from_millis(50),
+                },
+                Sampling {
+                    min_samples: 2,
+                    target: Duration::from_millis(100),
+                },
+            )
+        } else {
+            (
+                if opts.full { FULL_SHAPES } else { SHAPES },
+                MATMUL_COLS,
+                Sampling {
+                    min_samples: 5,
+                    target: Duration::from_millis(600),
+                },
+                Sampling {
+                    min_samples: 3,
+                    target: Duration::from_millis(1500),
+                },
+            )
+        };
+        Ok(Config {
+            types,
+            shapes: shapes.to_vec(),
+            matmul_cols: cols,
+            threads: opts.thread_counts()?,
+            streamed_bytes: llc.map_or(DEFAULT_STREAMED_BYTES, |c| 4 * c),
+            matvec_sampling: mv,
+            matmul_sampling: mm,
+        })
+    }
+}
+
+/// Deterministic values in [-1, 1).
+fn values(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// `m` rows of `k` weights of `ty`: a few distinct quantized rows, repeated.
+fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
+    let row = quants::row_size(ty, k)?;
+    let distinct = DISTINCT_ROWS.min(m);
+    let mut rows = vec![0u8; row * distinct];
+    for (i, out) in rows.chunks_exact_mut(row).enumerate() {
+        quants::quantize_row(ty, &values(k, 7 + i as u64), out)?;
+    }
+    let mut data = Vec::with_capacity(row * m);
+    while data.len() < row * m {
+        let take = (row * m - data.len()).min(rows.len());
+        data.extend_from_slice(&rows[..take]);
+    }
+    Ok(data)
+}
+
+/// One MUL_MAT of a `[k, m]` weight of one type by a `[k, n]` F32 input,
+/// with `copies` copies of the weight; a pass computes the product once per
+/// copy.
+pub struct MulMat {
+    /// One graph per weight copy; they share the input and output memory.
+    graphs: Vec<Graph>,
+    out: TensorId,
+    /// Bytes of one copy of the weight.
+    pub weight_bytes: usize,
+    /// Floating-point operations of one product (2 k m n).
+    pub flops: f64,
+    _weights: Vec<Arc<dyn Buffer>>,
+    _alloc: GraphAlloc,
+}
+
+impl MulMat {
+    /// Builds the graphs: the weight is imported with its placement (as a
+    /// model's weights are), the input and the result are placed by the
+    /// graph allocator, the input is filled.
+    pub fn new(ty: Type, k: usize, m: usize, n: usize, copies: usize) -> Result<MulMat> {
+        let buft = cpu_buffer_type();
+        let desc = TensorDesc::new("w", ty, &[k, m]);
+        let data = weight_bytes(ty, k, m)?;
+        let mut weights = Vec::with_capacity(copies.max(1));
+        for _ in 0..copies.max(1) {
+            let buf = buft.alloc_buffer(data.len())?;
+            buf.set_usage(BufferUsage::Weights);
+            buf.set_tensor(0, &data)?;
+            weights.push(buf);
+        }
+        let placement = |buffer: &Arc<dyn Buffer>| Placement {
+            buffer: buffer.clone(),
+            offset: 0,
+        };
+        let mut g = Graph::new();
+        let w = g.import(desc, placement(&weights[0]), Flags::WEIGHT);
+        let x = g.input("x", Type::F32, &[k, n]);
+        let out = g.mul_mat(w, x)?;
+        g.set_output(out);
+        let mut alloc = GraphAlloc::new(buft);
+        alloc.alloc_graph(&mut g)?;
+        let xs: Vec<u8> = values(k * n, 3)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect();
+        let at = g.placement_or_err(x)?;
+        at.buffer.set_tensor(at.offset, &xs)?;
+        let mut graphs = vec![g];
+        for buf in &weights[1..] {
+            let mut gi = graphs[0].clone();
+            gi.node_mut(w).at = Some(placement(buf));
+            graphs.push(gi);
+        }
+        Ok(MulMat {
+            graphs,
+            out,
+            weight_bytes: data.len(),
+            flops: 2.0 * (k * m * n) as f64,
+            _weights: weights,
+            _alloc: alloc,
+        })
+    }
+
+    /// Copies of the weight a pass goes through.
+    pub fn copies(&self) -> usize {
+        self.graphs.len()
+    }
+
+    /// One pass: the product with every copy of the weight.
+    pub fn pass(&self, backend: &mut dyn Backend) -> Result<()> {
+        for g in &self.graphs {
+            backend.graph_compute(g, &[self.out])?;
+        }
+        Ok(())
+    }
+
+    /// The result of the last pass, `[m, n]` in column order.
+    pub fn output(&self) -> Result<Vec<f32>> {
+        let g = &self.graphs[0];
+        let at = g.placement_or_err(self.out)?;
+        let mut bytes = vec![0u8; g.desc(self.out).nbytes()];
+        at.buffer.get_tensor(at.offset, &mut bytes)?;
+        Ok(bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect())
+    }
+
+    /// Runs a warm-up pass, then passes until `s` is satisfied; returns the
+    /// best pass time and the number of passes timed.
+    pub fn time(&self, backend: &mut dyn Backend, s: Sampling) -> Result<(Duration, usize)> {
+        self.pass(backend)?;
+        let start = Instant::now();
+        let mut best = Duration::MAX;
+        let mut n = 0;
+        while n < s.min_samples.max(1) || start.elapsed() < s.target {
+            let t = Instant::now();
+            self.pass(backend)?;
+            best = best.min(t.elapsed());
+            n += 1;
+        }
+        Ok((best, n))
+    }
+}
+
+/// Weight copies needed for `total` bytes at least.
+fn copies_for(weight_bytes: usize, total: usize) -> usize {
+    total.div_ceil(weight_bytes.max(1)).max(1)
+}
+
+fn mib(bytes: usize) -> f64 {
+    bytes as f64 / (1u64 << 20) as f64
+}
+
+/// Measures `cfg`; `prior` holds the STREAM and FMA rows of the same run,
+/// which give the bounds.
+pub fn run_config(cfg: &Config, prior: &[Row]) -> Result<Vec<Row>> {
+    let mut backends = Vec::new();
+    for &t in &cfg.threads {
+        backends.push((t, CpuBackend::new(t)?));
+    }
+    let mut matvec = Vec::new();
+    let mut matmul = Vec::new();
+    for &ty in &cfg.types {
+        for &(k, m) in &cfg.shapes {
+            let shape = format!("{k}x{m}");
+            let one = quants::row_size(ty, k)? * m;
+            let mv = MulMat::new(ty, k, m, 1, copies_for(one, cfg.streamed_bytes))?;
+            for (t, backend) in backends.iter_mut() {
+                let (best, n) = mv.time(backend, cfg.matvec_sampling)?;
+                let secs = best.as_secs_f64().max(1e-9);
+                let bytes = (mv.weight_bytes * mv.copies()) as f64;
+                let gflops = mv.flops * mv.copies() as f64 / secs / 1e9;
+                let note = format!(
+                    "{:.1} MiB x {} copies, {gflops:.1} GFLOP/s, best of {n}",
+                    mib(mv.weight_bytes),
+                    mv.copies()
+                );
+                matvec.push(
+                    Row::new(
+                        "matvec",
+                        format!("{} {shape}", ty.name()),
+                        Some(*t),
+                        bytes / secs / 1e9,
+                        "GB/s",
+                        note,
+                    )
+                    .with_bound(stream_triad(prior, *t)),
+                );
+            }
+            drop(mv);
+            let cols = cfg.matmul_cols;
+            let mm = MulMat::new(ty, k, m, cols, 1)?;
+            for (t, backend) in backends.iter_mut() {
+                let (best, n) = mm.time(backend, cfg.matmul_sampling)?;
+                let gflops = mm.flops / best.as_secs_f64().max(1e-9) / 1e9;
+                let note = format!(
+                    "{:.1} ms per product, best of {n}",
+                    best.as_secs_f64() * 1e3
+                );
+                matmul.push(
+                    Row::new(
+                        "matmul",
+                        format!("{} {shape}x{cols}", ty.name()),
+                        Some(*t),
+                        gflops,
+                        "GFLOP/s",
+                        note,
+                    )
+                    .with_bound(peak_fma(prior, *t)),
+                );
+            }
+        }
+    }
+    matvec.extend(matmul);
+    Ok(matvec)
+}
+
+/// The MUL_MAT suite (matvec and matmul rows).
+pub struct MulMatSuite;
+
+impl Suite for MulMatSuite {
+    fn name(&self) -> &'static str {
+        "mul_mat"
+    }
+
+    fn run(&self, opts: &BenchOptions, prior: &[Row]) -> Result<Vec<Row>> {
+        run_config(&Config::from_options(opts)?, prior)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copies_reach_the_total() {
+        assert_eq!(copies_for(10, 100), 10);
+        assert_eq!(copies_for(30, 100), 4);
+        assert_eq!(copies_for(300, 100), 1);
+        assert_eq!(copies_for(0, 100), 100);
+    }
+
+    #[test]
+    fn product_matches_the_dequantized_weights() {
+        let (k, m, n) = (256, 8, 3);
+        let mut backend = CpuBackend::new(2).unwrap();
+        for ty in [Type::F32, Type::Q4_0, Type::Q4_K] {
+            let mm = MulMat::new(ty, k, m, n, 2).unwrap();
+            assert_eq!(mm.copies(), 2);
+            mm.pass(&mut backend).unwrap();
+            let got = mm.output().unwrap();
+            let data = weight_bytes(ty, k, m).unwrap();
+            let row = quants::row_size(ty, k).unwrap();
+            let xs = values(k * n, 3);
+            for i in 0..m {
+                let mut w = vec![0f32; k];
+                quants::dequantize_row(ty, &data[i * row..(i + 1) * row], &mut w).unwrap();
+                for j in 0..n {
+                    let want: f32 = w
+                        .iter()
+                        .zip(&xs[j * k..(j + 1) * k])
+                        .map(|(a, b)| a * b)
+                        .sum();
+                    let g = got[j * m + i];
+                    assert!(
+                        (g - want).abs() < 0.05 * (1.0 + want.abs()),
+                        "{ty} [{i},{j}]: {g} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,174 @@
+//! The bench code paths on tiny inputs: MUL_MAT rows with their bounds, an
+//! e2e test in process and through the child process, and flag errors.
+//! Only that the paths work is checked here; the figures are benches' work.
+
+mod common;
+
+use std::time::Duration;
+
+use clap::Parser;
+use ggml_core::Type;
+use xtask::bench::e2e::{run_case, Case, Generation};
+use xtask::bench::matmul::{run_config, Config, Sampling};
+use xtask::bench::report::Row;
+use xtask::bench::{BenchOptions, Suite};
+use xtask::cli::{Cli, Command};
+use xtask::gen_model::shape::{Preset, ShapeOverrides};
+use xtask::gen_model::{generate_file, WriteSettings};
+use xtask::Error;
+
+/// STREAM and FMA rows as the suites before the measured ones leave them.
+fn prior() -> Vec<Row> {
+    let mut rows = Vec::new();
+    for t in [1, 2] {
+        rows.push(Row::new("stream", "triad", Some(t), 10.0, "GB/s", ""));
+        rows.push(Row::new("fma", "avx2 fma", Some(t), 50.0, "GFLOP/s", ""));
+        rows.push(Row::new("fma", "avx512 fma", Some(t), 100.0, "GFLOP/s", ""));
+    }
+    rows
+}
+
+#[test]
+fn kernels_on_tiny_shapes() {
+    let quick = Sampling {
+        min_samples: 1,
+        target: Duration::ZERO,
+    };
+    let cfg = Config {
+        types: vec![Type::F16, Type::Q4_0, Type::Q6_K],
+        shapes: vec![(256, 32)],
+        matmul_cols: 4,
+        threads: vec![1, 2],
+        streamed_bytes: 64 << 10,
+        matvec_sampling: quick,
+        matmul_sampling: quick,
+    };
+    let rows = run_config(&cfg, &prior()).expect("kernels run");
+    assert_eq!(rows.len(), 12);
+    for r in &rows {
+        assert!(r.value > 0.0 && r.value.is_finite(), "{r:?}");
+        let want = if r.suite == "matvec" { 10.0 } else { 100.0 };
+        assert_eq!(r.bound, Some(want), "{r:?}");
+    }
+    assert_eq!(rows[0].case, "f16 256x32");
+    assert_eq!(rows[6].case, "f16 256x32x4");
+}
+
+#[test]
+fn kernel_types_come_from_the_flag() {
+    let opts = BenchOptions {
+        types: vec!["q4_k_m".parse().unwrap(), "q4_k".parse().unwrap()],
+        quick: true,
+        ..BenchOptions::default()
+    };
+    let cfg = Config::from_options(&opts).unwrap();
+    assert_eq!(cfg.types, vec![Type::Q4_K]);
+    let opts = BenchOptions {
+        types: vec!["q3_k_m".parse().unwrap()],
+        ..BenchOptions::default()
+    };
+    assert_eq!(Config::from_options(&opts).unwrap().types, vec![Type::Q3_K]);
+    assert_eq!(
+        Config::from_options(&BenchOptions::default())
+            .unwrap()
+            .types
+            .len(),
+        14
+    );
+}
+
+fn stories_model(test: &str) -> std::path::PathBuf {
+    let dir = common::temp_dir(test);
+    let spec = common::spec(Preset::Stories260k, ShapeOverrides::default(), "f32", 5);
+    let path = dir.join("stories.gguf");
+    generate_file(&spec, &WriteSettings::default(), &path).expect("model");
+    path
+}
+
+#[test]
+fn e2e_case_in_process() {
+    let model = stories_model("e2e-in-process");
+    for (n_prompt, n_gen) in [(16, 0), (0, 6)] {
+        let case = Case {
+            model: model.clone(),
+            threads: 2,
+            n_prompt,
+            n_gen,
+            reps: 2,
+            vulkan: false,
+        };
+        let r = run_case(&case).expect("case");
+        assert_eq!(r.backend, "CPU");
+        assert_eq!(r.n_tokens, n_prompt + n_gen);
+        assert_eq!(r.samples_ns.len(), 2);
+        assert!(r.bytes_per_token > 0.0 && r.flops_per_token > 0.0);
+        // The output layer is tied to the embeddings in stories260k: a
+        // generated token reads every tensor once.
+        assert!(r.bytes_per_token <= r.model_bytes as f64);
+        assert!(r.model_desc.starts_with("llama"), "{}", r.model_desc);
+    }
+    let _ = std::fs::remove_dir_all(model.parent().unwrap());
+}
+
+#[test]
+fn e2e_suite_through_child_processes() {
+    let model = stories_model("e2e-child");
+    let opts = BenchOptions {
+        model: Some(model.clone()),
+        threads: vec![1],
+        quick: true,
+        reps: 1,
+        ..BenchOptions::default()
+    };
+    let suite = Generation::with_exe(env!("CARGO_BIN_EXE_xtask"));
+    let rows = suite.run(&opts, &prior()).expect("e2e suite");
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].suite, "pp64");
+    assert_eq!(rows[1].suite, "tg16");
+    for r in &rows {
+        assert_eq!(r.threads, Some(1));
+        assert!(r.value > 0.0, "{r:?}");
+        assert!(r.bound.is_some_and(|b| b > 0.0), "{r:?}");
+        assert!(r.note.contains("peak RSS"), "{}", r.note);
+    }
+    let _ = std::fs::remove_dir_all(model.parent().unwrap());
+}
+
+#[test]
+fn bad_flags_are_errors_not_panics() {
+    for args in [
+        &["xtask", "bench", "kernels", "--types", "q9_0"][..],
+        &["xtask", "bench", "e2e", "--reps", "x"],
+        &["xtask", "bench", "nothing"],
+        &["xtask", "bench-case", "--threads", "1"],
+    ] {
+        assert!(Cli::try_parse_from(args).is_err(), "{args:?}");
+    }
+    let run = |args: &[&str]| xtask::cli::run(Cli::try_parse_from(args).expect("parses"));
+    assert!(matches!(
+        run(&["xtask", "bench", "e2e", "--reps", "0"]),
+        Err(Error::Usage(_))
+    ));
+    assert!(matches!(
+        run(&["xtask", "bench", "kernels", "--threads", "0"]),
+        Err(Error::Usage(_))
+    ));
+    assert!(matches!(
+        run(&["xtask", "bench-case", "--model", "m.gguf", "--threads", "1"]),
+        Err(Error::Usage(_))
+    ));
+    assert!(matches!(
+        run(&["xtask", "bench", "all", "--model", "/nonexistent.gguf"]),
+        Err(Error::Usage(_))
+    ));
+    let cli = Cli::try_parse_from(["xtask", "bench", "e2e", "--vulkan", "--types", "f16,q4_0"])
+        .expect("parses");
+    match cli.command {
+        Command::Bench(b) => {
+            assert!(b.vulkan);
+            assert_eq!(b.types.len(), 2);
+            assert_eq!(b.reps, 3);
+        }
+        _ => panic!("not a bench command"),
+    }
+}
