@@ -24,30 +24,46 @@ float a_elem(uint i) { return float(data_a[i]); }
 layout(binding = 0, scalar) readonly buffer BufA { uint16_t data_a[]; };
 float a_elem(uint i) { return uintBitsToFloat(uint(data_a[i]) << 16); }
 
+#else
+// Quantized: every block size is even, so the same memory is also read as
+// 16-bit words to fetch four packed bytes in two loads.
+layout(binding = 0, scalar) readonly buffer BufA16 { uint16_t data_a16[]; };
+#endif
+
+// Four bytes at even byte offset `off` of block `ib` (BLOCK_BYTES each),
+// little-endian in a uint.
+#define BYTES4(ib, off) (uint(data_a16[(ib) * (BLOCK_BYTES / 2u) + (off) / 2u]) | \
+                         (uint(data_a16[(ib) * (BLOCK_BYTES / 2u) + (off) / 2u + 1u]) << 16))
+
+// The four nibbles of the bytes of v above bit `sh` (0 or 4), as floats.
+vec4 nibbles(uint v, uint sh) {
+    v >>= sh;
+    return vec4(v & 15u, (v >> 8) & 15u, (v >> 16) & 15u, (v >> 24) & 15u);
+}
+
+#if defined(A_F32) || defined(A_F16) || defined(A_BF16)
+// (declared above)
+
 #elif defined(A_Q4_0)
 #define QK 32
+#define BLOCK_BYTES 18u
 struct Block { float16_t d; uint8_t qs[16]; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
     const float d = float(data_a[ib].d);
-    const uint j = e & 15u;
-    const uint sh = (e >> 4) * 4u;
-    vec4 q = vec4((uint(data_a[ib].qs[j]) >> sh) & 15u, (uint(data_a[ib].qs[j + 1]) >> sh) & 15u,
-                  (uint(data_a[ib].qs[j + 2]) >> sh) & 15u, (uint(data_a[ib].qs[j + 3]) >> sh) & 15u);
+    const vec4 q = nibbles(BYTES4(ib, 2u + (e & 15u)), (e >> 4) * 4u);
     return (q - 8.0) * d;
 }
 
 #elif defined(A_Q4_1)
 #define QK 32
+#define BLOCK_BYTES 20u
 struct Block { float16_t d; float16_t m; uint8_t qs[16]; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
     const float d = float(data_a[ib].d);
     const float m = float(data_a[ib].m);
-    const uint j = e & 15u;
-    const uint sh = (e >> 4) * 4u;
-    vec4 q = vec4((uint(data_a[ib].qs[j]) >> sh) & 15u, (uint(data_a[ib].qs[j + 1]) >> sh) & 15u,
-                  (uint(data_a[ib].qs[j + 2]) >> sh) & 15u, (uint(data_a[ib].qs[j + 3]) >> sh) & 15u);
+    const vec4 q = nibbles(BYTES4(ib, 4u + (e & 15u)), (e >> 4) * 4u);
     precise vec4 res = q * d + m;
     return res;
 }
@@ -55,21 +71,20 @@ vec4 dequant4(uint ib, uint e) {
 #elif defined(A_Q5_0) || defined(A_Q5_1)
 #define QK 32
 #if defined(A_Q5_0)
+#define BLOCK_BYTES 22u
+#define QH_AT 2u
 struct Block { float16_t d; uint8_t qh[4]; uint8_t qs[16]; };
 #else
+#define BLOCK_BYTES 24u
+#define QH_AT 4u
 struct Block { float16_t d; float16_t m; uint8_t qh[4]; uint8_t qs[16]; };
 #endif
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
     const float d = float(data_a[ib].d);
-    const uint qh = uint(data_a[ib].qh[0]) | (uint(data_a[ib].qh[1]) << 8) |
-                    (uint(data_a[ib].qh[2]) << 16) | (uint(data_a[ib].qh[3]) << 24);
-    const uint j = e & 15u;
-    const uint sh = (e >> 4) * 4u;
-    vec4 q;
-    [[unroll]] for (uint k = 0; k < 4; k++) {
-        q[k] = float(((uint(data_a[ib].qs[j + k]) >> sh) & 15u) | (((qh >> (e + k)) & 1u) << 4));
-    }
+    const uint qh = BYTES4(ib, QH_AT) >> e;
+    vec4 q = nibbles(BYTES4(ib, QH_AT + 4u + (e & 15u)), (e >> 4) * 4u);
+    q += vec4((qh & 1u) << 4, ((qh >> 1) & 1u) << 4, ((qh >> 2) & 1u) << 4, ((qh >> 3) & 1u) << 4);
 #if defined(A_Q5_0)
     return (q - 16.0) * d;
 #else
@@ -80,16 +95,18 @@ vec4 dequant4(uint ib, uint e) {
 
 #elif defined(A_Q8_0)
 #define QK 32
+#define BLOCK_BYTES 34u
 struct Block { float16_t d; int8_t qs[32]; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
     const float d = float(data_a[ib].d);
-    return vec4(int(data_a[ib].qs[e]), int(data_a[ib].qs[e + 1]), int(data_a[ib].qs[e + 2]),
-                int(data_a[ib].qs[e + 3])) * d;
+    const int v = int(BYTES4(ib, 2u + e));
+    return vec4((v << 24) >> 24, (v << 16) >> 24, (v << 8) >> 24, v >> 24) * d;
 }
 
 #elif defined(A_Q2_K)
 #define QK 256
+#define BLOCK_BYTES 84u
 struct Block { uint8_t scales[16]; uint8_t qs[64]; float16_t d; float16_t dmin; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
@@ -101,16 +118,15 @@ vec4 dequant4(uint ib, uint e) {
     const uint sc = uint(data_a[ib].scales[n * 8u + j * 2u + h]);
     const float dl = float(data_a[ib].d) * float(sc & 15u);
     const float ml = float(data_a[ib].dmin) * float(sc >> 4);
-    const uint q0 = n * 32u + h * 16u + l;
-    const uint sh = 2u * j;
-    vec4 q = vec4((uint(data_a[ib].qs[q0]) >> sh) & 3u, (uint(data_a[ib].qs[q0 + 1]) >> sh) & 3u,
-                  (uint(data_a[ib].qs[q0 + 2]) >> sh) & 3u, (uint(data_a[ib].qs[q0 + 3]) >> sh) & 3u);
+    const uint v = BYTES4(ib, 16u + n * 32u + h * 16u + l) >> (2u * j);
+    const vec4 q = vec4(v & 3u, (v >> 8) & 3u, (v >> 16) & 3u, (v >> 24) & 3u);
     precise vec4 res = dl * q - ml;
     return res;
 }
 
 #elif defined(A_Q3_K)
 #define QK 256
+#define BLOCK_BYTES 110u
 struct Block { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; float16_t d; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
@@ -125,23 +141,23 @@ vec4 dequant4(uint ib, uint e) {
     const uint lo = is < 8u ? uint(data_a[ib].scales[is]) & 15u : uint(data_a[ib].scales[is - 8u]) >> 4;
     const uint hi = (uint(data_a[ib].scales[8u + (is & 3u)]) >> (2u * (is >> 2))) & 3u;
     const float dl = float(data_a[ib].d) * (float(lo | (hi << 4)) - 32.0);
-    const uint q0 = n * 32u + h * 16u + l;
-    const uint m0 = h * 16u + l;
-    const uint sh = 2u * j;
-    const uint hb = n * 4u + j;
-    vec4 q;
-    [[unroll]] for (uint k = 0; k < 4; k++) {
-        const float low = float((uint(data_a[ib].qs[q0 + k]) >> sh) & 3u);
-        q[k] = ((uint(data_a[ib].hmask[m0 + k]) >> hb) & 1u) != 0u ? low : low - 4.0;
-    }
+    const uint v = BYTES4(ib, 32u + n * 32u + h * 16u + l) >> (2u * j);
+    // A clear high bit subtracts 4.
+    const uint hm = ~(BYTES4(ib, h * 16u + l) >> (n * 4u + j));
+    const vec4 q = vec4(v & 3u, (v >> 8) & 3u, (v >> 16) & 3u, (v >> 24) & 3u) -
+                   4.0 * vec4(hm & 1u, (hm >> 8) & 1u, (hm >> 16) & 1u, (hm >> 24) & 1u);
     return dl * q;
 }
 
 #elif defined(A_Q4_K) || defined(A_Q5_K)
 #define QK 256
 #if defined(A_Q4_K)
+#define BLOCK_BYTES 144u
+#define QS_AT 16u
 struct Block { float16_t d; float16_t dmin; uint8_t scales[12]; uint8_t qs[128]; };
 #else
+#define BLOCK_BYTES 176u
+#define QS_AT 48u
 struct Block { float16_t d; float16_t dmin; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
 #endif
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
@@ -161,15 +177,10 @@ vec4 dequant4(uint ib, uint e) {
     const vec2 sm = scale_min_k4(ib, 2u * g + hi);
     const float d = float(data_a[ib].d) * sm.x;
     const float m = float(data_a[ib].dmin) * sm.y;
-    const uint q0 = g * 32u + l;
-    const uint sh = hi * 4u;
-    vec4 q = vec4((uint(data_a[ib].qs[q0]) >> sh) & 15u, (uint(data_a[ib].qs[q0 + 1]) >> sh) & 15u,
-                  (uint(data_a[ib].qs[q0 + 2]) >> sh) & 15u, (uint(data_a[ib].qs[q0 + 3]) >> sh) & 15u);
+    vec4 q = nibbles(BYTES4(ib, QS_AT + g * 32u + l), hi * 4u);
 #if defined(A_Q5_K)
-    const uint hb = 2u * g + hi;
-    [[unroll]] for (uint k = 0; k < 4; k++) {
-        q[k] += float(((uint(data_a[ib].qh[l + k]) >> hb) & 1u) << 4);
-    }
+    const uint qh = BYTES4(ib, 16u + l) >> (2u * g + hi);
+    q += 16.0 * vec4(qh & 1u, (qh >> 8) & 1u, (qh >> 16) & 1u, (qh >> 24) & 1u);
 #endif
     precise vec4 res = d * q - m;
     return res;
@@ -177,6 +188,7 @@ vec4 dequant4(uint ib, uint e) {
 
 #elif defined(A_Q6_K)
 #define QK 256
+#define BLOCK_BYTES 210u
 struct Block { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; float16_t d; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
@@ -185,16 +197,10 @@ vec4 dequant4(uint ib, uint e) {
     const uint quarter = r >> 5;
     const uint l = r & 31u;
     const float d = float(data_a[ib].d) * float(int(data_a[ib].scales[n * 8u + (l >> 4) + 2u * quarter]));
-    const uint ql0 = n * 64u + l + 32u * (quarter & 1u);
-    const uint qh0 = n * 32u + l;
-    const uint shl = (quarter >> 1) * 4u;
-    const uint shh = 2u * quarter;
-    vec4 q;
-    [[unroll]] for (uint k = 0; k < 4; k++) {
-        const uint v = ((uint(data_a[ib].ql[ql0 + k]) >> shl) & 15u) |
-                       (((uint(data_a[ib].qh[qh0 + k]) >> shh) & 3u) << 4);
-        q[k] = float(int(v) - 32);
-    }
+    const vec4 lo = nibbles(BYTES4(ib, n * 64u + l + 32u * (quarter & 1u)), (quarter >> 1) * 4u);
+    const uint hv = BYTES4(ib, 128u + n * 32u + l) >> (2u * quarter);
+    const vec4 hi = vec4(hv & 3u, (hv >> 8) & 3u, (hv >> 16) & 3u, (hv >> 24) & 3u);
+    const vec4 q = lo + 16.0 * hi - 32.0;
     return d * q;
 }
 
@@ -203,6 +209,8 @@ const float kvalues_iq4nl[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -
                                           1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
 #if defined(A_IQ4_NL)
 #define QK 32
+#define BLOCK_BYTES 18u
+#define QS_AT 2u
 struct Block { float16_t d; uint8_t qs[16]; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
@@ -210,6 +218,8 @@ vec4 dequant4(uint ib, uint e) {
     const uint j = e & 15u;
 #else
 #define QK 256
+#define BLOCK_BYTES 136u
+#define QS_AT 8u
 struct Block { float16_t d; uint16_t scales_h; uint8_t scales_l[4]; uint8_t qs[128]; };
 layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
 vec4 dequant4(uint ib, uint e) {
@@ -222,11 +232,8 @@ vec4 dequant4(uint ib, uint e) {
     const uint j = 16u * sb + (e & 15u);
     e &= 31u;
 #endif
-    const uint sh = (e >> 4) * 4u;
-    return d * vec4(kvalues_iq4nl[(uint(data_a[ib].qs[j]) >> sh) & 15u],
-                    kvalues_iq4nl[(uint(data_a[ib].qs[j + 1]) >> sh) & 15u],
-                    kvalues_iq4nl[(uint(data_a[ib].qs[j + 2]) >> sh) & 15u],
-                    kvalues_iq4nl[(uint(data_a[ib].qs[j + 3]) >> sh) & 15u]);
+    const uvec4 q = uvec4(nibbles(BYTES4(ib, QS_AT + j), (e >> 4) * 4u));
+    return d * vec4(kvalues_iq4nl[q.x], kvalues_iq4nl[q.y], kvalues_iq4nl[q.z], kvalues_iq4nl[q.w]);
 }
 
 #else
