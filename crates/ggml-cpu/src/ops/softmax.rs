@@ -2,7 +2,7 @@
 
 use ggml_core::Result;
 
-use super::{alibi_slope, exp_f32};
+use super::alibi_slope;
 use crate::compute::{par_rows, NodeCtx};
 
 /// `softmax(x * scale + slope * mask)` of one row, as ggml: the exponentials
@@ -23,22 +23,7 @@ pub(crate) fn soft_max_row(
         }
     }
     let max = out.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    // Eight partial f64 sums so that the loop vectorises.
-    let mut part = [0f64; 8];
-    let mut chunks = out.chunks_exact_mut(8);
-    for ch in &mut chunks {
-        for (o, p) in ch.iter_mut().zip(part.iter_mut()) {
-            let e = exp_f32(*o - max);
-            *p += f64::from(e);
-            *o = e;
-        }
-    }
-    for (o, p) in chunks.into_remainder().iter_mut().zip(part.iter_mut()) {
-        let e = exp_f32(*o - max);
-        *p += f64::from(e);
-        *o = e;
-    }
-    let sum: f64 = part.iter().sum();
+    let sum = (crate::simd::kernels().exp_sum)(out, max);
     let inv = (1.0 / sum) as f32;
     for o in out.iter_mut() {
         *o *= inv;

@@ -7,12 +7,6 @@ use half::f16;
 
 use crate::compute::{par_rows, NodeCtx};
 
-/// x * sigmoid(x), as ggml's `ggml_silu_f32` (with a vectorisable exp).
-#[inline(always)]
-pub(crate) fn silu(x: f32) -> f32 {
-    x / (1.0 + super::exp_f32(-x))
-}
-
 const GELU_COEF_A: f32 = 0.044715;
 const SQRT_2_OVER_PI: f32 = 0.797_884_6;
 
@@ -47,6 +41,19 @@ pub(crate) fn gelu(x: f32) -> f32 {
 }
 
 fn map_rows(ctx: &NodeCtx<'_>, work: usize, f: impl Fn(f32) -> f32 + Sync) -> Result<()> {
+    map_rows_with(ctx, work, |x, out| {
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = f(v);
+        }
+    })
+}
+
+/// Applies a row function `f(src, dst)` to every row.
+fn map_rows_with(
+    ctx: &NodeCtx<'_>,
+    work: usize,
+    f: impl Fn(&[f32], &mut [f32]) + Sync,
+) -> Result<()> {
     let (a, d) = (&ctx.src[0], &ctx.dst);
     let alias = ctx.alias[0];
     par_rows(d.n_rows(), work, |rows, s| {
@@ -55,13 +62,7 @@ fn map_rows(ctx: &NodeCtx<'_>, work: usize, f: impl Fn(f32) -> f32 + Sync) -> Re
             // SAFETY: same shape as the result; aliased rows are copied.
             let x = unsafe { a.read_row(i, alias, &mut s.a)? };
             // SAFETY: each result row is written by one task.
-            unsafe {
-                d.write_row(i, &mut s.c, |out| {
-                    for (o, &v) in out.iter_mut().zip(x) {
-                        *o = f(v);
-                    }
-                })?
-            };
+            unsafe { d.write_row(i, &mut s.c, |out| f(x, out))? };
         }
         Ok(())
     })
@@ -80,7 +81,10 @@ pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
     // One instantiation per function, so that the loops inline and vectorise.
     let w = ctx.dst.ne[0] * 8;
     match u {
-        UnaryOp::Silu => map_rows(ctx, w, silu),
+        UnaryOp::Silu => {
+            let k = crate::simd::kernels().silu;
+            map_rows_with(ctx, w, k)
+        }
         UnaryOp::Gelu => map_rows(ctx, w, gelu),
         UnaryOp::Relu => map_rows(ctx, w, |x| if x > 0.0 { x } else { 0.0 }),
         UnaryOp::Neg => map_rows(ctx, w, |x| -x),
@@ -90,15 +94,26 @@ pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
 /// `act(gate) * up`, from the two halves of src0's rows or from two tensors.
 pub(crate) fn glu(ctx: &NodeCtx<'_>, op: GluOp, swapped: bool) -> Result<()> {
     match op {
-        GluOp::Swiglu => glu_with(ctx, swapped, silu),
+        GluOp::Swiglu => {
+            let k = crate::simd::kernels().swiglu;
+            glu_with(ctx, swapped, k)
+        }
         GluOp::Geglu => {
             gelu_table();
-            glu_with(ctx, swapped, gelu)
+            glu_with(ctx, swapped, |g, u, out| {
+                for ((o, &a), &b) in out.iter_mut().zip(g).zip(u) {
+                    *o = gelu(a) * b;
+                }
+            })
         }
     }
 }
 
-fn glu_with(ctx: &NodeCtx<'_>, swapped: bool, f: impl Fn(f32) -> f32 + Sync) -> Result<()> {
+fn glu_with(
+    ctx: &NodeCtx<'_>,
+    swapped: bool,
+    f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,
+) -> Result<()> {
     let d = &ctx.dst;
     let n = d.ne[0];
     let split = ctx.src.len() >= 2;
@@ -123,13 +138,7 @@ fn glu_with(ctx: &NodeCtx<'_>, swapped: bool, f: impl Fn(f32) -> f32 + Sync) -> 
                 }
             };
             // SAFETY: each result row is written by one task.
-            unsafe {
-                d.write_row(i, &mut s.c, |out| {
-                    for ((o, &gv), &uv) in out.iter_mut().zip(g).zip(u) {
-                        *o = f(gv) * uv;
-                    }
-                })?
-            };
+            unsafe { d.write_row(i, &mut s.c, |out| f(g, u, out))? };
         }
         Ok(())
     })

@@ -51,6 +51,12 @@ pub(crate) struct Kernels {
     pub dot_f32: fn(&[f32], &[f32]) -> f32,
     /// f16 dot product (f32 accumulation) of two slices of equal length.
     pub dot_f16: fn(&[f16], &[f16]) -> f32,
+    /// `x[i] = exp(x[i] - max)` in place; returns the sum in f64.
+    pub exp_sum: fn(&mut [f32], f32) -> f64,
+    /// `out[i] = silu(x[i])`.
+    pub silu: fn(&[f32], &mut [f32]),
+    /// `out[i] = silu(g[i]) * u[i]`.
+    pub swiglu: fn(&[f32], &[f32], &mut [f32]),
     table: Vec<Option<DotFn>>,
 }
 
@@ -75,6 +81,9 @@ impl Kernels {
             isa: Isa::Scalar,
             dot_f32: scalar::dot_f32,
             dot_f16: scalar::dot_f16,
+            exp_sum: scalar::exp_sum,
+            silu: scalar::silu,
+            swiglu: scalar::swiglu,
             table: vec![None; ggml_core::Type::all().len().max(64)],
         };
         for &ty in Type::all() {

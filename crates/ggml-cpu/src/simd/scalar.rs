@@ -24,6 +24,73 @@ pub(crate) fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
         .sum::<f64>() as f32
 }
 
+/// `x[i] = exp(x[i] - max)` in place, summed in f64 (eight partial sums).
+pub(crate) fn exp_sum(x: &mut [f32], max: f32) -> f64 {
+    let mut part = [0f64; 8];
+    for (i, v) in x.iter_mut().enumerate() {
+        let e = exp_f32(*v - max);
+        part[i % 8] += f64::from(e);
+        *v = e;
+    }
+    part.iter().sum()
+}
+
+/// `out[i] = x[i] / (1 + exp(-x[i]))`.
+pub(crate) fn silu(x: &[f32], out: &mut [f32]) {
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v / (1.0 + exp_f32(-v));
+    }
+}
+
+/// `out[i] = silu(g[i]) * u[i]`.
+pub(crate) fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
+    for ((o, &a), &b) in out.iter_mut().zip(g).zip(u) {
+        *o = a / (1.0 + exp_f32(-a)) * b;
+    }
+}
+
+/// exp(x) without a library call: Cody-Waite reduction by ln 2 and Cephes'
+/// degree-6 polynomial (within 2 ulp; results below 2^-126 flush to zero,
+/// above f32::MAX are +inf). The vector paths compute the same operations
+/// in the same order, so they give the same bits.
+#[inline(always)]
+pub(crate) fn exp_f32(x: f32) -> f32 {
+    let xc = x.clamp(EXP_LO, EXP_HI);
+    // Round to nearest with the 1.5 * 2^23 trick (exact for these magnitudes).
+    let k = (xc * std::f32::consts::LOG2_E + EXP_MAGIC) - EXP_MAGIC;
+    let r = xc - k * EXP_C1 - k * EXP_C2;
+    let z = r * r;
+    let p = EXP_P;
+    let poly = (((((p[0] * r + p[1]) * r + p[2]) * r + p[3]) * r + p[4]) * r + p[5]) * z + r + 1.0;
+    let scale = f32::from_bits((((k as i32) + 127) as u32) << 23);
+    let y = poly * scale;
+    if x.is_nan() {
+        x
+    } else if x > EXP_HI {
+        f32::INFINITY
+    } else if x < EXP_LO {
+        0.0
+    } else {
+        y
+    }
+}
+
+/// Range of arguments [`exp_f32`] evaluates; outside it the result is 0 or +inf.
+pub(crate) const EXP_LO: f32 = -87.336_54;
+/// See [`EXP_LO`].
+pub(crate) const EXP_HI: f32 = 88.722_83;
+pub(crate) const EXP_MAGIC: f32 = 12_582_912.0;
+pub(crate) const EXP_C1: f32 = 0.693_359_4;
+pub(crate) const EXP_C2: f32 = -2.121_944_4e-4;
+pub(crate) const EXP_P: [f32; 6] = [
+    1.987_569_1e-4,
+    1.398_199_9e-3,
+    8.333_452e-3,
+    4.166_579_6e-2,
+    1.666_666_5e-1,
+    0.5,
+];
+
 /// The scalar row kernel of a weight type.
 pub(crate) fn row_kernel(ty: Type) -> Option<DotFn> {
     use Type::*;

@@ -251,3 +251,60 @@ fn float_dot_helpers_agree() {
         }
     }
 }
+
+#[test]
+fn activations_agree_across_paths() {
+    let mut rng = Rng(1234);
+    for n in [0usize, 1, 7, 8, 9, 64, 333] {
+        let mut x: Vec<f32> = (0..n).map(|_| rng.f() * 40.0).collect();
+        if n > 3 {
+            x[1] = 95.0;
+            x[2] = -120.0;
+            x[3] = f32::NEG_INFINITY;
+        }
+        let u: Vec<f32> = (0..n).map(|_| rng.f()).collect();
+        let want_exp = {
+            let mut v = x.clone();
+            let s = scalar::exp_sum(&mut v, 100.0);
+            (v, s)
+        };
+        let mut want_silu = vec![0f32; n];
+        scalar::silu(&x, &mut want_silu);
+        let mut want_glu = vec![0f32; n];
+        scalar::swiglu(&x, &u, &mut want_glu);
+        for isa in available_isas() {
+            let k = kernels_for(isa).unwrap();
+            let mut v = x.clone();
+            let s = (k.exp_sum)(&mut v, 100.0);
+            let bits = |a: &[f32]| a.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&v), bits(&want_exp.0), "{isa:?} exp n={n}");
+            assert!(
+                (s - want_exp.1).abs() <= 1e-12 * want_exp.1.abs(),
+                "{isa:?} sum n={n}"
+            );
+            let mut o = vec![0f32; n];
+            (k.silu)(&x, &mut o);
+            assert_eq!(bits(&o), bits(&want_silu), "{isa:?} silu n={n}");
+            (k.swiglu)(&x, &u, &mut o);
+            assert_eq!(bits(&o), bits(&want_glu), "{isa:?} swiglu n={n}");
+        }
+    }
+}
+
+#[test]
+fn exp_is_within_two_ulp() {
+    let mut worst = 0i32;
+    let mut x = -87.0f32;
+    while x < 88.0 {
+        let want = x.exp();
+        let got = scalar::exp_f32(x);
+        let ulp = (got.to_bits() as i32 - want.to_bits() as i32).abs();
+        worst = worst.max(ulp);
+        x += 0.000_731;
+    }
+    assert!(worst <= 2, "worst {worst} ulp");
+    assert_eq!(scalar::exp_f32(0.0), 1.0);
+    assert_eq!(scalar::exp_f32(f32::NEG_INFINITY), 0.0);
+    assert_eq!(scalar::exp_f32(100.0), f32::INFINITY);
+    assert!(scalar::exp_f32(f32::NAN).is_nan());
+}
