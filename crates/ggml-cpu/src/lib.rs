@@ -9,6 +9,21 @@
 //! let mut backend = dev.init_backend().unwrap();
 //! backend.set_n_threads(4);
 //! ```
+//!
+//! How a node is computed (`compute.rs`): its memory and its sources' are
+//! resolved to host pointers and checked against their buffers; shapes and
+//! types are checked as the kernels rely on them (a bad graph is an error
+//! naming the node, never a panic); a source that shares memory with the
+//! result is either an in-place update of the same layout (its rows are
+//! copied before being overwritten) or copied aside first. Kernels work on
+//! f32 rows: rows of other types are converted on the way in and out, as
+//! ggml computes them.
+//!
+//! MUL_MAT (`matmul.rs`) converts the activations to the weight type's
+//! partner (Q8_0 / Q8_1 / Q8_K, F16, BF16) and runs integer block dot
+//! products in register tiles of 4 weight rows x up to 4 columns
+//! (`simd/`); every vector path is tested against the scalar one, which
+//! agrees bit for bit with ggml-core's reference `vec_dot`.
 
 #![warn(missing_docs)]
 
