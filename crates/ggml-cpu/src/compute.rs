@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use crate::matmul;
 use crate::ops;
-use crate::tensor::View;
+use crate::tensor::{AlignedBytes, View};
 
 /// Elements of work below which a node runs on the calling thread: waking
 /// the pool costs more than it saves.
@@ -116,14 +116,14 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
     let mut alias = vec![false; node.src.len()];
     // Owned copies of sources that overlap the result in a way that is not a
     // plain in-place update; they must outlive the kernel call.
-    let mut copies: Vec<Vec<u8>> = Vec::new();
+    let mut copies: Vec<AlignedBytes> = Vec::new();
     for (i, &s) in node.src.iter().enumerate() {
         let v = View::of(graph, s, false)?;
         if reads.contains(&i) && v.overlaps(&dst) {
             if row_local(&node.op) && v.same_layout(&dst) && (i == 0 || v.ne == dst.ne) {
                 alias[i] = true;
             } else {
-                let mut bytes = Vec::new();
+                let mut bytes = AlignedBytes::default();
                 let copy = materialize(&v, &mut bytes);
                 copies.push(bytes);
                 src.push(copy);
@@ -171,10 +171,10 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
 
 /// Copies a tensor into dense memory of the same type and returns a view
 /// of the copy.
-fn materialize(v: &View, bytes: &mut Vec<u8>) -> View {
+fn materialize(v: &View, buf: &mut AlignedBytes) -> View {
     let rb = v.row_bytes();
-    bytes.clear();
-    bytes.resize(rb * v.n_rows(), 0);
+    *buf = AlignedBytes::zeroed(rb * v.n_rows());
+    let bytes = buf.bytes_mut();
     let es = v.ty.type_size();
     for r in 0..v.n_rows() {
         let p = v.row_ptr(v.row_index(r));

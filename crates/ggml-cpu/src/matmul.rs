@@ -18,7 +18,7 @@ use rayon::prelude::*;
 use crate::compute::{NodeCtx, Workspace};
 use crate::convert;
 use crate::simd::{self, scalar, Kernels, MAX_COLS, MAX_ROWS};
-use crate::tensor::View;
+use crate::tensor::{AlignedBytes, View};
 
 /// Bytes of weight rows a tile should keep in cache (a share of L2).
 const TILE_WEIGHT_BYTES: usize = 192 * 1024;
@@ -62,7 +62,7 @@ pub(crate) fn mul_mat_with(
     ws: &mut Workspace,
     kern: &Kernels,
 ) -> Result<()> {
-    let mut a_copy = Vec::new();
+    let mut a_copy = AlignedBytes::default();
     let a = if a.dense_rows() {
         a.clone()
     } else {
@@ -198,10 +198,10 @@ fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> 
 }
 
 /// A dense copy of a float tensor whose rows are strided.
-fn dense_copy(a: &View, bytes: &mut Vec<u8>) -> View {
+fn dense_copy(a: &View, buf: &mut AlignedBytes) -> View {
     let rb = a.ne[0] * a.ty.type_size();
-    bytes.clear();
-    bytes.resize(rb * a.n_rows(), 0);
+    *buf = AlignedBytes::zeroed(rb * a.n_rows());
+    let bytes = buf.bytes_mut();
     let es = a.ty.type_size();
     for r in 0..a.n_rows() {
         let p = a.row_ptr(a.row_index(r));

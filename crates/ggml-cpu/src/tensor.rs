@@ -27,6 +27,32 @@ impl SendPtr {
     }
 }
 
+/// Owned scratch bytes aligned to 8 (enough for every element type), for
+/// private copies of tensors that kernels may view as typed slices.
+#[derive(Default, Debug)]
+pub(crate) struct AlignedBytes {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl AlignedBytes {
+    /// `len` zeroed bytes.
+    pub fn zeroed(len: usize) -> AlignedBytes {
+        AlignedBytes {
+            words: vec![0; len.div_ceil(8)],
+            len,
+        }
+    }
+
+    /// The bytes.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the vector owns at least `len` initialised bytes (whole
+        // u64 words), u8 has no alignment requirement, and the borrow of
+        // `self` keeps the memory exclusively ours.
+        unsafe { std::slice::from_raw_parts_mut(self.words.as_mut_ptr() as *mut u8, self.len) }
+    }
+}
+
 /// One tensor's memory: start pointer, type, sizes and strides.
 #[derive(Clone, Debug)]
 pub(crate) struct View {
@@ -112,7 +138,7 @@ impl View {
     }
 
     /// A dense tensor over `bytes` (which must stay alive and unmoved while
-    /// the view is used).
+    /// the view is used, and be aligned for the type, see [`AlignedBytes`]).
     pub fn over(bytes: &mut [u8], ty: Type, ne: [usize; 4]) -> View {
         let nb = ggml_core::tensor::contiguous_strides(ty, &ne);
         let len = ne.iter().product::<usize>() / ty.block_size() * ty.type_size();
