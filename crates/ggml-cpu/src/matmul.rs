@@ -83,12 +83,14 @@ pub(crate) fn mul_mat_with(
     // Activation rows in the partner type: src1 itself when it already is,
     // else converted into the workspace.
     let direct = b.ty == vt && b.dense_rows();
-    if !direct {
-        ws.act.clear();
-        ws.act.resize(y_row * n_y, 0);
-        convert_rows(b, vt, y_row, &mut ws.act)?;
+    let need = if direct { 0 } else { y_row * n_y };
+    if ws.act.len() < need {
+        ws.act.resize(need, 0);
     }
-    let act: &[u8] = &ws.act;
+    if !direct {
+        convert_rows(b, vt, y_row, &mut ws.act[..need])?;
+    }
+    let act: &[u8] = &ws.act[..need];
     let y_ptr = |col: usize, i2: usize, i3: usize| -> *const u8 {
         if direct {
             b.row_ptr([col, i2, i3])
