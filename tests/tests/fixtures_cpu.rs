@@ -4,8 +4,11 @@
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
 use tests::{expected, fixtures, ids, read_f32};
 
+/// CPU only: no GPU device at all, so op_offload cannot move large-batch
+/// ops to a GPU either.
 fn cpu_params() -> ModelParams {
     ModelParams {
+        devices: Some(Vec::new()),
         n_gpu_layers: 0,
         ..ModelParams::default()
     }
