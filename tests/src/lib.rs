@@ -48,3 +48,167 @@ pub fn read_f32(path: &Path) -> Vec<f32> {
         .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+// ------------------------------------------------------------ devices
+
+/// True when `REQUIRE_VULKAN=1`: Vulkan tests fail instead of skipping.
+pub fn vulkan_required() -> bool {
+    std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1")
+}
+
+/// The first Vulkan device, after registering the compiled-in backends.
+/// `None` (after printing "skipped: no Vulkan device") when there is none,
+/// unless `REQUIRE_VULKAN=1`, which turns absence into a failure.
+///
+/// Software drivers such as Mesa's lavapipe are only exposed with
+/// `GGML_VK_ALLOW_CPU_DEVICES=1` in the environment (CI sets it); the tests
+/// read the environment as given and never change it.
+pub fn vulkan_device() -> Option<std::sync::Arc<dyn ggml_core::Device>> {
+    llama::backend_init();
+    let dev =
+        ggml_core::registry::backend_by_name("Vulkan").and_then(|r| r.devices().into_iter().next());
+    if dev.is_none() {
+        assert!(
+            !vulkan_required(),
+            "REQUIRE_VULKAN=1 but there is no Vulkan device (software drivers need GGML_VK_ALLOW_CPU_DEVICES=1)"
+        );
+        eprintln!("skipped: no Vulkan device");
+    }
+    dev
+}
+
+/// The CPU device, after registering the compiled-in backends.
+pub fn cpu_device() -> std::sync::Arc<dyn ggml_core::Device> {
+    llama::backend_init();
+    ggml_core::registry::device_by_kind(ggml_core::DeviceKind::Cpu).expect("a CPU device")
+}
+
+// ------------------------------------------------------------ numbers
+
+/// Index of the largest value (the first one on ties), as greedy sampling picks.
+pub fn argmax(v: &[f32]) -> usize {
+    v.iter()
+        .enumerate()
+        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
+            if x > bv {
+                (i, x)
+            } else {
+                (bi, bv)
+            }
+        })
+        .0
+}
+
+/// Largest absolute difference between two equally long slices.
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len(), "lengths differ");
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max)
+}
+
+/// Compares row-major logits `[rows][n_vocab]`: the largest absolute
+/// difference and the number of rows whose argmax agrees.
+pub fn compare_logits(got: &[f32], want: &[f32], n_vocab: usize) -> (f32, usize) {
+    assert_eq!(got.len(), want.len(), "logits sizes differ");
+    let agree = got
+        .chunks_exact(n_vocab)
+        .zip(want.chunks_exact(n_vocab))
+        .filter(|(g, w)| argmax(g) == argmax(w))
+        .count();
+    (max_abs_diff(got, want), agree)
+}
+
+// ------------------------------------------------------------ decoding
+
+/// Greedy generation: decodes `prompt` as one batch, then `n` tokens one per
+/// decode call, each the argmax of the previous logits (as llama-cli
+/// `--temp 0` does). Returns the generated ids.
+pub fn greedy(ctx: &mut llama::Context<'_>, prompt: &[i32], n: usize) -> Vec<i32> {
+    ctx.decode(&llama::Batch::get_one(prompt))
+        .expect("prompt decode");
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let tok = argmax(ctx.logits_ith(-1).expect("logits")) as i32;
+        out.push(tok);
+        if out.len() < n {
+            ctx.decode(&llama::Batch::get_one(&[tok]))
+                .expect("token decode");
+        }
+    }
+    out
+}
+
+/// Decodes `tokens` as one batch at positions 0.. with logits for every
+/// token; returns them row-major `[tokens][n_vocab]`.
+pub fn teacher_forced_logits(ctx: &mut llama::Context<'_>, tokens: &[i32]) -> Vec<f32> {
+    let mut b = llama::Batch::new();
+    for (i, &t) in tokens.iter().enumerate() {
+        b.add(t, i as i32, &[0], true);
+    }
+    ctx.decode(&b).expect("decode");
+    ctx.logits().to_vec()
+}
+
+// ------------------------------------------------------------ model files
+
+/// A fresh scratch directory for one test (under the system's temporary
+/// directory, named after the process and `name`).
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("llama-e2e-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+    d
+}
+
+/// Writes a copy of the single-file model `src` to `dst` with each tensor
+/// converted to the type `to(name, type)` returns: its values dequantized
+/// to F32 (exactly, as ggml does) and, for other types, quantized again row
+/// by row with ggml's reference quantizer. Metadata is copied unchanged.
+pub fn write_converted(
+    src: &Path,
+    dst: &Path,
+    to: impl Fn(&str, gguf::GgmlType) -> gguf::GgmlType,
+) {
+    let f = gguf::GgufFile::open(src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let mut infos = Vec::new();
+    let mut datas = Vec::new();
+    for t in f.tensors() {
+        let ty = to(&t.name, t.ty);
+        let data = f.tensor_data(t).expect("tensor data");
+        let data = if ty == t.ty {
+            data.to_vec()
+        } else {
+            let ne0 = t.dims[0] as usize;
+            let (src_row, dst_row) = (
+                ggml_core::quants::row_size(t.ty, ne0).expect("row size"),
+                ggml_core::quants::row_size(ty, ne0).expect("row size"),
+            );
+            let mut row = vec![0f32; ne0];
+            let mut out = vec![0u8; data.len() / src_row * dst_row];
+            for (s, d) in data
+                .chunks_exact(src_row)
+                .zip(out.chunks_exact_mut(dst_row))
+            {
+                ggml_core::quants::dequantize_row(t.ty, s, &mut row).expect("dequantize");
+                if ty == gguf::GgmlType::F32 {
+                    d.copy_from_slice(
+                        &row.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<_>>(),
+                    );
+                } else {
+                    ggml_core::quants::quantize_row(ty, &row, d).expect("quantize");
+                }
+            }
+            out
+        };
+        infos.push(gguf::TensorInfo::new(t.name.clone(), ty, &t.dims).expect("tensor info"));
+        datas.push(data);
+    }
+    let file = std::fs::File::create(dst).unwrap_or_else(|e| panic!("{}: {e}", dst.display()));
+    let mut w = gguf::GgufWriter::new(file, f.metadata(), &infos).expect("writer");
+    for (t, d) in infos.iter().zip(&datas) {
+        w.write_tensor(&t.name, d).expect("write tensor");
+    }
+    w.finish().expect("finish");
+}

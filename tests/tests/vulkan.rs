@@ -1,0 +1,548 @@
+//! llama.cpp's outputs on the fixture models, reproduced with the Vulkan
+//! backend: greedy tokens of stories260K under several placements and batch
+//! shapes, teacher-forced logits and perplexity of every model type.
+//!
+//! Needs a Vulkan device; Mesa's lavapipe is only exposed with
+//! `GGML_VK_ALLOW_CPU_DEVICES=1`. Without one each test prints
+//! "skipped: no Vulkan device" (or fails with `REQUIRE_VULKAN=1`); without
+//! the fixtures, "skipped: no fixtures" (or fails with `REQUIRE_FIXTURES=1`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use ggml_core::{Device, Type};
+use llama::{Context, ContextParams, Model, ModelParams};
+use tests::{compare_logits, expected, fixtures, greedy, ids, read_f32, teacher_forced_logits};
+
+/// The fixtures and the Vulkan device, or `None` when a test must skip.
+fn setup() -> Option<(PathBuf, Arc<dyn Device>)> {
+    let fx = fixtures()?;
+    let gpu = tests::vulkan_device()?;
+    Some((fx, gpu))
+}
+
+fn load(fx: &std::path::Path, file: &str, gpu: &Arc<dyn Device>, ngl: i32) -> Model {
+    let p = ModelParams {
+        devices: Some(vec![gpu.clone()]),
+        n_gpu_layers: ngl,
+        ..ModelParams::default()
+    };
+    let m = Model::load(fx.join("models").join(file), &p).expect("load");
+    assert_eq!(m.devices.len(), 1, "{file}: the model uses the GPU");
+    m
+}
+
+fn ctx_params(n_ctx: usize, n_ubatch: usize) -> ContextParams {
+    ContextParams {
+        n_ctx,
+        n_batch: n_ctx,
+        n_ubatch,
+        n_threads: 2,
+        n_threads_batch: 2,
+        ..ContextParams::default()
+    }
+}
+
+/// One greedy setting of stories260K.
+struct Greedy {
+    file: &'static str,
+    json: &'static str,
+    ngl: i32,
+    n_ubatch: usize,
+    op_offload: bool,
+    kv_f32: bool,
+}
+
+const STORIES: Greedy = Greedy {
+    file: "stories260K.gguf",
+    json: "stories260K",
+    ngl: 99,
+    n_ubatch: 512,
+    op_offload: true,
+    kv_f32: false,
+};
+
+/// Greedy generation of 64 tokens after "Once upon a time" must give
+/// llama.cpp's ids exactly.
+fn check_greedy(g: Greedy) {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, g.json);
+    let model = load(&fx, g.file, &gpu, g.ngl);
+    let prompt = model.vocab.tokenize("Once upon a time", true, true);
+    assert_eq!(prompt, ids(&exp["prompt_tokens"]), "{}: prompt", g.file);
+    let key = if g.kv_f32 { "greedy_kv_f32" } else { "greedy" };
+    let want = ids(&exp[key]["greedy_tokens"]);
+    let ty = if g.kv_f32 { Type::F32 } else { Type::F16 };
+    let cp = ContextParams {
+        op_offload: g.op_offload,
+        type_k: ty,
+        type_v: ty,
+        ..ctx_params(512, g.n_ubatch)
+    };
+    let mut ctx = Context::new(&model, cp).expect("context");
+    let got = greedy(&mut ctx, &prompt, want.len());
+    let first_diff = got.iter().zip(&want).position(|(a, b)| a != b);
+    assert_eq!(
+        got, want,
+        "{} ({key}, ngl {}, n_ubatch {}, op_offload {}): greedy tokens differ from llama.cpp's from step {first_diff:?}",
+        g.file, g.ngl, g.n_ubatch, g.op_offload
+    );
+}
+
+#[test]
+fn greedy_stories260k_f32_all_layers() {
+    check_greedy(STORIES);
+}
+
+#[test]
+fn greedy_stories260k_f16_all_layers() {
+    check_greedy(Greedy {
+        file: "stories260K-f16.gguf",
+        json: "stories260K-f16",
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_q4_k_m_all_layers() {
+    check_greedy(Greedy {
+        file: "stories260K-q4_k_m.gguf",
+        json: "stories260K-q4_k_m",
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_f32_two_layers() {
+    check_greedy(Greedy { ngl: 2, ..STORIES });
+}
+
+#[test]
+fn greedy_stories260k_f32_two_layers_no_op_offload() {
+    check_greedy(Greedy {
+        ngl: 2,
+        op_offload: false,
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_f32_all_layers_no_op_offload() {
+    check_greedy(Greedy {
+        op_offload: false,
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_q4_k_m_two_layers() {
+    check_greedy(Greedy {
+        file: "stories260K-q4_k_m.gguf",
+        json: "stories260K-q4_k_m",
+        ngl: 2,
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_f32_ubatch_1() {
+    check_greedy(Greedy {
+        n_ubatch: 1,
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_f32_ubatch_7() {
+    check_greedy(Greedy {
+        n_ubatch: 7,
+        ..STORIES
+    });
+}
+
+#[test]
+fn greedy_stories260k_f32_kv_f32() {
+    check_greedy(Greedy {
+        kv_f32: true,
+        ..STORIES
+    });
+}
+
+/// Per-type tolerance on teacher-forced logits against llama.cpp's CPU
+/// figures (F16 KV cache; logit std ~8 for the tiny models), and the fewest
+/// of the 64 rows whose top-1 token must agree.
+///
+/// The Vulkan kernels multiply the weights by F32 activations where
+/// llama.cpp's CPU kernels first round the activations to the weight type's
+/// partner: F16 for F16 weights and the F16 KV cache, BF16 for BF16, Q8_0 /
+/// Q8_1 / Q8_K for quantized weights. The `twin_*` tests show that this
+/// rounding is the whole difference (the GPU matches the exact F32
+/// dequantization of each model to ~2e-5), so these bounds are that
+/// rounding carried through the layers, with ~1.5x headroom over what
+/// lavapipe measures: stories260K 2.3e-2 (F32, F16), 0.24 (Q4_K_M);
+/// tiny-f32 2.6e-3, F16 8.8e-3, BF16 6.4e-2, Q8_0 0.22, the 2- to 6-bit
+/// types 0.22 to 0.40 with 62 to 64 rows agreeing.
+fn logit_tolerance(name: &str) -> (f32, usize) {
+    match name {
+        "stories260K" | "stories260K-f16" => (5e-2, 64),
+        "tiny-f32" => (5e-3, 64),
+        "tiny-f16" => (2e-2, 64),
+        "tiny-bf16" => (0.1, 64),
+        "tiny-q8_0" | "tiny-q8_0-split" | "stories260K-q4_k_m" => (0.4, 62),
+        _ => (0.6, 60),
+    }
+}
+
+fn check_logits(name: &str, file: &str) {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, name);
+    let toks = ids(&exp["logits"]["tokens"]);
+    let want = read_f32(&fx.join(exp["logits"]["file"].as_str().expect("logits file")));
+    let model = load(&fx, file, &gpu, 99);
+    let n_vocab = model.hparams.n_vocab;
+    let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
+    let got = teacher_forced_logits(&mut ctx, &toks);
+    let (max_diff, agree) = compare_logits(&got, &want, n_vocab);
+    eprintln!(
+        "{name} on Vulkan: max |dlogit| = {max_diff:.3e}, top-1 agreement {agree}/{}",
+        toks.len()
+    );
+    let (tol, min_agree) = logit_tolerance(name);
+    assert!(
+        max_diff <= tol,
+        "{name}: max |dlogit| {max_diff} exceeds {tol}"
+    );
+    assert!(
+        agree >= min_agree,
+        "{name}: top-1 agrees on {agree} rows, fewer than {min_agree}"
+    );
+}
+
+macro_rules! logits_tests {
+    ($($test:ident: $name:expr, $file:expr;)*) => {$(
+        #[test]
+        fn $test() {
+            check_logits($name, $file);
+        }
+    )*};
+}
+
+logits_tests! {
+    logits_stories260k: "stories260K", "stories260K.gguf";
+    logits_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf";
+    logits_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf";
+    logits_tiny_f32: "tiny-f32", "tiny-f32.gguf";
+    logits_tiny_f16: "tiny-f16", "tiny-f16.gguf";
+    logits_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf";
+    logits_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf";
+    logits_tiny_q8_0_split: "tiny-q8_0-split", "tiny-q8_0-split-00001-of-00003.gguf";
+    logits_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf";
+    logits_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf";
+    logits_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf";
+    logits_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf";
+    logits_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf";
+    logits_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf";
+    logits_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf";
+    logits_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf";
+    logits_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf";
+    logits_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf";
+}
+
+/// With an F32 KV cache the F32 models compute in F32 throughout on both
+/// sides, so the GPU must give llama.cpp's F32-KV logits up to summation
+/// order.
+fn check_logits_kv_f32(name: &str, file: &str) {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, name);
+    let toks = ids(&exp["logits_kv_f32"]["tokens"]);
+    let want = read_f32(&fx.join(exp["logits_kv_f32"]["file"].as_str().expect("logits file")));
+    let model = load(&fx, file, &gpu, 99);
+    let cp = ContextParams {
+        type_k: Type::F32,
+        type_v: Type::F32,
+        ..ctx_params(512, 512)
+    };
+    let mut ctx = Context::new(&model, cp).expect("context");
+    let got = teacher_forced_logits(&mut ctx, &toks);
+    let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
+    eprintln!("{name} (F32 KV) on Vulkan: max |dlogit| = {d:.3e}, top-1 agreement {agree}/64");
+    assert!(
+        d <= F32_TOL,
+        "{name} (F32 KV): max |dlogit| {d} exceeds {F32_TOL}"
+    );
+    assert_eq!(agree, toks.len(), "{name} (F32 KV): top-1 agreement");
+}
+
+/// Logits of all-F32 computations differ only in summation order.
+const F32_TOL: f32 = 2e-3;
+
+#[test]
+fn logits_stories260k_kv_f32() {
+    check_logits_kv_f32("stories260K", "stories260K.gguf");
+}
+
+#[test]
+fn logits_tiny_f32_kv_f32() {
+    check_logits_kv_f32("tiny-f32", "tiny-f32.gguf");
+}
+
+/// The GPU's kernels for a weight type, checked without the activation
+/// rounding of the CPU's: the quantized model on the GPU against its exact
+/// F32 dequantization on the CPU, both with an F32 KV cache. What is left
+/// is summation order, so the tolerance is that of F32.
+fn check_dequantized_twin(file: &str) {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, "tiny-f32");
+    let toks = ids(&exp["logits"]["tokens"]);
+    let src = fx.join("models").join(file);
+    let dir = tests::scratch_dir(&format!("twin-{file}"));
+    let twin = dir.join("f32.gguf");
+    tests::write_converted(&src, &twin, |_, _| Type::F32);
+    let kv_f32 = ContextParams {
+        type_k: Type::F32,
+        type_v: Type::F32,
+        ..ctx_params(512, 512)
+    };
+    let want = {
+        let p = ModelParams {
+            devices: Some(Vec::new()),
+            ..ModelParams::default()
+        };
+        let m = Model::load(&twin, &p).expect("load twin");
+        let mut ctx = Context::new(&m, kv_f32.clone()).expect("context");
+        teacher_forced_logits(&mut ctx, &toks)
+    };
+    let model = load(&fx, file, &gpu, 99);
+    let mut ctx = Context::new(&model, kv_f32).expect("context");
+    let got = teacher_forced_logits(&mut ctx, &toks);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
+    eprintln!("{file} on Vulkan vs its F32 dequantization on the CPU: max |dlogit| = {d:.3e}, top-1 agreement {agree}/64");
+    assert!(
+        d <= TWIN_TOL,
+        "{file}: max |dlogit| {d} exceeds {TWIN_TOL} against the dequantized model"
+    );
+}
+
+/// Tolerance of [`check_dequantized_twin`]: F32 arithmetic on both sides
+/// (logit std ~8, so this is ~1e-4 relative).
+const TWIN_TOL: f32 = 2e-3;
+
+macro_rules! twin_tests {
+    ($($test:ident: $file:expr;)*) => {$(
+        #[test]
+        fn $test() {
+            check_dequantized_twin($file);
+        }
+    )*};
+}
+
+twin_tests! {
+    twin_stories260k_f16: "stories260K-f16.gguf";
+    twin_stories260k_q4_k_m: "stories260K-q4_k_m.gguf";
+    twin_tiny_f16: "tiny-f16.gguf";
+    twin_tiny_bf16: "tiny-bf16.gguf";
+    twin_tiny_q8_0: "tiny-q8_0.gguf";
+    twin_tiny_q6_k: "tiny-q6_k.gguf";
+    twin_tiny_q5_k_m: "tiny-q5_k_m.gguf";
+    twin_tiny_q5_1: "tiny-q5_1.gguf";
+    twin_tiny_q5_0: "tiny-q5_0.gguf";
+    twin_tiny_q4_k_m: "tiny-q4_k_m.gguf";
+    twin_tiny_q4_1: "tiny-q4_1.gguf";
+    twin_tiny_q4_0: "tiny-q4_0.gguf";
+    twin_tiny_iq4_nl: "tiny-iq4_nl.gguf";
+    twin_tiny_q3_k_m: "tiny-q3_k_m.gguf";
+    twin_tiny_q2_k: "tiny-q2_k.gguf";
+}
+
+/// Tolerance of [`unsupported_weight_type_falls_back_to_the_cpu`].
+const MXFP4_TOL: f32 = 5e-2;
+
+/// A weight type the GPU has no kernel for (MXFP4 here) stays on the CPU
+/// even in offloaded layers, and the model still computes what the CPU
+/// alone computes.
+#[test]
+fn unsupported_weight_type_falls_back_to_the_cpu() {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, "stories260K");
+    let toks = ids(&exp["logits"]["tokens"]);
+    let dir = tests::scratch_dir("mxfp4");
+    let path = dir.join("stories260K-mxfp4.gguf");
+    let is_moved = |name: &str| name.ends_with("attn_q.weight") || name.ends_with("ffn_up.weight");
+    tests::write_converted(&fx.join("models/stories260K.gguf"), &path, |name, ty| {
+        if is_moved(name) {
+            Type::MXFP4
+        } else {
+            ty
+        }
+    });
+    let p = ModelParams {
+        devices: Some(vec![gpu.clone()]),
+        n_gpu_layers: 99,
+        ..ModelParams::default()
+    };
+    let model = Model::load(&path, &p).expect("load");
+    let w = model.weights().expect("weights");
+    let gpu_buft = gpu.buffer_type().name().to_string();
+    for (il, l) in w.layers.iter().enumerate() {
+        for k in [
+            llama::TensorKind::AttnQ,
+            llama::TensorKind::AttnK,
+            llama::TensorKind::FfnUp,
+            llama::TensorKind::FfnDown,
+        ] {
+            let x = l.req(k).expect("weight");
+            let want = if is_moved(&x.desc.name) {
+                "CPU"
+            } else {
+                gpu_buft.as_str()
+            };
+            assert_eq!(
+                x.at.buffer.buffer_type().name(),
+                want,
+                "layer {il}: {}",
+                x.desc.name
+            );
+        }
+    }
+    let kv_f32 = ContextParams {
+        type_k: Type::F32,
+        type_v: Type::F32,
+        ..ctx_params(512, 512)
+    };
+    let mut ctx = Context::new(&model, kv_f32.clone()).expect("context");
+    let got = teacher_forced_logits(&mut ctx, &toks);
+    assert!(
+        ctx.n_splits() > 2,
+        "the CPU runs the MXFP4 products between GPU splits"
+    );
+    let cpu_only = ModelParams {
+        devices: Some(Vec::new()),
+        ..ModelParams::default()
+    };
+    let cpu_model = Model::load(&path, &cpu_only).expect("load");
+    let mut cpu_ctx = Context::new(&cpu_model, kv_f32).expect("context");
+    let want = teacher_forced_logits(&mut cpu_ctx, &toks);
+    let _ = std::fs::remove_dir_all(&dir);
+    let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
+    eprintln!("MXFP4 fallback: max |dlogit| = {d:.3e} against the CPU alone, top-1 {agree}/64");
+    // The CPU runs the MXFP4 products in both cases, rounding their inputs
+    // to Q8_0; inputs computed on the GPU differ in the last bits, which can
+    // move one rounding step (lavapipe: 1.0e-2).
+    assert!(
+        d <= MXFP4_TOL,
+        "MXFP4 fallback: max |dlogit| {d} exceeds {MXFP4_TOL}"
+    );
+    assert_eq!(agree, toks.len(), "MXFP4 fallback: top-1 agreement");
+}
+
+/// With every weight on the CPU and op_offload on, a 64-token batch runs its
+/// matrix products on the GPU (the weights are copied in); with op_offload
+/// off it stays on the CPU. Both give llama.cpp's logits.
+#[test]
+fn op_offload_of_cpu_weights_gives_the_same_logits() {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, "stories260K");
+    let toks = ids(&exp["logits"]["tokens"]);
+    let want = read_f32(&fx.join(exp["logits"]["file"].as_str().expect("logits file")));
+    let model = load(&fx, "stories260K.gguf", &gpu, 0);
+    assert!(model.is_cpu_only());
+    for op_offload in [true, false] {
+        let cp = ContextParams {
+            op_offload,
+            ..ctx_params(512, 512)
+        };
+        let mut ctx = Context::new(&model, cp).expect("context");
+        let got = teacher_forced_logits(&mut ctx, &toks);
+        let splits = ctx.n_splits();
+        if op_offload {
+            assert!(
+                splits > 1,
+                "op_offload on: {splits} split(s), nothing offloaded"
+            );
+        } else {
+            assert_eq!(splits, 1, "op_offload off: everything on the CPU");
+        }
+        let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
+        eprintln!(
+            "op_offload {op_offload}: {splits} splits, max |dlogit| {d:.3e}, top-1 {agree}/64"
+        );
+        let (tol, min_agree) = logit_tolerance("stories260K");
+        assert!(d <= tol, "op_offload {op_offload}: max |dlogit| {d}");
+        assert!(
+            agree >= min_agree,
+            "op_offload {op_offload}: top-1 {agree}/64"
+        );
+    }
+}
+
+/// Chunks of story.txt scored on the GPU (-c 128 -b 128): the first 4 of
+/// llama.cpp's 16, compared with the running perplexity it printed after
+/// the 4th (`perplexity.chunks[3]`, 4 decimals). All 16 take over a minute
+/// per model on lavapipe; 4 keep each test under ~20 s.
+const PPL_CHUNKS: usize = 4;
+
+fn check_perplexity(name: &str, file: &str, rel_tol: f64) {
+    let Some((fx, gpu)) = setup() else { return };
+    let exp = expected(&fx, name);
+    let chunks = exp["perplexity"]["chunks"].as_array().expect("chunks");
+    let want = chunks[PPL_CHUNKS - 1].as_f64().expect("running perplexity");
+    let text = std::fs::read_to_string(fx.join("texts/story.txt")).expect("story");
+    let model = load(&fx, file, &gpu, 99);
+    let toks = model.vocab.tokenize(&text, true, false);
+    let mut ctx = Context::new(&model, ctx_params(128, 128)).expect("context");
+    let res = llama::perplexity::perplexity(&mut ctx, &toks, 128, Some(PPL_CHUNKS), |_, _| {})
+        .expect("perplexity");
+    assert_eq!(res.chunks.len(), PPL_CHUNKS);
+    let got = res.chunks[PPL_CHUNKS - 1];
+    let rel = (got - want).abs() / want;
+    eprintln!("{name} on Vulkan: PPL after {PPL_CHUNKS} chunks {got:.4} vs llama.cpp {want:.4} (rel diff {rel:.2e})");
+    assert!(
+        rel <= rel_tol,
+        "{name}: perplexity {got} vs {want}: relative difference {rel} > {rel_tol}"
+    );
+}
+
+macro_rules! ppl_tests {
+    ($($test:ident: $name:expr, $file:expr, $tol:expr;)*) => {$(
+        #[test]
+        fn $test() {
+            check_perplexity($name, $file, $tol);
+        }
+    )*};
+}
+
+ppl_tests! {
+    ppl_stories260k: "stories260K", "stories260K.gguf", 1e-3;
+    ppl_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf", 1e-3;
+    ppl_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf", 1e-2;
+    ppl_tiny_f32: "tiny-f32", "tiny-f32.gguf", 1e-3;
+    ppl_tiny_f16: "tiny-f16", "tiny-f16.gguf", 1e-3;
+    ppl_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf", 1e-2;
+    ppl_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf", 1e-2;
+    ppl_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf", 1e-2;
+    ppl_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf", 1e-2;
+    ppl_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf", 1e-2;
+    ppl_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf", 1e-2;
+    ppl_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf", 1e-2;
+    ppl_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf", 1e-2;
+    ppl_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf", 1e-2;
+    ppl_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf", 1e-2;
+}
+
+// BF16 and Q8_0 miss the 0.1% of the float types on the GPU: ggml-vulkan
+// multiplies their weights by F32 activations, where llama.cpp rounds the
+// activations to BF16 / Q8_0 first (the `twin_*` tests show the kernels are
+// otherwise exact). Kept at 0.1% and ignored until the GPU rounds the same
+// way; `--ignored` runs them.
+#[test]
+#[ignore = "ggml-vulkan does not round activations to BF16 as llama.cpp does (0.11% off after 4 chunks)"]
+fn ppl_tiny_bf16() {
+    check_perplexity("tiny-bf16", "tiny-bf16.gguf", 1e-3);
+}
+
+#[test]
+#[ignore = "ggml-vulkan does not round activations to Q8_0 as llama.cpp does (0.17% off after 4 chunks)"]
+fn ppl_tiny_q8_0() {
+    check_perplexity("tiny-q8_0", "tiny-q8_0.gguf", 1e-3);
+}
