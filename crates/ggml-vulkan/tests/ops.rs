@@ -147,6 +147,42 @@ fn block_case(ty: Type, neox: bool) -> Case {
 }
 
 #[test]
+fn quantizing_copies_of_many_blocks() {
+    let Some(dev) = common::device() else { return };
+    let mut cases = Vec::new();
+    for ty in [Type::Q8_0, Type::Q4_0, Type::Q5_1] {
+        let check = if ty == Type::Q8_0 {
+            Check::Nmse(1e-5)
+        } else {
+            Check::Exact
+        };
+        // 4 x 40 x 3 = 480 blocks: several workgroups.
+        cases.push(Case::new(
+            format!("CPY F16->{ty} [128,40,3]"),
+            check,
+            move |c| {
+                let x = c.rand("x", Type::F16, &[128, 40, 3]);
+                let d = c.rand("dst", ty, &[128, 40, 3]);
+                c.g.cpy(x, d)?;
+                Ok(d)
+            },
+        ));
+        cases.push(Case::new(
+            format!("SET_ROWS F32 [128,40,3] into {ty} [128,50,3] by I32"),
+            check,
+            move |c| {
+                let dst = c.rand("dst", ty, &[128, 50, 3]);
+                let src = c.rand("src", Type::F32, &[128, 40, 3]);
+                let idx = c.input("idx", Type::I32, &[40, 3], Fill::Distinct(50));
+                c.g.set_rows(dst, src, idx)?;
+                Ok(dst)
+            },
+        ));
+    }
+    run(dev, &cases);
+}
+
+#[test]
 fn flash_attention_over_several_key_chunks() {
     let Some(dev) = common::device() else { return };
     let mut cases = Vec::new();

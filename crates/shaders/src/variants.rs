@@ -78,6 +78,18 @@ pub fn all() -> Vec<Variant> {
         out.push(v(format!("copy_{an}_bf16"), "copy.comp", &bf));
         out.push(v(format!("set_rows_{an}_bf16"), "set_rows.comp", &bf));
     }
+    for &(an, at) in FLOAT_TYPES {
+        for q in ["q8_0", "q4_0", "q4_1", "q5_0", "q5_1"] {
+            let d = format!("D_{}", q.to_uppercase());
+            for (mode, name) in [("MODE_CPY", "copy"), ("MODE_SET_ROWS", "set_rows")] {
+                out.push(v(
+                    format!("{name}_{an}_{q}"),
+                    "quantize.comp",
+                    &[ty("A_TYPE", at), d.clone(), mode.into()],
+                ));
+            }
+        }
+    }
     out.push(v(
         "copy_i32_i32".into(),
         "copy.comp",

@@ -40,6 +40,17 @@ fn is_float(ty: Type) -> bool {
     matches!(ty, Type::F32 | Type::F16)
 }
 
+/// Types copies and row scatters quantize into (blocks of 32).
+fn is_quant_dst(ty: Type) -> bool {
+    matches!(
+        ty,
+        Type::Q8_0 | Type::Q4_0 | Type::Q4_1 | Type::Q5_0 | Type::Q5_1
+    )
+}
+
+/// Quantized destinations are written a block per invocation.
+const QUANT_WG: u64 = 64;
+
 /// Strides in units of the type's element (or block) size, when whole.
 fn strides(d: &TensorDesc) -> Option<[u32; 4]> {
     let unit = d.ty.type_size();
@@ -101,6 +112,7 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
             let a = src(0);
             (is_float(a.ty) && (is_float(d.ty) || d.ty == Type::BF16))
                 || (a.ty == Type::I32 && d.ty == Type::I32)
+                || (is_float(a.ty) && is_quant_dst(d.ty) && d.nb[0] == d.ty.type_size())
         }
         Op::Add | Op::Mul => {
             let (a, b) = (src(0), src(1));
@@ -137,7 +149,7 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
         }
         Op::SetRows => {
             let (dst, rows, idx) = (src(0), src(1), src(2));
-            (is_float(dst.ty) || dst.ty == Type::BF16)
+            (is_float(dst.ty) || dst.ty == Type::BF16 || is_quant_dst(dst.ty))
                 && is_float(rows.ty)
                 && matches!(idx.ty, Type::I32 | Type::I64)
         }
@@ -216,7 +228,13 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
             let a = src(0);
             let ba = be.bind(graph, n.src[0], unit(0))?;
             let bd = be.bind(graph, id, d.ty.type_size())?;
-            let pc = Pc4d::new(elems)?.tensor(0, &ba, a).tensor(2, &bd, d);
+            let (items, groups) = if is_quant_dst(d.ty) {
+                let blocks = elems / 32;
+                (blocks, blocks.div_ceil(QUANT_WG))
+            } else {
+                (elems, groups)
+            };
+            let pc = Pc4d::new(items)?.tensor(0, &ba, a).tensor(2, &bd, d);
             let name = format!("copy_{}_{}", tn(a.ty), tn(d.ty));
             be.dispatch(&name, [Some(&ba), None, None], &bd, &pc.0, groups)?;
         }
@@ -364,7 +382,11 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
             let mut idx_words = idx.clone();
             // Indices are read as 32-bit words: I64 strides count two.
             idx_words.ty = Type::I32;
-            let n_items = rows_d.n_elements() as u64;
+            let (n_items, wg) = if is_quant_dst(d.ty) {
+                (rows_d.n_elements() as u64 / 32, QUANT_WG)
+            } else {
+                (rows_d.n_elements() as u64, ELEMENTWISE_WG)
+            };
             let pc = Pc4d::new(n_items)?
                 .tensor(0, &br, rows_d)
                 .tensor(1, &bi, &idx_words)
@@ -375,7 +397,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
                 [None, Some(&br), Some(&bi)],
                 &bd,
                 &pc.0,
-                n_items.div_ceil(ELEMENTWISE_WG),
+                n_items.div_ceil(wg),
             )?;
         }
         Op::Argmax => {
