@@ -39,6 +39,16 @@ fn greedy(ctx: &mut Context<'_>, prompt: &[i32], n: usize) -> Vec<i32> {
 }
 
 fn check_greedy(model_file: &str, json: &str, kv_f32: bool, n_ubatch: usize) {
+    check_greedy_with(model_file, json, kv_f32, n_ubatch, false);
+}
+
+fn check_greedy_with(
+    model_file: &str,
+    json: &str,
+    kv_f32: bool,
+    n_ubatch: usize,
+    flash_attn: bool,
+) {
     let Some(fx) = fixtures() else { return };
     let exp = expected(&fx, json);
     let model = Model::load(fx.join("models").join(model_file), &cpu_params()).expect("load");
@@ -62,13 +72,14 @@ fn check_greedy(model_file: &str, json: &str, kv_f32: bool, n_ubatch: usize) {
         type_v: ty,
         n_threads: 2,
         n_threads_batch: 2,
+        flash_attn,
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).expect("context");
     let got = greedy(&mut ctx, &prompt, want.len());
     assert_eq!(
         got, want,
-        "{model_file} ({key}, n_ubatch {n_ubatch}): greedy tokens differ from llama.cpp's"
+        "{model_file} ({key}, n_ubatch {n_ubatch}, flash_attn {flash_attn}): greedy tokens differ from llama.cpp's"
     );
 }
 
@@ -90,6 +101,13 @@ fn stories260k_f16_greedy() {
 #[test]
 fn stories260k_q4_k_m_greedy() {
     check_greedy("stories260K-q4_k_m.gguf", "stories260K-q4_k_m", false, 512);
+}
+
+#[test]
+fn flash_attention_greedy() {
+    check_greedy_with("stories260K.gguf", "stories260K", false, 512, true);
+    check_greedy_with("stories260K.gguf", "stories260K", false, 7, true);
+    check_greedy_with("tiny-f32.gguf", "tiny-f32", false, 512, true);
 }
 
 #[test]

@@ -149,6 +149,16 @@ pub struct Context<'m> {
     pub perf: Perf,
 }
 
+/// Cells are attended in multiples of this (llama.cpp's KV padding: 256
+/// with flash attention, 32 without).
+fn kv_padding(flash_attn: bool) -> usize {
+    if flash_attn {
+        256
+    } else {
+        KQ_MASK_PAD
+    }
+}
+
 fn pad(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
 }
@@ -167,8 +177,11 @@ impl<'m> Context<'m> {
                 p.n_seq_max
             )));
         }
-        if p.flash_attn {
-            return Err(LlamaError::NotSupported("flash attention".into()));
+        if p.flash_attn && (p.type_k.is_quantized() || p.type_v.is_quantized()) {
+            return Err(LlamaError::NotSupported(format!(
+                "flash attention with a quantized KV cache (K {}, V {})",
+                p.type_k, p.type_v
+            )));
         }
         if p.embeddings && p.pooling != PoolingType::None && p.n_seq_max > 1 {
             return Err(LlamaError::NotSupported(
@@ -178,7 +191,7 @@ impl<'m> Context<'m> {
         if p.n_ctx == 0 {
             p.n_ctx = hp.n_ctx_train;
         }
-        p.n_ctx = pad(p.n_ctx, KQ_MASK_PAD);
+        p.n_ctx = pad(p.n_ctx, kv_padding(p.flash_attn));
         if p.n_batch == 0 || p.n_ubatch == 0 {
             return Err(LlamaError::InvalidParam(
                 "n_batch and n_ubatch must be positive".into(),

@@ -209,32 +209,34 @@ pub fn build_decoder(
             row_size(kv.type_k, n_embd_head),
             0,
         )?;
-        let kq = g.mul_mat(kview, qp)?;
-        g.set_name(kq, format!("kq-{il}"));
-        let kq = g.soft_max_ext(kq, Some(kq_mask), kq_scale, 0.0)?;
         let n_embd_head_v = hp.n_embd_head_v;
-        let vview = if kv.v_trans {
-            g.view_3d(
+        let attn = if kv.v_trans {
+            let kq = g.mul_mat(kview, qp)?;
+            g.set_name(kq, format!("kq-{il}"));
+            let kq = g.soft_max_ext(kq, Some(kq_mask), kq_scale, 0.0)?;
+            let vview = g.view_3d(
                 v_cache,
                 [n_kv, n_embd_head_v, n_head_kv],
                 kv.size * v_esize,
                 kv.size * v_esize * n_embd_head_v,
                 0,
-            )?
+            )?;
+            let kqv = g.mul_mat(vview, kq)?;
+            let merged = g.permute(kqv, [0, 2, 1, 3])?;
+            g.cont_shape(merged, &[n_embd_head_v * n_head, n_tokens])?
         } else {
-            let vv = g.view_3d(
+            // Flash attention: V rows are stored like K rows.
+            let vview = g.view_3d(
                 v_cache,
                 [n_embd_head_v, n_kv, n_head_kv],
                 row_size(kv.type_v, n_embd_v_gqa),
                 row_size(kv.type_v, n_embd_head_v),
                 0,
             )?;
-            let t = g.transpose(vv)?;
-            g.cont(t)?
+            let fa = g.flash_attn_ext(qp, kview, vview, Some(kq_mask), kq_scale, 0.0, 0.0)?;
+            g.set_name(fa, format!("fattn-{il}"));
+            g.reshape(fa, &[n_embd_head_v * n_head, n_tokens])?
         };
-        let kqv = g.mul_mat(vview, kq)?;
-        let merged = g.permute(kqv, [0, 2, 1, 3])?;
-        let attn = g.cont_shape(merged, &[n_embd_head_v * n_head, n_tokens])?;
         let wo = import(&mut g, layer.req(TensorKind::AttnOut)?);
         cur = g.mul_mat(wo, attn)?;
         if let Some(b) = layer.get(TensorKind::AttnOutBias) {

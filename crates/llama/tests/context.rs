@@ -255,13 +255,17 @@ fn bad_context_params() {
         &model,
         ContextParams {
             flash_attn: true,
+            type_k: ggml_core::Type::Q8_0,
             ..params()
         },
     )
     .err()
     .unwrap()
     .to_string();
-    assert!(e.contains("flash attention is not supported yet"), "{e}");
+    assert!(
+        e.contains("flash attention with a quantized KV cache"),
+        "{e}"
+    );
     let vocab_only = Model::load(
         fx.join("models/stories260K.gguf"),
         &ModelParams {
