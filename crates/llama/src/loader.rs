@@ -1,15 +1,55 @@
-//! Loading weight data into the buffers the placement chose: memory-mapped
-//! zero-copy for the CPU, plain reads into host buffers when mmap is off, and
-//! uploads to device buffers.
+//! Loading weight data into the buffers the placement chose. Three paths:
+//!
+//! * **Mapped**: with `use_mmap`, tensors whose buffer type is the CPU's own
+//!   are used in place: the range of the file mapping they span is wrapped
+//!   as a buffer (`buffer_from_host_mem`) without copying. The kernel is
+//!   asked to read that range ahead (`MADV_WILLNEED`), except on machines
+//!   with several NUMA nodes (see below). `use_mlock` locks the range.
+//! * **Host**: other host buffers (mmap off, or a host buffer type that
+//!   cannot wrap the mapping) are filled in place, with plain reads from
+//!   the file or copies from the mapping. `use_mlock` locks them.
+//! * **Device**: tensors in device memory are uploaded. When the device has
+//!   asynchronous transfers, events and a pinned host buffer type, the data
+//!   goes through a ring of pinned staging buffers: a piece is read (or
+//!   copied from the mapping) into the next free staging buffer and an
+//!   asynchronous copy to the tensor is queued on a backend of the device,
+//!   so that reading the next piece overlaps the transfer; an event per
+//!   staging buffer says when it may be refilled. Otherwise `set_tensor`
+//!   copies synchronously, piece by piece.
+//!
+//! Tensors are loaded in file order, whatever their path, so that the file
+//! is read sequentially. Progress is reported in bytes, per piece for large
+//! tensors, so that a single huge tensor still moves the bar; a cancel from
+//! the progress callback stops at the next piece and frees everything.
+//!
+//! `check_tensors` validates every tensor's data. Data that stays readable
+//! (the mapping, host buffers) is checked in batches, in parallel; data
+//! that only passes through staging memory is checked piece by piece, in
+//! parallel within the piece. Either way the error names the first bad
+//! tensor in file order.
+//!
+//! NUMA: prefetching the mapping makes the loading thread read every page,
+//! and the kernel places page-cache pages on the node of the thread that
+//! reads them, so every weight would end up on one node. On machines with
+//! several nodes the prefetch is skipped, and the pages are read when the
+//! compute threads first touch them, which spreads them over the nodes of
+//! those threads (llama.cpp likewise does not prefetch with `--numa`). No
+//! random-access advice is given: it would disable readahead on every
+//! machine for a benefit only the first pass over the weights sees.
 
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::ptr::NonNull;
 use std::sync::Arc;
 
 use ggml_core::alloc::LinearAlloc;
-use ggml_core::{Buffer, BufferUsage, HostMem, Placement, TensorDesc};
+use ggml_core::{
+    registry, Backend, Buffer, BufferUsage, Device, DeviceKind, Event, HostMem, Placement,
+    TensorDesc,
+};
 use gguf::GgufModel;
+use memmap2::Mmap;
 use rayon::prelude::*;
 
 use crate::arch::TensorKind;
@@ -17,6 +57,21 @@ use crate::error::{LlamaError, Result};
 use crate::model::Weight;
 use crate::params::ModelParams;
 use crate::placement::BuftEntry;
+
+/// Bytes of one pinned staging buffer of asynchronous uploads.
+pub const STAGING_SIZE: usize = 1 << 20;
+/// Pinned staging buffers in the ring.
+pub const STAGING_COUNT: usize = 4;
+/// Bytes of one piece of plain reads, host copies and synchronous uploads.
+pub const PIECE_SIZE: usize = 16 << 20;
+/// Smallest piece or staging buffer: larger than any block of any type, so
+/// that pieces hold whole blocks and can be validated on their own.
+pub const MIN_PIECE_SIZE: usize = 4096;
+/// Bytes of tensor data gathered before a batch is validated.
+const CHECK_BATCH: usize = 64 << 20;
+/// Largest part of a tensor one validation task takes: a staging buffer
+/// splits into several.
+const CHECK_UNIT: usize = 256 << 10;
 
 /// One weight to load: what it is, where it is in the files, where it goes.
 #[derive(Clone)]
@@ -42,12 +97,70 @@ pub struct WeightRequest {
 pub struct LoadStats {
     /// Bytes used in place from the file mapping.
     pub bytes_mapped: u64,
-    /// Bytes read with plain reads into host buffers.
+    /// Bytes read or copied into host buffers.
     pub bytes_read: u64,
-    /// Bytes copied to device buffers.
+    /// Bytes copied to device buffers (both ways).
     pub bytes_uploaded: u64,
+    /// Of `bytes_uploaded`, the bytes that went through the pinned staging
+    /// ring as asynchronous transfers.
+    pub bytes_uploaded_async: u64,
+    /// Bytes locked in memory for `use_mlock`.
+    pub bytes_locked: u64,
+    /// Bytes `use_mlock` asked for but could not lock (a warning was printed).
+    pub bytes_lock_failed: u64,
     /// Buffers created.
     pub n_buffers: usize,
+}
+
+/// Tuning of [`load_weights_with`]; the defaults are what [`load_weights`]
+/// uses. Tests shrink the staging ring to exercise tensors larger than a
+/// staging buffer.
+#[derive(Clone, Debug)]
+pub struct LoadOptions {
+    /// Bytes of one pinned staging buffer (at least [`MIN_PIECE_SIZE`]).
+    pub staging_size: usize,
+    /// Number of pinned staging buffers (at least 1).
+    pub staging_count: usize,
+    /// Bytes of one piece of the other paths (at least [`MIN_PIECE_SIZE`]).
+    pub piece_size: usize,
+    /// Use the staging ring where the device allows it; `false` forces
+    /// synchronous uploads.
+    pub async_upload: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> LoadOptions {
+        LoadOptions {
+            staging_size: STAGING_SIZE,
+            staging_count: STAGING_COUNT,
+            piece_size: PIECE_SIZE,
+            async_upload: true,
+        }
+    }
+}
+
+/// Memory locked for `use_mlock`; unlocked when dropped.
+#[cfg_attr(not(unix), allow(dead_code))]
+pub struct MemLock {
+    addr: usize,
+    len: usize,
+}
+
+impl std::fmt::Debug for MemLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "MemLock({} bytes)", self.len)
+    }
+}
+
+impl Drop for MemLock {
+    fn drop(&mut self) {
+        #[cfg(unix)]
+        // SAFETY: munlock only changes the paging of the range; a range that
+        // is no longer mapped gives an error, which is ignored.
+        unsafe {
+            libc::munlock(self.addr as *const libc::c_void, self.len);
+        }
+    }
 }
 
 /// The result of [`load_weights`].
@@ -60,6 +173,9 @@ pub struct LoadedWeights {
     pub sizes: BTreeMap<String, usize>,
     /// Statistics.
     pub stats: LoadStats,
+    /// Memory locked for `use_mlock`, unlocked when dropped; keep it no
+    /// longer than `buffers`.
+    pub locks: Vec<MemLock>,
 }
 
 struct Progress<'a> {
@@ -87,10 +203,455 @@ fn validate(desc: &TensorDesc, data: &[u8]) -> Result<()> {
     })
 }
 
+/// Validates `data` in parallel parts of whole blocks. When a part is bad,
+/// all of `data` is validated again in one piece, so that the indices in
+/// the message count from the start of `data`.
+fn validate_parallel(desc: &TensorDesc, data: &[u8]) -> Result<()> {
+    let unit = check_unit(desc);
+    if data.len() <= unit {
+        return validate(desc, data);
+    }
+    match data
+        .par_chunks(unit)
+        .find_first(|part| validate(desc, part).is_err())
+    {
+        None => Ok(()),
+        Some(_) => validate(desc, data),
+    }
+}
+
+/// Bytes of one validation task for `desc`: whole blocks, about [`CHECK_UNIT`].
+fn check_unit(desc: &TensorDesc) -> usize {
+    let ts = desc.ty.type_size().max(1);
+    (CHECK_UNIT / ts).max(1) * ts
+}
+
 fn bounds_err(name: &str) -> LlamaError {
     LlamaError::Tensor(format!(
         "tensor '{name}' data is not within the file bounds: the file may be truncated"
     ))
+}
+
+/// A backend or buffer error, with the tensor named.
+fn tensor_err(name: &str, what: &str, e: impl std::fmt::Display) -> LlamaError {
+    LlamaError::Tensor(format!("tensor '{name}': {what}: {e}"))
+}
+
+/// Tensor data waiting to be validated. A batch is validated in parallel
+/// and its first bad tensor in request (file) order is the one reported.
+struct Checks<'a> {
+    on: bool,
+    items: Vec<(usize, &'a [u8])>,
+    bytes: usize,
+}
+
+impl<'a> Checks<'a> {
+    /// Adds the data of request `i`; validates the batch once it is large.
+    fn push(&mut self, reqs: &[WeightRequest], i: usize, data: &'a [u8]) -> Result<()> {
+        if !self.on {
+            return Ok(());
+        }
+        self.items.push((i, data));
+        self.bytes += data.len();
+        if self.bytes >= CHECK_BATCH {
+            self.flush(reqs)?;
+        }
+        Ok(())
+    }
+
+    /// Validates everything gathered, in parallel over parts of tensors.
+    fn flush(&mut self, reqs: &[WeightRequest]) -> Result<()> {
+        let items = std::mem::take(&mut self.items);
+        self.bytes = 0;
+        let mut parts: Vec<(usize, &[u8])> = Vec::new();
+        for (k, &(i, data)) in items.iter().enumerate() {
+            let unit = check_unit(&reqs[i].desc);
+            if data.is_empty() {
+                parts.push((k, data));
+            } else {
+                parts.extend(data.chunks(unit).map(|p| (k, p)));
+            }
+        }
+        let bad = parts
+            .par_iter()
+            .find_first(|&&(k, part)| validate(&reqs[items[k].0].desc, part).is_err());
+        match bad {
+            None => Ok(()),
+            Some(&(k, _)) => {
+                let (i, data) = items[k];
+                validate(&reqs[i].desc, data)
+            }
+        }
+    }
+}
+
+/// Reads tensor data with plain reads, one handle per file, opened when
+/// first needed; seeks only when a read does not continue the last one.
+struct Reader<'f> {
+    files: &'f GgufModel,
+    handles: Vec<Option<(File, u64)>>,
+}
+
+impl<'f> Reader<'f> {
+    fn new(files: &'f GgufModel) -> Reader<'f> {
+        Reader {
+            files,
+            handles: (0..files.files().len()).map(|_| None).collect(),
+        }
+    }
+
+    /// Reads `dst.len()` bytes of request `r`'s data from byte `start` of it.
+    fn read(&mut self, r: &WeightRequest, start: usize, dst: &mut [u8]) -> Result<()> {
+        let file = &self.files.files()[r.file];
+        let path = file.path().ok_or_else(|| {
+            LlamaError::InvalidParam(format!(
+                "tensor '{}': the file has no path to read from",
+                r.desc.name
+            ))
+        })?;
+        let (fh, pos) = match &mut self.handles[r.file] {
+            Some(h) => h,
+            slot => {
+                let f = File::open(path).map_err(|source| LlamaError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                slot.insert((f, u64::MAX))
+            }
+        };
+        let io_err = |e: std::io::Error| {
+            if e.kind() == std::io::ErrorKind::UnexpectedEof {
+                bounds_err(&r.desc.name)
+            } else {
+                tensor_err(&r.desc.name, &format!("reading {}", path.display()), e)
+            }
+        };
+        let at = r.file_offset + start as u64;
+        if *pos != at {
+            *pos = u64::MAX;
+            fh.seek(SeekFrom::Start(at)).map_err(io_err)?;
+        }
+        fh.read_exact(dst).map_err(io_err)?;
+        *pos = at + dst.len() as u64;
+        Ok(())
+    }
+}
+
+/// The pieces `(start, len)` of `size` bytes in pieces of at most `max`
+/// bytes that hold whole blocks of `desc`'s type.
+fn pieces(desc: &TensorDesc, size: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
+    let ts = desc.ty.type_size().max(1);
+    let step = if ts <= max { max / ts * ts } else { max }.max(1);
+    (0..size)
+        .step_by(step)
+        .map(move |s| (s, step.min(size - s)))
+}
+
+/// Copies `src` to `dst` (same length), in parallel for large copies: with
+/// a mapping as the source, page faults are then served in parallel.
+fn copy_parallel(dst: &mut [u8], src: &[u8]) {
+    const PART: usize = 1 << 20;
+    if dst.len() <= PART {
+        dst.copy_from_slice(src);
+    } else {
+        dst.par_chunks_mut(PART)
+            .zip(src.par_chunks(PART))
+            .for_each(|(d, s)| d.copy_from_slice(s));
+    }
+}
+
+/// A ring of pinned staging buffers of one device, each with an event,
+/// and the backend that queues the copies out of them.
+struct Ring {
+    backend: Box<dyn Backend>,
+    slots: Vec<Slot>,
+    next: usize,
+    size: usize,
+}
+
+struct Slot {
+    buffer: Arc<dyn Buffer>,
+    base: NonNull<u8>,
+    event: Arc<dyn Event>,
+    /// A copy out of the slot was queued after its event was last waited for.
+    busy: bool,
+}
+
+impl Ring {
+    /// A ring of `count` staging buffers of `size` bytes on `dev`, or why
+    /// the device cannot have one.
+    fn new(dev: &Arc<dyn Device>, size: usize, count: usize) -> std::result::Result<Ring, String> {
+        let caps = dev.props().caps;
+        if !caps.async_ {
+            return Err("no asynchronous transfers".into());
+        }
+        if !caps.events {
+            return Err("no events".into());
+        }
+        let buft = dev
+            .host_buffer_type()
+            .filter(|_| caps.host_buffer)
+            .ok_or("no pinned host buffer type")?;
+        let mut slots = Vec::with_capacity(count);
+        for _ in 0..count {
+            let buffer = buft
+                .alloc_buffer(size)
+                .map_err(|e| format!("pinned staging buffer: {e}"))?;
+            let base = buffer
+                .base()
+                .filter(|_| !buffer.is_read_only())
+                .ok_or("the pinned buffer has no host address")?;
+            let event = dev.event_new().ok_or("cannot create an event")?;
+            slots.push(Slot {
+                buffer,
+                base,
+                event,
+                busy: false,
+            });
+        }
+        let backend = dev.init_backend().map_err(|e| e.to_string())?;
+        Ok(Ring {
+            backend,
+            slots,
+            next: 0,
+            size,
+        })
+    }
+
+    /// The next staging buffer, once the copy queued out of it last has
+    /// completed.
+    fn acquire(&mut self) -> ggml_core::Result<usize> {
+        let k = self.next;
+        self.next = (k + 1) % self.slots.len();
+        let s = &mut self.slots[k];
+        if s.busy {
+            s.event.synchronize()?;
+            s.busy = false;
+        }
+        Ok(k)
+    }
+
+    /// The first `len` bytes of staging buffer `k` (from [`Ring::acquire`]).
+    fn slot_mut(&mut self, k: usize, len: usize) -> &mut [u8] {
+        let s = &self.slots[k];
+        debug_assert!(!s.busy && len <= self.size);
+        // SAFETY: the buffer is pinned host memory of `self.size` bytes that
+        // only this ring uses; no queued copy reads it (its event was waited
+        // for in `acquire`), and the borrow of `self` keeps it exclusive.
+        unsafe { std::slice::from_raw_parts_mut(s.base.as_ptr(), len.min(self.size)) }
+    }
+
+    /// Queues the copy of the first `len` bytes of staging buffer `k` to
+    /// `dst`, then records the slot's event.
+    fn submit(&mut self, k: usize, dst: &Placement, len: usize) -> ggml_core::Result<()> {
+        let src = Placement {
+            buffer: self.slots[k].buffer.clone(),
+            offset: 0,
+        };
+        if !self.backend.cpy_tensor_async(&src, dst, len)? {
+            // The backend cannot copy out of the buffer itself: it takes the
+            // bytes during the call instead.
+            let base = self.slots[k].base;
+            // SAFETY: the first `len` bytes of the staging buffer (at most
+            // its size) were just filled; nothing writes them during the
+            // call, which copies them before it returns.
+            let data = unsafe { std::slice::from_raw_parts(base.as_ptr(), len.min(self.size)) };
+            self.backend.set_tensor_async(dst, data)?;
+        }
+        let s = &mut self.slots[k];
+        self.backend.event_record(&*s.event)?;
+        s.busy = true;
+        Ok(())
+    }
+
+    /// Waits for every queued copy.
+    fn finish(&mut self) -> ggml_core::Result<()> {
+        self.backend.synchronize()?;
+        for s in &mut self.slots {
+            s.busy = false;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Ring {
+    fn drop(&mut self) {
+        // Queued copies hold the buffers they use; waiting here makes an
+        // early return (an error, a cancel) leave nothing in flight.
+        let _ = self.backend.synchronize();
+    }
+}
+
+/// How a device buffer group is filled.
+enum Uploader {
+    /// `set_tensor`, piece by piece, from the mapping or a staging vector.
+    Sync { staging: Vec<u8> },
+    /// Through a ring of pinned staging buffers.
+    Async(Ring),
+}
+
+impl Uploader {
+    fn new(entry: &BuftEntry, opts: &LoadOptions) -> Uploader {
+        if !opts.async_upload {
+            return Uploader::Sync {
+                staging: Vec::new(),
+            };
+        }
+        let Some(dev) = owning_device(entry) else {
+            return Uploader::Sync {
+                staging: Vec::new(),
+            };
+        };
+        match Ring::new(&dev, opts.staging_size, opts.staging_count) {
+            Ok(r) => {
+                crate::debug!(
+                    "load_tensors: {}: asynchronous uploads through {} pinned buffers of {} KiB",
+                    dev.name(),
+                    opts.staging_count,
+                    opts.staging_size / 1024
+                );
+                Uploader::Async(r)
+            }
+            Err(why) => {
+                crate::debug!("load_tensors: {}: synchronous uploads: {why}", dev.name());
+                Uploader::Sync {
+                    staging: Vec::new(),
+                }
+            }
+        }
+    }
+}
+
+/// The device whose memory `entry`'s buffer type is.
+fn owning_device(entry: &BuftEntry) -> Option<Arc<dyn Device>> {
+    if entry.dev.buffer_type().name() == entry.buft.name() {
+        return Some(entry.dev.clone());
+    }
+    let name = entry.buft.device_name()?;
+    registry::devices().into_iter().find(|d| d.name() == name)
+}
+
+/// Number of NUMA nodes of the machine (1 when unknown).
+#[cfg_attr(not(unix), allow(dead_code))]
+fn numa_nodes() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        std::fs::read_to_string("/sys/devices/system/node/online")
+            .map(|s| count_nodes(&s))
+            .unwrap_or(1)
+            .max(1)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        1
+    }
+}
+
+/// Counts the entries of a kernel node list such as `0-1,4`.
+#[cfg_attr(not(unix), allow(dead_code))]
+fn count_nodes(list: &str) -> usize {
+    list.trim()
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| match p.split_once('-') {
+            Some((a, b)) => match (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
+                (Ok(a), Ok(b)) if b >= a => b - a + 1,
+                _ => 1,
+            },
+            None => 1,
+        })
+        .sum()
+}
+
+/// The soft memlock limit in bytes; `None` when unlimited or unknown.
+fn memlock_limit() -> Option<u64> {
+    #[cfg(unix)]
+    {
+        let mut rl = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: getrlimit writes the limits into `rl`, a valid struct.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) };
+        if rc != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
+            return None;
+        }
+        // rlim_t is not u64 on every platform.
+        #[allow(clippy::unnecessary_cast)]
+        Some(rl.rlim_cur as u64)
+    }
+    #[cfg(not(unix))]
+    {
+        None
+    }
+}
+
+/// Locks the ranges `(address, bytes)` of `what` in memory, keeping the
+/// locks in `locks`. Failing to lock is never an error: it stops at the
+/// first range that cannot be locked and prints one warning with the
+/// memlock limit.
+fn lock_ranges(
+    what: &str,
+    ranges: &[(usize, usize)],
+    stats: &mut LoadStats,
+    locks: &mut Vec<MemLock>,
+) {
+    let need: usize = ranges.iter().map(|r| r.1).sum();
+    if need == 0 {
+        return;
+    }
+    #[cfg(unix)]
+    let failure = {
+        // SAFETY: sysconf only reads its argument.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .ok()
+            .filter(|p| p.is_power_of_two())
+            .unwrap_or(4096);
+        let mut locked = 0usize;
+        let mut failure = None;
+        for &(addr, n) in ranges.iter().filter(|r| r.1 > 0) {
+            let start = addr & !(page - 1);
+            let len = n + (addr - start);
+            // SAFETY: mlock only changes the paging of the range, which is
+            // memory of a live buffer or mapping (rounded out to pages).
+            let rc = unsafe { libc::mlock(start as *const libc::c_void, len) };
+            if rc != 0 {
+                failure = Some(std::io::Error::last_os_error().to_string());
+                break;
+            }
+            locks.push(MemLock { addr: start, len });
+            locked += n;
+        }
+        stats.bytes_locked += locked as u64;
+        failure.map(|e| (need - locked, e))
+    };
+    #[cfg(not(unix))]
+    let failure = Some((need, "not supported on this platform".to_string()));
+    if let Some((missing, why)) = failure {
+        stats.bytes_lock_failed += missing as u64;
+        let limit = match memlock_limit() {
+            Some(l) => format!("the memlock limit (ulimit -l) is {} KiB", l / 1024),
+            None => "the memlock limit (ulimit -l) is unlimited".to_string(),
+        };
+        crate::warn!(
+            "warning: use_mlock: failed to lock {} KiB of {what} ({} KiB needed): {why}; \
+             {limit}: raise it (e.g. ulimit -l unlimited, or memlock in limits.conf) \
+             to keep the model in RAM",
+            missing / 1024,
+            need / 1024
+        );
+    }
+}
+
+/// Where a request's bytes go.
+#[derive(Clone, Copy)]
+enum Route {
+    /// Used in place from the mapping.
+    Mapped,
+    /// Written in place in a host buffer.
+    Host,
+    /// Uploaded by the uploader of this index.
+    Device(usize),
 }
 
 /// Loads every requested weight. Requests should be in file order.
@@ -99,6 +660,22 @@ pub fn load_weights(
     reqs: &[WeightRequest],
     params: &ModelParams,
 ) -> Result<LoadedWeights> {
+    load_weights_with(files, reqs, params, &LoadOptions::default())
+}
+
+/// [`load_weights`] with the loader's tuning given.
+pub fn load_weights_with(
+    files: &GgufModel,
+    reqs: &[WeightRequest],
+    params: &ModelParams,
+    opts: &LoadOptions,
+) -> Result<LoadedWeights> {
+    let opts = LoadOptions {
+        staging_size: opts.staging_size.max(MIN_PIECE_SIZE),
+        staging_count: opts.staging_count.max(1),
+        piece_size: opts.piece_size.max(MIN_PIECE_SIZE),
+        async_upload: opts.async_upload,
+    };
     let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
     let mut progress = Progress {
         cb: params.progress_callback.as_deref(),
@@ -106,9 +683,22 @@ pub fn load_weights(
         total,
     };
     let mut stats = LoadStats::default();
+    // Declared before everything that borrows their memory, so dropped last.
     let mut buffers: Vec<Arc<dyn Buffer>> = Vec::new();
+    let mut locks: Vec<MemLock> = Vec::new();
     let mut placements: Vec<Option<Placement>> = vec![None; reqs.len()];
+    let mut routes: Vec<Option<Route>> = vec![None; reqs.len()];
     let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut uploaders: Vec<Uploader> = Vec::new();
+    let mut host_bufs: Vec<Arc<dyn Buffer>> = Vec::new();
+    let all_mapped = files.files().iter().all(|f| f.mmap().is_some());
+    let mapping = |fi: usize| -> Option<&Arc<Mmap>> {
+        if params.use_mmap {
+            files.files()[fi].mmap()
+        } else {
+            None
+        }
+    };
 
     // Group by buffer type, keeping request order inside each group.
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -119,72 +709,62 @@ pub fn load_weights(
             .push(i);
     }
 
-    // File handles for plain reads, opened lazily.
-    let mut handles: Vec<Option<File>> = (0..files.files().len()).map(|_| None).collect();
-    let mut staging: Vec<u8> = Vec::new();
-
+    // Buffers first: mapped ranges, allocations, staging rings.
+    #[cfg(unix)]
+    let prefetch = numa_nodes() == 1;
     for (buft_name, idxs) in &groups {
         let entry = &reqs[idxs[0]].entry;
         let dev = &entry.dev;
-        let is_default_cpu = dev.kind() == ggml_core::DeviceKind::Cpu
+        let is_default_cpu = dev.kind() == DeviceKind::Cpu
             && dev.buffer_type().name() == entry.buft.name()
             && dev.props().caps.buffer_from_host_ptr;
-        let mapped =
-            params.use_mmap && is_default_cpu && files.files().iter().all(|f| f.mmap().is_some());
-        if mapped {
+        if params.use_mmap && is_default_cpu && all_mapped {
             // One buffer per file over the range its tensors span.
             let mut by_file: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
             for &i in idxs {
                 by_file.entry(reqs[i].file).or_default().push(i);
             }
             for (fi, ids) in by_file {
-                let file = &files.files()[fi];
-                let mmap = file
-                    .mmap()
+                let mmap = mapping(fi)
                     .ok_or_else(|| bounds_err(&reqs[ids[0]].desc.name))?
                     .clone();
+                if let Some(&bad) = ids
+                    .iter()
+                    .find(|&&i| reqs[i].file_offset as usize + reqs[i].size > mmap.len())
+                {
+                    return Err(bounds_err(&reqs[bad].desc.name));
+                }
                 let lo = ids.iter().map(|&i| reqs[i].file_offset).min().unwrap_or(0) as usize;
                 let hi = ids
                     .iter()
                     .map(|&i| reqs[i].file_offset as usize + reqs[i].size)
                     .max()
                     .unwrap_or(lo);
-                if hi > mmap.len() {
-                    let bad = ids
-                        .iter()
-                        .find(|&&i| reqs[i].file_offset as usize + reqs[i].size > mmap.len());
-                    return Err(bounds_err(&reqs[bad.copied().unwrap_or(ids[0])].desc.name));
-                }
                 if params.use_mlock {
-                    if let Err(e) = mmap.lock() {
-                        crate::warn!(
-                            "warning: failed to mlock {} bytes of the mapping: {e} (raise the memlock limit, e.g. ulimit -l)",
-                            hi - lo
-                        );
-                    }
+                    let addr = mmap.as_ptr() as usize + lo;
+                    lock_ranges(
+                        "the file mapping",
+                        &[(addr, hi - lo)],
+                        &mut stats,
+                        &mut locks,
+                    );
                 }
                 #[cfg(unix)]
-                if let Err(e) = mmap.advise_range(memmap2::Advice::WillNeed, lo, hi - lo) {
-                    crate::debug!("madvise(WILLNEED) failed: {e}");
+                if prefetch && hi > lo {
+                    if let Err(e) = mmap.advise_range(memmap2::Advice::WillNeed, lo, hi - lo) {
+                        crate::debug!("madvise(WILLNEED) failed: {e}");
+                    }
                 }
                 let max_tensor = ids.iter().map(|&i| reqs[i].size).max().unwrap_or(0);
                 let mem: HostMem = mmap.clone();
                 let buf = dev.buffer_from_host_mem(mem, lo, hi - lo, max_tensor)?;
                 buf.set_usage(BufferUsage::Weights);
-                if params.check_tensors {
-                    ids.par_iter().try_for_each(|&i| {
-                        let r = &reqs[i];
-                        let start = r.file_offset as usize;
-                        validate(&r.desc, &mmap[start..start + r.size])
-                    })?;
-                }
                 for &i in &ids {
                     placements[i] = Some(Placement {
                         buffer: buf.clone(),
                         offset: reqs[i].file_offset as usize - lo,
                     });
-                    stats.bytes_mapped += reqs[i].size as u64;
-                    progress.advance(reqs[i].size as u64)?;
+                    routes[i] = Some(Route::Mapped);
                 }
                 *sizes.entry(format!("{buft_name}_Mapped")).or_default() += hi - lo;
                 buffers.push(buf);
@@ -194,103 +774,157 @@ pub fn load_weights(
 
         let descs: Vec<TensorDesc> = idxs.iter().map(|&i| reqs[i].desc.clone()).collect();
         let la = LinearAlloc::alloc_tensors(&entry.buft, &descs, BufferUsage::Weights)?;
-        let (bufs, places) = (la.buffers, la.placements);
-        for b in &bufs {
+        for b in &la.buffers {
             *sizes.entry(buft_name.clone()).or_default() += b.size();
         }
-        for (&i, p) in idxs.iter().zip(places) {
-            let r = &reqs[i];
-            let host = p
-                .buffer
-                .base()
-                .filter(|_| entry.buft.is_host() && !p.buffer.is_read_only());
-            let file = &files.files()[r.file];
-            if params.use_mmap {
-                if let Some(mmap) = file.mmap() {
-                    let start = r.file_offset as usize;
-                    let src = mmap
-                        .get(start..start + r.size)
-                        .ok_or_else(|| bounds_err(&r.desc.name))?;
-                    if params.check_tensors {
-                        validate(&r.desc, src)?;
-                    }
-                    p.buffer.set_tensor(p.offset, src)?;
-                    if host.is_some() {
-                        stats.bytes_read += r.size as u64;
-                    } else {
-                        stats.bytes_uploaded += r.size as u64;
-                    }
-                    placements[i] = Some(p);
-                    progress.advance(r.size as u64)?;
-                    continue;
-                }
-            }
-            let path_str = file
-                .path()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            let fh = match &mut handles[r.file] {
-                Some(f) => f,
-                slot => {
-                    let path = file.path().ok_or_else(|| {
-                        LlamaError::InvalidParam(format!(
-                            "tensor '{}': the file has no path to read from",
-                            r.desc.name
-                        ))
-                    })?;
-                    let f = File::open(path).map_err(|source| LlamaError::Io {
-                        path: path.display().to_string(),
-                        source,
-                    })?;
-                    slot.insert(f)
-                }
-            };
-            let io_err = |source: std::io::Error| LlamaError::Io {
-                path: path_str.clone(),
-                source,
-            };
-            fh.seek(SeekFrom::Start(r.file_offset)).map_err(io_err)?;
-            match host {
-                Some(base) if p.offset + r.size <= p.buffer.size() => {
-                    // SAFETY: the range lies inside a host buffer that was
-                    // just allocated for these weights and that nothing else
-                    // reads or writes while it is being filled.
-                    let dst = unsafe {
-                        std::slice::from_raw_parts_mut(base.as_ptr().add(p.offset), r.size)
-                    };
-                    fh.read_exact(dst).map_err(|e| {
-                        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                            bounds_err(&r.desc.name)
-                        } else {
-                            io_err(e)
-                        }
-                    })?;
-                    if params.check_tensors {
-                        validate(&r.desc, dst)?;
-                    }
-                    stats.bytes_read += r.size as u64;
-                }
-                _ => {
-                    staging.resize(r.size, 0);
-                    fh.read_exact(&mut staging).map_err(|e| {
-                        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                            bounds_err(&r.desc.name)
-                        } else {
-                            io_err(e)
-                        }
-                    })?;
-                    if params.check_tensors {
-                        validate(&r.desc, &staging)?;
-                    }
-                    p.buffer.set_tensor(p.offset, &staging)?;
-                    stats.bytes_uploaded += r.size as u64;
-                }
-            }
+        // Host buffers are written in place, as a plain copy: a buffer type
+        // that must transform the data (a repacking one) is not a host type.
+        let host = entry.buft.is_host()
+            && la
+                .buffers
+                .iter()
+                .all(|b| b.base().is_some() && !b.is_read_only());
+        let route = if host {
+            host_bufs.extend(la.buffers.iter().cloned());
+            Route::Host
+        } else {
+            uploaders.push(Uploader::new(entry, &opts));
+            Route::Device(uploaders.len() - 1)
+        };
+        for (&i, p) in idxs.iter().zip(la.placements) {
             placements[i] = Some(p);
-            progress.advance(r.size as u64)?;
+            routes[i] = Some(route);
         }
-        buffers.extend(bufs);
+        buffers.extend(la.buffers);
     }
+    if params.use_mlock {
+        let ranges: Vec<(usize, usize)> = host_bufs
+            .iter()
+            .filter_map(|b| b.base().map(|p| (p.as_ptr() as usize, b.size())))
+            .collect();
+        lock_ranges("model buffers", &ranges, &mut stats, &mut locks);
+    }
+    drop(host_bufs);
+
+    // Data, in file order.
+    let mut reader = Reader::new(files);
+    let mut checks = Checks {
+        on: params.check_tensors,
+        items: Vec::new(),
+        bytes: 0,
+    };
+    for (i, r) in reqs.iter().enumerate() {
+        let (Some(p), Some(route)) = (&placements[i], routes[i]) else {
+            return Err(LlamaError::Tensor(format!(
+                "tensor '{}' has no buffer",
+                r.desc.name
+            )));
+        };
+        let name = &r.desc.name;
+        let start = r.file_offset as usize;
+        let src: Option<&[u8]> = match mapping(r.file) {
+            Some(m) => Some(
+                m.get(start..start.saturating_add(r.size))
+                    .ok_or_else(|| bounds_err(name))?,
+            ),
+            None => None,
+        };
+        match route {
+            Route::Mapped => {
+                let data = src.ok_or_else(|| bounds_err(name))?;
+                checks.push(reqs, i, data)?;
+                stats.bytes_mapped += r.size as u64;
+                progress.advance(r.size as u64)?;
+            }
+            Route::Host => {
+                let base = p
+                    .buffer
+                    .base()
+                    .ok_or_else(|| tensor_err(name, "host buffer", "no host address"))?;
+                if p.offset
+                    .checked_add(r.size)
+                    .is_none_or(|e| e > p.buffer.size())
+                {
+                    return Err(tensor_err(name, "host buffer", "placement out of bounds"));
+                }
+                // SAFETY: the range lies inside a host buffer that was just
+                // allocated for these weights (checked above), that `buffers`
+                // keeps alive until the end of this function, and that
+                // nothing else reads or writes while it is being filled;
+                // tensors of a buffer do not overlap.
+                let dst: &mut [u8] =
+                    unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(p.offset), r.size) };
+                for (s, n) in pieces(&r.desc, r.size, opts.piece_size) {
+                    match src {
+                        Some(m) => copy_parallel(&mut dst[s..s + n], &m[s..s + n]),
+                        None => reader.read(r, s, &mut dst[s..s + n])?,
+                    }
+                    progress.advance(n as u64)?;
+                }
+                stats.bytes_read += r.size as u64;
+                checks.push(reqs, i, dst)?;
+            }
+            Route::Device(u) => {
+                let check_pieces = checks.on && src.is_none();
+                match &mut uploaders[u] {
+                    Uploader::Sync { staging } => {
+                        for (s, n) in pieces(&r.desc, r.size, opts.piece_size) {
+                            let data: &[u8] = match src {
+                                Some(m) => &m[s..s + n],
+                                None => {
+                                    staging.resize(n, 0);
+                                    reader.read(r, s, &mut staging[..n])?;
+                                    &staging[..n]
+                                }
+                            };
+                            if check_pieces {
+                                check_piece(&mut checks, reqs, i, data, s)?;
+                            }
+                            p.buffer
+                                .set_tensor(p.offset + s, data)
+                                .map_err(|e| tensor_err(name, "upload", e))?;
+                            progress.advance(n as u64)?;
+                        }
+                    }
+                    Uploader::Async(ring) => {
+                        for (s, n) in pieces(&r.desc, r.size, ring.size) {
+                            let k = ring
+                                .acquire()
+                                .map_err(|e| tensor_err(name, "staging buffer", e))?;
+                            let buf = ring.slot_mut(k, n);
+                            match src {
+                                Some(m) => buf.copy_from_slice(&m[s..s + n]),
+                                None => reader.read(r, s, buf)?,
+                            }
+                            if check_pieces {
+                                check_piece(&mut checks, reqs, i, buf, s)?;
+                            }
+                            let dst = Placement {
+                                buffer: p.buffer.clone(),
+                                offset: p.offset + s,
+                            };
+                            ring.submit(k, &dst, n)
+                                .map_err(|e| tensor_err(name, "upload", e))?;
+                            progress.advance(n as u64)?;
+                        }
+                        stats.bytes_uploaded_async += r.size as u64;
+                    }
+                }
+                if let (true, Some(m)) = (checks.on, src) {
+                    checks.push(reqs, i, m)?;
+                }
+                stats.bytes_uploaded += r.size as u64;
+            }
+        }
+    }
+    checks.flush(reqs)?;
+    for u in &mut uploaders {
+        if let Uploader::Async(ring) = u {
+            ring.finish()?;
+        }
+    }
+    drop(uploaders);
+
     stats.n_buffers = buffers.len();
     let placements = reqs
         .iter()
@@ -308,5 +942,58 @@ pub fn load_weights(
         placements,
         sizes,
         stats,
+        locks,
     })
+}
+
+/// Validates a piece of request `i` that starts `start` bytes into it; on
+/// an error, earlier tensors waiting in `checks` are validated first, so
+/// that the first bad tensor in file order is the one reported.
+fn check_piece(
+    checks: &mut Checks<'_>,
+    reqs: &[WeightRequest],
+    i: usize,
+    data: &[u8],
+    start: usize,
+) -> Result<()> {
+    let Err(e) = validate_parallel(&reqs[i].desc, data) else {
+        return Ok(());
+    };
+    checks.flush(reqs)?;
+    Err(match e {
+        LlamaError::TensorData { name, why } if data.len() != reqs[i].size => {
+            LlamaError::TensorData {
+                name,
+                why: format!(
+                    "{why} (counting from byte {start} of the tensor, in the piece of {} bytes read there)",
+                    data.len()
+                ),
+            }
+        }
+        e => e,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn node_lists_are_counted() {
+        assert_eq!(count_nodes("0\n"), 1);
+        assert_eq!(count_nodes("0-1\n"), 2);
+        assert_eq!(count_nodes("0-3,6,8-9"), 7);
+        assert_eq!(count_nodes(""), 0);
+    }
+
+    #[test]
+    fn pieces_hold_whole_blocks() {
+        let d = TensorDesc::new("t", ggml_core::Type::Q4_0, &[32 * 1000]);
+        let size = d.nbytes();
+        let ps: Vec<_> = pieces(&d, size, 4096).collect();
+        assert!(ps.iter().all(|&(_, n)| n % 18 == 0 && n <= 4096));
+        assert_eq!(ps.iter().map(|p| p.1).sum::<usize>(), size);
+        assert!(ps.windows(2).all(|w| w[0].0 + w[0].1 == w[1].0));
+        assert_eq!(pieces(&d, 0, 4096).count(), 0);
+    }
 }

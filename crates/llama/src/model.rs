@@ -13,7 +13,7 @@ use crate::arch::{Arch, Need, TensorKind, N_TENSOR_KINDS};
 use crate::devices::{backend_init, cpu_device, select_devices};
 use crate::error::{LlamaError, Result};
 use crate::hparams::{HParams, MetaView};
-use crate::loader::{load_weights, LoadStats, WeightRequest};
+use crate::loader::{load_weights, LoadStats, MemLock, WeightRequest};
 use crate::params::ModelParams;
 use crate::placement::{buft_by_name, plan_layers, select_buft, LayerPlan};
 use crate::vocab::Vocab;
@@ -83,6 +83,9 @@ pub struct Model {
     pub cpu: Arc<dyn Device>,
     /// Device per layer.
     pub plan: LayerPlan,
+    /// Memory locked for `use_mlock`; declared before the weights and
+    /// buffers so that it is unlocked before they are freed.
+    pub mem_locks: Vec<MemLock>,
     /// Weights; `None` for vocab-only loads and dry runs.
     pub weights: Option<Weights>,
     /// Buffers holding the weights.
@@ -204,6 +207,7 @@ impl Model {
             devices,
             cpu,
             plan,
+            mem_locks: Vec::new(),
             weights: None,
             buffers: Vec::new(),
             memory_plan: BTreeMap::new(),
@@ -234,6 +238,7 @@ impl Model {
             return Ok(model);
         }
         let loaded = load_weights(&files, &requests, params)?;
+        model.mem_locks = loaded.locks;
         model.buffers = loaded.buffers;
         model.stats = loaded.stats;
         model.memory_plan = loaded.sizes;

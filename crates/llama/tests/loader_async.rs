@@ -1,0 +1,581 @@
+//! The loader's paths on a GPU: uploads through the pinned staging ring
+//! (asynchronous) and with `set_tensor` (synchronous), with mmap on and off,
+//! read back byte for byte; pieces of tensors larger than a staging buffer;
+//! cancel in the middle of an upload; check_tensors ordering; use_mlock
+//! under a tiny memlock limit.
+//!
+//! The GPU tests need a Vulkan device (lavapipe counts with
+//! `GGML_VK_ALLOW_CPU_DEVICES=1`); without one they print "skipped: no
+//! Vulkan device", or fail with `REQUIRE_VULKAN=1`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use common::{fixtures, scratch};
+use ggml_core::{registry, Device, DeviceKind, TensorDesc};
+use gguf::{GgufFile, GgufModel};
+use llama::loader::{load_weights_with, LoadOptions, LoadedWeights, WeightRequest};
+use llama::placement::BuftEntry;
+use llama::{LlamaError, Model, ModelParams, TensorKind};
+
+/// The first Vulkan device, or `None` after printing why (a failure with
+/// `REQUIRE_VULKAN=1`).
+fn vulkan() -> Option<Arc<dyn Device>> {
+    llama::backend_init();
+    let dev = registry::devices()
+        .into_iter()
+        .find(|d| matches!(d.kind(), DeviceKind::Gpu | DeviceKind::IGpu));
+    if dev.is_none() {
+        assert!(
+            std::env::var("REQUIRE_VULKAN").map_or(true, |v| v != "1"),
+            "REQUIRE_VULKAN=1 but there is no Vulkan device"
+        );
+        eprintln!("skipped: no Vulkan device");
+    }
+    dev
+}
+
+/// Every fixture model, the first file of a split only.
+fn models(fx: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(fx.join("models"))
+        .expect("fixture models")
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| {
+            let n = p.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            n.ends_with(".gguf") && (!n.contains("-split-") || n.contains("-00001-of-"))
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The bytes of tensor `name` in the files (the embeddings for a tied output).
+fn file_bytes<'a>(files: &'a GgufModel, name: &str) -> &'a [u8] {
+    let (fi, info) = files
+        .tensor(name)
+        .or_else(|| (name == "output.weight").then(|| files.tensor("token_embd.weight"))?)
+        .unwrap_or_else(|| panic!("tensor {name} not in the file"));
+    let f = &files.files()[fi];
+    let start = f.tensor_file_offset(info) as usize;
+    &f.mmap().expect("mapped")[start..start + info.size as usize]
+}
+
+/// Reads every weight of `m` back and compares it with the file.
+fn assert_weights_match(m: &Model, files: &GgufModel, what: &str) {
+    let w = m.weights().expect("weights");
+    let mut n = 0;
+    for spec in m.arch.tensors() {
+        let layers: Vec<Option<usize>> = if spec.per_layer {
+            (0..m.hparams.n_layer).map(Some).collect()
+        } else {
+            vec![None]
+        };
+        for il in layers {
+            let weight = match (spec.kind, il) {
+                (k, Some(i)) => w.layers[i].get(k),
+                (TensorKind::TokenEmbd, None) => Some(&w.tok_embd),
+                (TensorKind::OutputNorm, None) => Some(&w.output_norm),
+                (TensorKind::Output, None) => Some(&w.output),
+                (TensorKind::RopeFreqs, None) => w.rope_freqs.as_ref(),
+                _ => None,
+            };
+            let Some(weight) = weight else { continue };
+            let name = spec.kind.name(il);
+            let want = file_bytes(files, &name);
+            let mut got = vec![0u8; want.len()];
+            weight
+                .at
+                .buffer
+                .get_tensor(weight.at.offset, &mut got)
+                .unwrap_or_else(|e| panic!("{what}: reading {name} back: {e}"));
+            assert!(got == want, "{what}: {name} differs from the file");
+            n += 1;
+        }
+    }
+    assert!(n > 0, "{what}: no weights compared");
+}
+
+/// One request per tensor of the files, all into `dev`'s own buffer type.
+fn requests_to(dev: &Arc<dyn Device>, files: &GgufModel) -> Vec<WeightRequest> {
+    let mut reqs: Vec<WeightRequest> = files
+        .tensors()
+        .map(|(fi, info)| {
+            let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
+            WeightRequest {
+                kind: TensorKind::AttnQ,
+                layer: None,
+                desc: TensorDesc::new(info.name.clone(), info.ty, &ne),
+                file: fi,
+                file_offset: files.files()[fi].tensor_file_offset(info),
+                size: info.size as usize,
+                entry: BuftEntry {
+                    buft: dev.buffer_type(),
+                    dev: dev.clone(),
+                },
+            }
+        })
+        .collect();
+    reqs.sort_by_key(|r| (r.file, r.file_offset));
+    reqs
+}
+
+/// Compares every loaded weight with the file.
+fn assert_loaded_match(files: &GgufModel, reqs: &[WeightRequest], lw: &LoadedWeights, what: &str) {
+    for (r, w) in reqs.iter().zip(&lw.placements) {
+        let want = file_bytes(files, &r.desc.name);
+        let mut got = vec![0u8; want.len()];
+        w.at.buffer.get_tensor(w.at.offset, &mut got).unwrap();
+        assert!(got == want, "{what}: {} differs from the file", r.desc.name);
+    }
+}
+
+fn gpu_params(use_mmap: bool) -> ModelParams {
+    ModelParams {
+        n_gpu_layers: 99,
+        use_mmap,
+        ..ModelParams::default()
+    }
+}
+
+#[test]
+fn fixtures_load_on_the_gpu_and_read_back_equal() {
+    let Some(fx) = fixtures() else { return };
+    let Some(_dev) = vulkan() else { return };
+    for path in models(&fx) {
+        let files = GgufModel::open(&path).unwrap();
+        for use_mmap in [true, false] {
+            let what = format!("{} (mmap {use_mmap})", path.display());
+            let m =
+                Model::load(&path, &gpu_params(use_mmap)).unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert!(m.stats.bytes_uploaded > 0, "{what}: nothing uploaded");
+            assert_eq!(
+                m.stats.bytes_uploaded_async, m.stats.bytes_uploaded,
+                "{what}: every upload should go through the staging ring"
+            );
+            assert_weights_match(&m, &files, &what);
+        }
+    }
+}
+
+#[test]
+fn staging_ring_uploads_tensors_larger_than_a_staging_buffer() {
+    let Some(fx) = fixtures() else { return };
+    let Some(dev) = vulkan() else { return };
+    for name in [
+        "stories260K.gguf",
+        "tiny-q4_0.gguf",
+        "tiny-q6_k.gguf",
+        "tiny-q8_0-split-00001-of-00003.gguf",
+    ] {
+        let path = fx.join("models").join(name);
+        let files = GgufModel::open(&path).unwrap();
+        let reqs = requests_to(&dev, &files);
+        let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
+        assert!(
+            reqs.iter().any(|r| r.size > 3 * 4096),
+            "{name}: no large tensor"
+        );
+        for (use_mmap, async_upload, check_tensors) in [
+            (true, true, false),
+            (false, true, true),
+            (true, false, true),
+            (false, false, false),
+        ] {
+            let what = format!("{name} mmap {use_mmap} async {async_upload}");
+            let params = ModelParams {
+                use_mmap,
+                check_tensors,
+                ..ModelParams::default()
+            };
+            let opts = LoadOptions {
+                staging_size: 4096,
+                staging_count: 3,
+                piece_size: 4096,
+                async_upload,
+            };
+            let lw = load_weights_with(&files, &reqs, &params, &opts)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            assert_eq!(lw.stats.bytes_uploaded, total, "{what}");
+            let want_async = if async_upload { total } else { 0 };
+            assert_eq!(lw.stats.bytes_uploaded_async, want_async, "{what}");
+            assert_loaded_match(&files, &reqs, &lw, &what);
+        }
+    }
+}
+
+#[test]
+fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
+    let Some(fx) = fixtures() else { return };
+    let Some(dev) = vulkan() else { return };
+    let path = fx.join("models/stories260K.gguf");
+    let files = GgufModel::open(&path).unwrap();
+    // One large tensor alone: its pieces are the only progress steps.
+    let reqs: Vec<WeightRequest> = requests_to(&dev, &files)
+        .into_iter()
+        .filter(|r| r.desc.name == "token_embd.weight")
+        .collect();
+    assert_eq!(reqs.len(), 1);
+    let size = reqs[0].size;
+    let opts = LoadOptions {
+        staging_size: 4096,
+        staging_count: 2,
+        piece_size: 4096,
+        async_upload: true,
+    };
+    for use_mmap in [true, false] {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let s = seen.clone();
+        let params = ModelParams {
+            use_mmap,
+            progress_callback: Some(Arc::new(move |f| {
+                s.lock().unwrap().push(f);
+                true
+            })),
+            ..ModelParams::default()
+        };
+        load_weights_with(&files, &reqs, &params, &opts).unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), size.div_ceil(4096), "one step per piece");
+        assert!(seen.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(*seen.last().unwrap(), 1.0);
+
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let params = ModelParams {
+            use_mmap,
+            progress_callback: Some(Arc::new(move |_| c.fetch_add(1, Ordering::Relaxed) < 4)),
+            ..ModelParams::default()
+        };
+        let e = load_weights_with(&files, &reqs, &params, &opts)
+            .err()
+            .expect("cancelled");
+        assert!(matches!(e, LlamaError::Cancelled), "{e}");
+        assert_eq!(
+            calls.load(Ordering::Relaxed),
+            5,
+            "stopped at the first refusal"
+        );
+    }
+    // A whole model cancelled half way, then loaded again.
+    for use_mmap in [true, false] {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let params = ModelParams {
+            progress_callback: Some(Arc::new(move |f| {
+                c.fetch_add(1, Ordering::Relaxed);
+                f < 0.5
+            })),
+            ..gpu_params(use_mmap)
+        };
+        let e = Model::load(&path, &params).unwrap_err();
+        assert!(matches!(e, LlamaError::Cancelled), "{e}");
+        let m = Model::load(&path, &gpu_params(use_mmap)).unwrap();
+        assert_weights_match(&m, &files, "reload after cancel");
+    }
+}
+
+/// Writes a copy of `src` with a NaN written into tensor `name` at byte `at`
+/// of its data (negative: from its end).
+fn poison(src: &Path, out: &Path, bad: &[(&str, isize)]) {
+    let f = GgufFile::open(src).unwrap();
+    let mut bytes = std::fs::read(src).unwrap();
+    for &(name, at) in bad {
+        let info = f.tensor(name).unwrap().clone();
+        let off = f.tensor_file_offset(&info) as usize;
+        let at = if at < 0 {
+            info.size as usize - at.unsigned_abs()
+        } else {
+            at as usize
+        };
+        bytes[off + at..off + at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
+    }
+    std::fs::write(out, &bytes).unwrap();
+}
+
+#[test]
+fn check_tensors_names_the_first_bad_tensor_in_file_order() {
+    let Some(fx) = fixtures() else { return };
+    let src = fx.join("models/stories260K.gguf");
+    let f = GgufFile::open(&src).unwrap();
+    let mut order: Vec<(u64, String)> = f
+        .tensors()
+        .iter()
+        .map(|t| (f.tensor_file_offset(t), t.name.clone()))
+        .collect();
+    order.sort();
+    let names: Vec<&str> = order.iter().map(|(_, n)| n.as_str()).collect();
+    drop(f);
+    let first = "token_embd.weight";
+    let later = "blk.1.attn_q.weight";
+    let pos = |n: &str| names.iter().position(|&x| x == n).unwrap();
+    assert!(pos(first) < pos(later), "{names:?}");
+    let dir = scratch("first-bad");
+    let p = dir.join("two-bad.gguf");
+    // The earlier tensor is large and bad near its end; the later is small
+    // and bad at once: a parallel check finds the later one first.
+    poison(&src, &p, &[(first, -8), (later, 0)]);
+    let gpu = vulkan().is_some();
+    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
+        for use_mmap in [true, false] {
+            let params = ModelParams {
+                check_tensors: true,
+                use_mmap,
+                n_gpu_layers,
+                ..ModelParams::default()
+            };
+            let e = Model::load(&p, &params).unwrap_err();
+            let what = format!("ngl {n_gpu_layers} mmap {use_mmap}");
+            assert!(matches!(e, LlamaError::TensorData { .. }), "{what}: {e}");
+            assert!(e.to_string().contains(first), "{what}: {e}");
+        }
+    }
+    // Only the later one bad: named on every path, also in pieces.
+    let p2 = dir.join("one-bad.gguf");
+    poison(&src, &p2, &[(later, -4)]);
+    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
+        for use_mmap in [true, false] {
+            let params = ModelParams {
+                check_tensors: true,
+                use_mmap,
+                n_gpu_layers,
+                ..ModelParams::default()
+            };
+            let e = Model::load(&p2, &params).unwrap_err();
+            assert!(e.to_string().contains(later), "{e}");
+        }
+    }
+    if let Some(dev) = vulkan() {
+        let files = GgufModel::open(&p2).unwrap();
+        let reqs = requests_to(&dev, &files);
+        let opts = LoadOptions {
+            staging_size: 4096,
+            staging_count: 2,
+            piece_size: 4096,
+            async_upload: true,
+        };
+        let params = ModelParams {
+            check_tensors: true,
+            use_mmap: false,
+            ..ModelParams::default()
+        };
+        let e = load_weights_with(&files, &reqs, &params, &opts)
+            .err()
+            .expect("bad data");
+        let msg = e.to_string();
+        assert!(msg.contains(later) && msg.contains("piece"), "{msg}");
+    }
+}
+
+/// Capabilities of the calling thread (Linux `capget`/`capset`).
+#[cfg(target_os = "linux")]
+mod caps {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Default)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+
+    const VERSION_3: u32 = 0x2008_0522;
+    /// CAP_IPC_LOCK: lock memory beyond the memlock limit.
+    const IPC_LOCK: u32 = 14;
+
+    /// Sets whether the calling thread has CAP_IPC_LOCK in effect; returns
+    /// whether it had it.
+    pub fn set_ipc_lock(on: bool) -> bool {
+        let mut h = Header {
+            version: VERSION_3,
+            pid: 0,
+        };
+        let mut d = [Data::default(); 2];
+        // SAFETY: capget writes one header and two data structs, which
+        // these are, laid out as the kernel's.
+        let rc = unsafe { libc::syscall(libc::SYS_capget, &mut h as *mut Header, d.as_mut_ptr()) };
+        if rc != 0 {
+            return false;
+        }
+        let had = d[0].effective & (1 << IPC_LOCK) != 0;
+        if on {
+            d[0].effective |= d[0].permitted & (1 << IPC_LOCK);
+        } else {
+            d[0].effective &= !(1 << IPC_LOCK);
+        }
+        // SAFETY: as above; capset only reads them.
+        unsafe { libc::syscall(libc::SYS_capset, &mut h as *mut Header, d.as_ptr()) };
+        had
+    }
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn mlock_under_a_tiny_limit_only_warns() {
+    let Some(fx) = fixtures() else { return };
+    let path = fx.join("models/stories260K.gguf");
+    let mut old = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit read and write a valid struct.
+    unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut old) };
+    let tiny = libc::rlimit {
+        rlim_cur: 16 * 1024,
+        rlim_max: old.rlim_max,
+    };
+    // SAFETY: as above; lowering the soft limit is always allowed.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &tiny) }, 0);
+    // Without CAP_IPC_LOCK the limit applies (this thread only).
+    let had_cap = caps::set_ipc_lock(false);
+    let mut results = Vec::new();
+    for use_mmap in [true, false] {
+        let params = ModelParams {
+            use_mlock: true,
+            use_mmap,
+            ..ModelParams::default()
+        };
+        results.push(Model::load(&path, &params).map(|m| m.stats.clone()));
+    }
+    if had_cap {
+        caps::set_ipc_lock(true);
+    }
+    // SAFETY: as above; restores the limit this test lowered.
+    unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &old) };
+    for (r, use_mmap) in results.into_iter().zip([true, false]) {
+        let st = r
+            .unwrap_or_else(|e| panic!("mmap {use_mmap}: mlock failure must not be an error: {e}"));
+        assert!(
+            st.bytes_lock_failed > 0,
+            "mmap {use_mmap}: locking ~1 MB under a 16 KiB limit cannot succeed: {st:?}"
+        );
+    }
+    // With a limit large enough, everything is locked.
+    let m = Model::load(
+        &path,
+        &ModelParams {
+            use_mlock: true,
+            use_mmap: false,
+            ..ModelParams::default()
+        },
+    )
+    .unwrap();
+    if old.rlim_cur == libc::RLIM_INFINITY || old.rlim_cur >= 4 << 20 || had_cap {
+        assert_eq!(m.stats.bytes_lock_failed, 0, "{:?}", m.stats);
+        assert!(m.stats.bytes_locked > 0, "{:?}", m.stats);
+    }
+}
+
+/// User and system CPU time of the process so far, in seconds.
+fn cpu_seconds() -> f64 {
+    #[cfg(unix)]
+    {
+        // SAFETY: getrusage writes into the zeroed struct it is given.
+        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
+        tv(ru.ru_utime) + tv(ru.ru_stime)
+    }
+    #[cfg(not(unix))]
+    {
+        0.0
+    }
+}
+
+fn gbps(bytes: u64, secs: f64) -> f64 {
+    bytes as f64 / secs.max(1e-9) / 1e9
+}
+
+/// Load speed of the upload paths on a large model: `LLAMA_LOAD_BENCH_MODEL`
+/// names the file. Run with `--ignored --nocapture`.
+#[test]
+#[ignore]
+fn bench_upload_paths() {
+    let Some(path) = std::env::var_os("LLAMA_LOAD_BENCH_MODEL") else {
+        eprintln!("skipped: set LLAMA_LOAD_BENCH_MODEL to a GGUF file");
+        return;
+    };
+    let Some(dev) = vulkan() else { return };
+    let files = GgufModel::open(&path).unwrap();
+    let reqs = requests_to(&dev, &files);
+    let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
+    eprintln!(
+        "{}: {} tensors, {:.1} MB, device {}",
+        Path::new(&path).display(),
+        reqs.len(),
+        total as f64 / 1e6,
+        dev.description()
+    );
+    let reps: usize = std::env::var("LLAMA_LOAD_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(7);
+    let staging_size = std::env::var("LLAMA_LOAD_BENCH_STAGING")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(LoadOptions::default().staging_size);
+    // Configurations take turns, so that a busy machine slows all alike;
+    // the best and the median of each are reported.
+    let configs: Vec<(bool, Option<bool>)> = [true, false]
+        .into_iter()
+        .flat_map(|m| [(m, Some(false)), (m, Some(true)), (m, None)])
+        .collect();
+    let mut times = vec![Vec::new(); configs.len()];
+    let mut cpu = vec![Vec::new(); configs.len()];
+    for _ in 0..reps {
+        for (c, &(use_mmap, upload)) in configs.iter().enumerate() {
+            let c0 = cpu_seconds();
+            let t = Instant::now();
+            match upload {
+                Some(async_upload) => {
+                    let params = ModelParams {
+                        use_mmap,
+                        ..ModelParams::default()
+                    };
+                    let opts = LoadOptions {
+                        async_upload,
+                        staging_size,
+                        ..LoadOptions::default()
+                    };
+                    let lw = load_weights_with(&files, &reqs, &params, &opts).unwrap();
+                    times[c].push(t.elapsed().as_secs_f64());
+                    cpu[c].push(cpu_seconds() - c0);
+                    drop(lw);
+                }
+                None => {
+                    llama::log::set_level(llama::log::Level::Warn);
+                    let m = Model::load(&path, &gpu_params(use_mmap)).unwrap();
+                    times[c].push(t.elapsed().as_secs_f64());
+                    cpu[c].push(cpu_seconds() - c0);
+                    drop(m);
+                }
+            }
+        }
+    }
+    for (((use_mmap, upload), mut t), mut cpu) in configs.into_iter().zip(times).zip(cpu) {
+        t.sort_by(f64::total_cmp);
+        cpu.sort_by(f64::total_cmp);
+        let what = match upload {
+            Some(false) => "all tensors to the GPU, sync ",
+            Some(true) => "all tensors to the GPU, async",
+            None => "Model::load ngl 99          ",
+        };
+        eprintln!(
+            "mmap {:3} {what}: best {:.2} GB/s ({:.1} ms), median {:.2} GB/s, cpu {:.1} ms (least)",
+            if use_mmap { "on" } else { "off" },
+            gbps(total, t[0]),
+            t[0] * 1e3,
+            gbps(total, t[t.len() / 2]),
+            cpu[0] * 1e3
+        );
+    }
+}
