@@ -71,10 +71,37 @@ pub fn simd_features() -> Vec<&'static str> {
     v
 }
 
+/// Physical memory in bytes (MemTotal), when the OS says.
+pub fn memory_bytes() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The 1, 5 and 15 minute load averages, when the OS says: other work
+/// that shares the cores lowers every figure.
+pub fn load_average() -> Option<[f64; 3]> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let mut it = s.split_whitespace().map(|x| x.parse::<f64>().ok());
+    Some([it.next()??, it.next()??, it.next()??])
+}
+
+/// `1.20 0.80 0.50`, or `unknown`.
+pub fn load_line(load: Option<[f64; 3]>) -> String {
+    match load {
+        Some([a, b, c]) => format!("{a:.2} {b:.2} {c:.2}"),
+        None => "unknown".into(),
+    }
+}
+
 /// One line for report headers.
 pub fn summary() -> String {
+    let mem = memory_bytes()
+        .map(|b| format!(", {:.0} GiB", b as f64 / (1u64 << 30) as f64))
+        .unwrap_or_default();
     format!(
-        "{}, {} logical cores, {}",
+        "{}, {} logical cores{mem}, {}",
         cpu_model().unwrap_or_else(|| std::env::consts::ARCH.to_string()),
         logical_cores(),
         simd_features().join(" ")
@@ -90,6 +117,7 @@ pub fn json() -> serde_json::Value {
         "logical_cores": logical_cores(),
         "simd": simd_features(),
         "last_level_cache_bytes": last_level_cache_bytes(),
+        "memory_bytes": memory_bytes(),
     })
 }
 
@@ -103,5 +131,10 @@ mod tests {
         assert_eq!(parse_size("2M"), Some(2 << 20));
         assert_eq!(parse_size("512"), Some(512));
         assert_eq!(parse_size("x"), None);
+        assert_eq!(load_line(Some([1.0, 0.5, 0.25])), "1.00 0.50 0.25");
+        assert_eq!(load_line(None), "unknown");
+        if let Some(l) = load_average() {
+            assert!(l.iter().all(|x| *x >= 0.0));
+        }
     }
 }

@@ -78,6 +78,8 @@ pub struct Report {
     pub name: String,
     /// Results in measurement order.
     pub rows: Vec<Row>,
+    /// Load averages when the group started.
+    pub load_start: Option<[f64; 3]>,
 }
 
 /// Three significant figures at least, no exponent.
@@ -97,12 +99,19 @@ impl Report {
         Report {
             name: name.into(),
             rows: Vec::new(),
+            load_start: host::load_average(),
         }
     }
 
     /// A markdown table of the rows, headed by the host.
     pub fn markdown(&self) -> String {
-        let mut s = format!("## {} ({})\n\n", self.name, host::summary());
+        let mut s = format!(
+            "## {} ({})\n\nload average (1, 5, 15 min): {} at the start, {} at the end\n\n",
+            self.name,
+            host::summary(),
+            host::load_line(self.load_start),
+            host::load_line(host::load_average())
+        );
         s.push_str("| suite | case | threads | value | unit | bound | of bound | notes |\n");
         s.push_str("|---|---|---:|---:|---|---:|---:|---|\n");
         for r in &self.rows {
@@ -151,6 +160,8 @@ impl Report {
             "name": self.name,
             "unix_time": unix_time,
             "host": host::json(),
+            "load_average_start": self.load_start,
+            "load_average_end": host::load_average(),
             "rows": rows,
         })
     }
