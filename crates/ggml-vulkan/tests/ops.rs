@@ -147,7 +147,7 @@ fn block_case(ty: Type, neox: bool) -> Case {
 }
 
 #[test]
-fn quantizing_copies_of_many_blocks() {
+fn quantizing_and_dequantizing_copies() {
     let Some(dev) = common::device() else { return };
     let mut cases = Vec::new();
     for ty in [Type::Q8_0, Type::Q4_0, Type::Q5_1] {
@@ -176,6 +176,22 @@ fn quantizing_copies_of_many_blocks() {
                 let idx = c.input("idx", Type::I32, &[40, 3], Fill::Distinct(50));
                 c.g.set_rows(dst, src, idx)?;
                 Ok(dst)
+            },
+        ));
+    }
+    for (ty, k) in [
+        (Type::Q6_K, 256usize),
+        (Type::Q4_1, 64),
+        (Type::IQ4_XS, 256),
+    ] {
+        cases.push(Case::new(
+            format!("CPY {ty} [{k},6,2] -> F16 (dequantize)"),
+            Check::Exact,
+            move |c| {
+                let x = c.rand("x", ty, &[k, 6, 2]);
+                let d = c.rand("dst", Type::F16, &[k, 6, 2]);
+                c.g.cpy(x, d)?;
+                Ok(d)
             },
         ));
     }

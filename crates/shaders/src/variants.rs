@@ -152,6 +152,18 @@ pub fn all() -> Vec<Variant> {
         }
     }
     out.push(v("get_rows_i32".into(), "get_rows.comp", &["D_INT".into()]));
+    for &(an, ad) in A_TYPES
+        .iter()
+        .filter(|(n, _)| !matches!(*n, "f32" | "f16" | "bf16"))
+    {
+        for &(dn, dt) in FLOAT_TYPES {
+            out.push(v(
+                format!("copy_{an}_{dn}"),
+                "dequant_copy.comp",
+                &[ad.to_string(), ty("D_TYPE", dt)],
+            ));
+        }
+    }
     for &(an, ad) in A_TYPES {
         let a = [ad.to_string()];
         out.push(v(format!("get_rows_{an}"), "get_rows.comp", &a));

@@ -113,6 +113,11 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
             (is_float(a.ty) && (is_float(d.ty) || d.ty == Type::BF16))
                 || (a.ty == Type::I32 && d.ty == Type::I32)
                 || (is_float(a.ty) && is_quant_dst(d.ty) && d.nb[0] == d.ty.type_size())
+                || (a.ty.block_size() > 1
+                    && type_name(a.ty).is_some()
+                    && is_float(d.ty)
+                    && a.nb[0] == a.ty.type_size()
+                    && d.ne[0] % 4 == 0)
         }
         Op::Add | Op::Mul => {
             let (a, b) = (src(0), src(1));
@@ -231,6 +236,9 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
             let (items, groups) = if is_quant_dst(d.ty) {
                 let blocks = elems / 32;
                 (blocks, blocks.div_ceil(QUANT_WG))
+            } else if a.ty.block_size() > 1 {
+                // Dequantized four elements per invocation.
+                (elems / 4, (elems / 4).div_ceil(ELEMENTWISE_WG))
             } else {
                 (elems, groups)
             };
