@@ -183,10 +183,11 @@ impl VulkanBackend {
         }
         let dev = &self.shared.device;
         let mut cmds = Vec::new();
+        let mut ended = Ok(());
         if let Some(r) = &rec {
             end_barrier(dev, r.cmd);
             // SAFETY: the command buffer is in the recording state.
-            unsafe { dev.end_command_buffer(r.cmd) }.ctx("vkEndCommandBuffer")?;
+            ended = unsafe { dev.end_command_buffer(r.cmd) }.ctx("vkEndCommandBuffer");
             cmds.push(r.cmd);
         }
         let value = self.signaled + 1;
@@ -209,7 +210,7 @@ impl VulkanBackend {
             .wait_dst_stage_mask(&wait_stages)
             .signal_semaphores(&signal)
             .push_next(&mut ts);
-        let res = self.shared.submit(&[submit], vk::Fence::null());
+        let res = ended.and_then(|()| self.shared.submit(&[submit], vk::Fence::null()));
         let (cmd, pools, staging, keep) = match rec {
             Some(r) => (
                 Some(r.cmd),
@@ -681,6 +682,9 @@ impl Backend for VulkanBackend {
 
     fn set_tensor_async(&mut self, dst: &Placement, data: &[u8]) -> ggml_core::Result<()> {
         Self::check_range(dst, data.len(), "set_tensor_async")?;
+        if data.is_empty() {
+            return Ok(());
+        }
         let target = VkBuffer::of(dst, &self.shared).map(|b| b.raw().buffer);
         match target {
             Some(buf) if data.len() <= ASYNC_UPLOAD_MAX => Ok(self.upload(dst, buf, data)?),
@@ -705,6 +709,9 @@ impl Backend for VulkanBackend {
     ) -> ggml_core::Result<bool> {
         Self::check_range(src, size, "copy source")?;
         Self::check_range(dst, size, "copy destination")?;
+        if size == 0 {
+            return Ok(true);
+        }
         let sbuf = VkBuffer::of(src, &self.shared).map(|b| b.raw().buffer);
         let dbuf = VkBuffer::of(dst, &self.shared).map(|b| b.raw().buffer);
         match (sbuf, dbuf) {

@@ -233,7 +233,13 @@ impl Buffer for VkBuffer {
                 // source of a copy (the caller's contract).
                 let bytes =
                     unsafe { std::slice::from_raw_parts(base.as_ptr().add(src.offset), size) };
-                self.set_tensor(dst_offset, bytes)?;
+                if std::ptr::addr_eq(Arc::as_ptr(&src.buffer), self as *const VkBuffer) {
+                    // A copy inside this (mapped) buffer may overlap.
+                    let tmp: Vec<u8> = bytes.to_vec();
+                    self.set_tensor(dst_offset, &tmp)?;
+                } else {
+                    self.set_tensor(dst_offset, bytes)?;
+                }
                 return Ok(true);
             }
         }

@@ -209,19 +209,17 @@ fn pinned_host_buffers_are_mapped() {
     // SAFETY: the buffer holds 4096 bytes and nothing else uses it.
     let seen = unsafe { std::slice::from_raw_parts(base.as_ptr(), 4096) };
     assert_eq!(seen, &data[..]);
-    // And a device buffer copies from it.
+    // A device buffer copies from it.
     let d = dev.buffer_type().alloc_buffer(4096).unwrap();
-    assert!(d
-        .cpy_tensor(
-            &Placement {
-                buffer: b,
-                offset: 0
-            },
-            0,
-            4096
-        )
-        .unwrap());
+    let whole = Placement {
+        buffer: b.clone(),
+        offset: 0,
+    };
+    assert!(d.cpy_tensor(&whole, 0, 4096).unwrap());
     assert_eq!(read(&d, 0, 4096), data);
+    // An overlapping copy inside it.
+    assert!(b.cpy_tensor(&whole, 100, 1000).unwrap());
+    assert_eq!(read(&b, 100, 1000), data[..1000]);
     common::assert_no_validation_errors();
 }
 
@@ -305,6 +303,8 @@ fn async_transfers_and_events() {
     let data = pattern(1 << 15, 5);
     let mut be1 = dev.init_backend().unwrap();
     let mut be2 = dev.init_backend().unwrap();
+    be1.set_tensor_async(&pa(0), &[]).unwrap();
+    assert!(be1.cpy_tensor_async(&pa(0), &pb(0), 0).unwrap());
     be1.set_tensor_async(&pa(0), &data).unwrap();
     // Overwrite part of it in the same stream: the later write wins.
     be1.set_tensor_async(&pa(100), &[9; 50]).unwrap();
