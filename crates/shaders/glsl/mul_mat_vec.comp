@@ -118,17 +118,26 @@ void main() {
         }
     }
 #else
-    // One 32-element chunk (a block, or a sub-block of a K-quant) per step.
+    // One 32-element chunk (a block, or part of a K-quant block) per step;
+    // each half of it shares one scale.
     const uint n_chunks = p.K / 32u;
     for (uint c = tid; c < n_chunks; c += WG) {
         const uint k0 = c * 32u;
         const uint e0 = k0 % QK;
+        uint ib[NUM_ROWS];
+        vec2 s0[NUM_ROWS];
+        vec2 s1[NUM_ROWS];
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+            ib[r] = arow[r] + k0 / QK;
+            s0[r] = dq_scale(ib[r], e0);
+            s1[r] = dq_scale(ib[r], e0 + 16u);
+        }
         [[unroll]] for (uint v = 0u; v < 8u; v++) {
             const uint kb = b0 + k0 + 4u * v;
             const vec4 bv = vec4(float(data_b[kb]), float(data_b[kb + 1u]), float(data_b[kb + 2u]),
                                  float(data_b[kb + 3u]));
             [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
-                acc[r] += dot(dequant4(arow[r] + k0 / QK, e0 + 4u * v), bv);
+                acc[r] += dot(dq4(ib[r], e0 + 4u * v, v < 4u ? s0[r] : s1[r]), bv);
             }
         }
     }
