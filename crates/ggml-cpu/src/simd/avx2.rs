@@ -261,13 +261,12 @@ macro_rules! q8_0_kernel {
                 let mut qx = [_mm256_setzero_si256(); R];
                 let mut ax = [_mm256_setzero_si256(); R];
                 for r in 0..R {
-                    if ib % 2 == 0 && ib + 10 <= nb {
-                        // SAFETY: prefetching is a hint; the address is inside the row.
-                        unsafe {
-                            _mm_prefetch::<_MM_HINT_T0>(
-                                xs[r].as_ptr().add((ib + 8) * $bytes) as *const i8
-                            )
-                        };
+                    if ib % 2 == 0 {
+                        super::prefetch_ahead(
+                            xs[r],
+                            ib * $bytes + super::prefetch_distance(),
+                            2 * $bytes,
+                        );
                     }
                     // SAFETY: block ib of every weight row is inside it (checked).
                     let (d, q) = unsafe { $dec(xs[r].as_ptr().add(ib * $bytes)) };
@@ -479,13 +478,7 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
         let mut sc = [[0i16; 8]; R];
         let mut mins = [_mm256_setzero_si256(); R];
         for r in 0..R {
-            if ib + 2 < nb {
-                let p = xs[r][(ib + 2) * bytes..].as_ptr();
-                for line in 0..3 {
-                    // SAFETY: prefetching is a hint; the address is inside the row.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(64 * line) as *const i8) };
-                }
-            }
+            super::prefetch_ahead(xs[r], ib * bytes + super::prefetch_distance(), bytes);
             let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
             d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 0));
             dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
@@ -618,13 +611,7 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
         for r in 0..R {
             // Several rows are streamed at once: ask for the block after
             // next explicitly, since its scales sit at its end.
-            if ib + 2 < nb {
-                let p = xs[r][(ib + 2) * 210..].as_ptr();
-                for line in 0..4 {
-                    // SAFETY: prefetching is a hint; the address is inside the row.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(64 * line) as *const i8) };
-                }
-            }
+            super::prefetch_ahead(xs[r], ib * 210 + super::prefetch_distance(), 210);
             let xb = &xs[r][ib * 210..(ib + 1) * 210];
             d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 208));
             sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));

@@ -9,6 +9,7 @@
 
 use std::arch::x86_64::*;
 
+use ggml_core::quants::KVALUES_IQ4NL;
 use ggml_core::Type;
 
 use super::avx2::{dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, k4_scales};
@@ -80,23 +81,10 @@ fn hsum256(v: __m256) -> f32 {
     _mm_cvtss_f32(r)
 }
 
-/// Sums of four products of unsigned `a` and signed `b` bytes, per i32 lane.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
-fn dot_us_vnni(a: __m512i, b: __m512i) -> __m512i {
-    _mm512_dpbusd_epi32(_mm512_setzero_si512(), a, b)
-}
-
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 fn dot_us_bw(a: __m512i, b: __m512i) -> __m512i {
     _mm512_madd_epi16(_mm512_maddubs_epi16(a, b), _mm512_set1_epi16(1))
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
-fn dot_us256_vnni(a: __m256i, b: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(_mm256_setzero_si256(), a, b)
 }
 
 #[inline]
@@ -197,14 +185,11 @@ macro_rules! q8_0_kernel {
                 let mut ax = [_mm512_setzero_si512(); R];
                 let mut neg = [0u64; R];
                 for r in 0..R {
-                    if ib + 10 <= nb {
-                        // SAFETY: prefetching is a hint; the address is inside the row.
-                        unsafe {
-                            _mm_prefetch::<_MM_HINT_T0>(
-                                xs[r].as_ptr().add((ib + 8) * $bytes) as *const i8
-                            )
-                        };
-                    }
+                    super::prefetch_ahead(
+                        xs[r],
+                        ib * $bytes + super::prefetch_distance(),
+                        2 * $bytes,
+                    );
                     // SAFETY: blocks ib and ib + 1 of every weight row are
                     // inside it (checked).
                     let ((d0, q0), (d1, q1)) = unsafe {
@@ -311,42 +296,6 @@ q8_0_kernel!(
     dot_us_bw,
     dot_us256_bw
 );
-q8_0_kernel!(
-    q4_0_tile_vnni,
-    q4_0_row_vnni,
-    18,
-    dec_q4_0,
-    "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni",
-    dot_us_vnni,
-    dot_us256_vnni
-);
-q8_0_kernel!(
-    q5_0_tile_vnni,
-    q5_0_row_vnni,
-    22,
-    dec_q5_0,
-    "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni",
-    dot_us_vnni,
-    dot_us256_vnni
-);
-q8_0_kernel!(
-    q8_0_tile_vnni,
-    q8_0_row_vnni,
-    34,
-    dec_q8_0,
-    "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni",
-    dot_us_vnni,
-    dot_us256_vnni
-);
-q8_0_kernel!(
-    iq4_nl_tile_vnni,
-    iq4_nl_row_vnni,
-    18,
-    dec_iq4_nl,
-    "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni",
-    dot_us_vnni,
-    dot_us256_vnni
-);
 
 // ------------------------------------------------------ K-quants x Q8_K
 
@@ -371,13 +320,7 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
         let mut sc = [[0i16; 8]; R];
         let mut mins = [_mm256_setzero_si256(); R];
         for r in 0..R {
-            if ib + 2 < nb {
-                let p = xs[r][(ib + 2) * bytes..].as_ptr();
-                for line in 0..3 {
-                    // SAFETY: prefetching is a hint; the address is inside the row.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(64 * line) as *const i8) };
-                }
-            }
+            super::prefetch_ahead(xs[r], ib * bytes + super::prefetch_distance(), bytes);
             let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
             d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 0));
             dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
@@ -506,13 +449,7 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
         for r in 0..R {
             // Several rows are streamed at once: ask for the block after
             // next explicitly, since its scales sit at its end.
-            if ib + 2 < nb {
-                let p = xs[r][(ib + 2) * 210..].as_ptr();
-                for line in 0..4 {
-                    // SAFETY: prefetching is a hint; the address is inside the row.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.add(64 * line) as *const i8) };
-                }
-            }
+            super::prefetch_ahead(xs[r], ib * 210 + super::prefetch_distance(), 210);
             let xb = &xs[r][ib * 210..(ib + 1) * 210];
             d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 208));
             sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
@@ -595,3 +532,214 @@ fn q6_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
     unsafe { by_tile!(q6_k_tile, n, xs, ys, out) }
 }
+
+/// The 32-weight block types with VNNI, two blocks per step, with levels
+/// made unsigned by an offset: `sum((q - o) * y) = dpbusd(-o * sum(y), q, y)`
+/// per 4-byte lane, where `o * sum(y)` is computed once per column for all
+/// rows. `dec(p)` gives the unsigned levels of the blocks at `p` and `p +
+/// BYTES`; with `PERM` they are laid out [lo(b0) lo(b1) hi(b0) hi(b1)] (one
+/// shift and one mask for the nibbles of both blocks) and the activations
+/// are permuted to match, else in natural order.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
+unsafe fn offset_pairs<const R: usize, const C: usize, const BYTES: usize, const PERM: bool>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+    offset: u8,
+    dec: impl Fn(*const u8) -> __m512i,
+    dec1: impl Fn(*const u8) -> (f32, __m256i),
+) {
+    let nb = n / 32;
+    check_tile(nb, xs, BYTES, ys, 34, out);
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let mut acc1 = [[_mm256_setzero_ps(); C]; R];
+    let offsets = _mm512_set1_epi8(offset as i8);
+    let spread = if PERM {
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1)
+    } else {
+        _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
+    };
+    let pair_scales = |p: *const u8, stride: usize| -> __m512 {
+        // SAFETY: two f16 scales at `p` and `p + stride`, inside the row
+        // (the callers' blocks were checked).
+        let (h0, h1) = unsafe {
+            (
+                (p as *const u16).read_unaligned(),
+                (p.add(stride) as *const u16).read_unaligned(),
+            )
+        };
+        let v = _mm_cvtph_ps(_mm_setr_epi16(h0 as i16, h1 as i16, 0, 0, 0, 0, 0, 0));
+        _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v))
+    };
+    let mut ib = 0;
+    while ib + 2 <= nb {
+        let mut dx = [_mm512_setzero_ps(); R];
+        let mut qx = [_mm512_setzero_si512(); R];
+        for r in 0..R {
+            super::prefetch_ahead(xs[r], ib * BYTES + super::prefetch_distance(), 2 * BYTES);
+            let p = xs[r][ib * BYTES..].as_ptr();
+            dx[r] = pair_scales(p, BYTES);
+            qx[r] = dec(p);
+        }
+        for c in 0..C {
+            // SAFETY: blocks ib and ib + 1 of every activation row (checked).
+            let (dy, y) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * 34);
+                let y = join(load256(yb.add(2)), load256(yb.add(36)));
+                let y = if PERM {
+                    _mm512_shuffle_i64x2::<0b11_01_10_00>(y, y)
+                } else {
+                    y
+                };
+                (pair_scales(yb, 34), y)
+            };
+            let neg = _mm512_sub_epi32(
+                _mm512_setzero_si512(),
+                _mm512_dpbusd_epi32(_mm512_setzero_si512(), offsets, y),
+            );
+            for r in 0..R {
+                let p = _mm512_dpbusd_epi32(neg, qx[r], y);
+                acc[r][c] =
+                    _mm512_fmadd_ps(_mm512_mul_ps(dx[r], dy), _mm512_cvtepi32_ps(p), acc[r][c]);
+            }
+        }
+        ib += 2;
+    }
+    if ib < nb {
+        let mut dx = [_mm256_setzero_ps(); R];
+        let mut qx = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            let (d, q) = dec1(xs[r][ib * BYTES..].as_ptr());
+            dx[r] = _mm256_set1_ps(d);
+            qx[r] = q;
+        }
+        for c in 0..C {
+            // SAFETY: block ib of every activation row (checked).
+            let (dy, qy) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * 34);
+                (_mm256_set1_ps(f16_at(yb)), load256(yb.add(2)))
+            };
+            for r in 0..R {
+                let sy = _mm256_sign_epi8(qy, qx[r]);
+                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_abs_epi8(qx[r]), sy);
+                let d = _mm256_mul_ps(dx[r], dy);
+                acc1[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc1[r][c]);
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]) + hsum256(acc1[r][c]);
+        }
+    }
+}
+
+/// The nibbles of two blocks at `p` (first nibble byte) and `p + stride`,
+/// as [lo(b0) lo(b1) hi(b0) hi(b1)].
+///
+/// # Safety
+/// 16 bytes must be readable at both places.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
+unsafe fn nibble_pairs(p: *const u8, stride: usize) -> __m512i {
+    // SAFETY: 16 readable bytes at both places (caller).
+    let t = unsafe {
+        _mm256_set_m128i(
+            _mm_loadu_si128(p.add(stride) as *const __m128i),
+            _mm_loadu_si128(p as *const __m128i),
+        )
+    };
+    _mm512_and_si512(join(t, _mm256_srli_epi16(t, 4)), _mm512_set1_epi8(0x0f))
+}
+
+macro_rules! offset_kernel {
+    ($tile:ident, $row:ident, $bytes:expr, $perm:expr, $offset:expr, $dec:expr, $dec1:ident) => {
+        #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
+        unsafe fn $tile<const R: usize, const C: usize>(
+            n: usize,
+            xs: &[&[u8]],
+            ys: &[&[u8]],
+            out: &mut [f32],
+        ) {
+            let dec = $dec;
+            let dec1 = |p: *const u8| {
+                // SAFETY: a whole block at `p` (the kernel checked the rows).
+                unsafe { $dec1(p) }
+            };
+            // SAFETY: same contract as this function's.
+            unsafe { offset_pairs::<R, C, $bytes, $perm>(n, xs, ys, out, $offset, dec, dec1) }
+        }
+        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+            // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
+            unsafe { by_tile!($tile, n, xs, ys, out) }
+        }
+    };
+}
+
+offset_kernel!(
+    q4_0_tile_vnni,
+    q4_0_row_vnni,
+    18,
+    true,
+    8,
+    |p: *const u8| {
+        // SAFETY: two 18-byte blocks at `p`.
+        unsafe { nibble_pairs(p.add(2), 18) }
+    },
+    dec_q4_0
+);
+offset_kernel!(
+    q5_0_tile_vnni,
+    q5_0_row_vnni,
+    22,
+    true,
+    16,
+    |p: *const u8| {
+        // SAFETY: two 22-byte blocks at `p`.
+        unsafe {
+            let q = nibble_pairs(p.add(6), 22);
+            let h0 = u64::from((p.add(2) as *const u32).read_unaligned());
+            let h1 = u64::from((p.add(24) as *const u32).read_unaligned());
+            // Fifth bits in the nibbles' order: [lo(b0) lo(b1) hi(b0) hi(b1)].
+            let m = (h0 & 0xffff) | (h1 & 0xffff) << 16 | (h0 >> 16) << 32 | (h1 >> 16) << 48;
+            _mm512_mask_add_epi8(q, m, q, _mm512_set1_epi8(16))
+        }
+    },
+    dec_q5_0
+);
+offset_kernel!(
+    q8_0_tile_vnni,
+    q8_0_row_vnni,
+    34,
+    false,
+    128,
+    |p: *const u8| {
+        // SAFETY: two 34-byte blocks at `p`.
+        unsafe {
+            _mm512_xor_si512(
+                join(load256(p.add(2)), load256(p.add(36))),
+                _mm512_set1_epi8(-128),
+            )
+        }
+    },
+    dec_q8_0
+);
+offset_kernel!(
+    iq4_nl_tile_vnni,
+    iq4_nl_row_vnni,
+    18,
+    true,
+    128,
+    |p: *const u8| {
+        // SAFETY: two 18-byte blocks at `p`; a 16-entry static table.
+        unsafe {
+            let t = _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i);
+            let table = _mm512_broadcast_i32x4(t);
+            let v = _mm512_shuffle_epi8(table, nibble_pairs(p.add(2), 18));
+            _mm512_xor_si512(v, _mm512_set1_epi8(-128))
+        }
+    },
+    dec_iq4_nl
+);

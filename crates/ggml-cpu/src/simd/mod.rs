@@ -136,6 +136,38 @@ pub(crate) fn kernels_for(isa: Isa) -> Option<&'static Kernels> {
     all.iter().find(|k| k.isa == isa)
 }
 
+/// Bytes ahead of the current block that the streaming kernels ask the
+/// cache to fetch: several weight rows are read at once, which the hardware
+/// prefetchers follow less well than a single stream.
+pub(crate) fn prefetch_distance() -> usize {
+    static D: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *D.get_or_init(|| {
+        std::env::var("PF")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1024)
+    })
+}
+
+/// Hints that `x[at..at + len]` will be read soon (no-op past the end).
+#[inline(always)]
+#[allow(unused_variables)]
+pub(crate) fn prefetch_ahead(x: &[u8], at: usize, len: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let mut o = at;
+        while o < at + len && o < x.len() {
+            // SAFETY: prefetching is a hint and the address is inside `x`.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    x.as_ptr().add(o) as *const i8,
+                )
+            };
+            o += 64;
+        }
+    }
+}
+
 /// Calls `$f::<R, C>(args)` with `R = $xs.len()` (1 or 4) and `C =
 /// $ys.len()` (1..=4).
 macro_rules! by_tile {
