@@ -240,8 +240,13 @@ vec2 dq_scale(uint ib, uint e) {
 #endif
 
 #if defined(A_IQ4_NL) || defined(A_IQ4_XS)
-const float kvalues_iq4nl[16] = float[16](-127.0, -104.0, -83.0, -65.0, -49.0, -35.0, -22.0, -10.0,
-                                          1.0, 13.0, 25.0, 38.0, 53.0, 69.0, 89.0, 113.0);
+// The 16 IQ4_NL levels (-127, -104, ..., 113) as signed bytes, four per
+// word: a lookup is a select among four words and a shift, not an indexed
+// array (which some compilers turn into a chain of branches).
+const uvec4 KVALUES = uvec4(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+float kvalue(uint i) {
+    return float(int(KVALUES[i >> 2] << (24u - 8u * (i & 3u))) >> 24);
+}
 vec4 dq4(uint ib, uint e, vec2 s) {
 #if defined(A_IQ4_NL)
     const uint at = 2u + (e & 15u);
@@ -249,7 +254,7 @@ vec4 dq4(uint ib, uint e, vec2 s) {
     const uint at = 8u + 16u * (e >> 5) + (e & 15u);
 #endif
     const uvec4 q = uvec4(nibbles(BYTES4(ib, at), ((e >> 4) & 1u) * 4u));
-    return s.x * vec4(kvalues_iq4nl[q.x], kvalues_iq4nl[q.y], kvalues_iq4nl[q.z], kvalues_iq4nl[q.w]);
+    return s.x * vec4(kvalue(q.x), kvalue(q.y), kvalue(q.z), kvalue(q.w));
 }
 #endif
 
