@@ -140,30 +140,29 @@ pub(crate) fn kernels_for(isa: Isa) -> Option<&'static Kernels> {
 /// cache to fetch: several weight rows are read at once, which the hardware
 /// prefetchers follow less well than a single stream (1 KiB measured best
 /// of 128 B to 2 KiB on matrices larger than the last-level cache).
+#[cfg(target_arch = "x86_64")]
 const PREFETCH_DISTANCE: usize = 1024;
 
 /// See [`PREFETCH_DISTANCE`].
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn prefetch_distance() -> usize {
     PREFETCH_DISTANCE
 }
 
 /// Hints that `x[at..at + len]` will be read soon (no-op past the end).
+#[cfg(target_arch = "x86_64")]
 #[inline(always)]
-#[allow(unused_variables)]
 pub(crate) fn prefetch_ahead(x: &[u8], at: usize, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let mut o = at;
-        while o < at + len && o < x.len() {
-            // SAFETY: prefetching is a hint and the address is inside `x`.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    x.as_ptr().add(o) as *const i8,
-                )
-            };
-            o += 64;
-        }
+    let mut o = at;
+    while o < at + len && o < x.len() {
+        // SAFETY: prefetching is a hint and the address is inside `x`.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                x.as_ptr().add(o) as *const i8
+            )
+        };
+        o += 64;
     }
 }
 
