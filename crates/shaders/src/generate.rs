@@ -105,6 +105,7 @@ pub fn table_source(source_hash: u64, glslc_version: &str) -> String {
         "pub const GLSLC_VERSION: &str = {glslc_version:?};\n\n"
     ));
     s.push_str("/// Every module by name, sorted by name.\n");
+    s.push_str("#[rustfmt::skip]\n");
     s.push_str("pub(crate) static SHADERS: &[(&str, &[u8])] = &[\n");
     for v in variants::all() {
         s.push_str(&format!(

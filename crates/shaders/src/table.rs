@@ -7,6 +7,7 @@ pub const SOURCE_HASH: u64 = 0x8003d6b7ed25e628;
 pub const GLSLC_VERSION: &str = "shaderc 2023.2-1";
 
 /// Every module by name, sorted by name.
+#[rustfmt::skip]
 pub(crate) static SHADERS: &[(&str, &[u8])] = &[
     ("add_f16_f16", include_bytes!("../spv/add_f16_f16.spv")),
     ("add_f16_f32", include_bytes!("../spv/add_f16_f32.spv")),
