@@ -151,6 +151,16 @@ pub(crate) fn mul_mat_with(
                         std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row)
                     };
                 }
+                // The kernels prefetch ahead inside their rows; the first
+                // bytes of the next group of rows are asked for here.
+                for i in r0 + nr..(r0 + 2 * nr).min(rows.end) {
+                    let xo = i * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
+                    // SAFETY: weight row (i, a2, a3) lies inside src0.
+                    let next = unsafe {
+                        std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row)
+                    };
+                    simd::prefetch_row_start(next);
+                }
                 dot.run(k, &xs[..nr], &ys[..nc], &mut out[..nr * nc]);
                 for i in 0..nr {
                     for j in 0..nc {

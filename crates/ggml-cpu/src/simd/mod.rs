@@ -166,6 +166,16 @@ pub(crate) fn prefetch_ahead(x: &[u8], at: usize, len: usize) {
     }
 }
 
+/// Hints that the first [`PREFETCH_DISTANCE`] bytes of a weight row will be
+/// read soon (the kernels prefetch the rest from inside the row).
+#[inline]
+pub(crate) fn prefetch_row_start(x: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    prefetch_ahead(x, 0, PREFETCH_DISTANCE);
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}
+
 /// Calls `$f::<R, C>(args)` with `R = $xs.len()` (1 or 4) and `C =
 /// $ys.len()` (1..=4).
 macro_rules! by_tile {
