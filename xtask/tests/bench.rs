@@ -21,7 +21,8 @@ use xtask::Error;
 fn prior() -> Vec<Row> {
     let mut rows = Vec::new();
     for t in [1, 2] {
-        rows.push(Row::new("stream", "triad", Some(t), 10.0, "GB/s", ""));
+        rows.push(Row::new("stream", "triad", Some(t), 8.0, "GB/s", ""));
+        rows.push(Row::new("stream", "read", Some(t), 10.0, "GB/s", ""));
         rows.push(Row::new("fma", "avx2 fma", Some(t), 50.0, "GFLOP/s", ""));
         rows.push(Row::new("fma", "avx512 fma", Some(t), 100.0, "GFLOP/s", ""));
     }

@@ -16,11 +16,11 @@
 //! weights mapped and touched, KV cache, compute buffers.
 //!
 //! The bounds: generation streams every weight once per token, so it can
-//! go no faster than the STREAM bandwidth divided by the bytes of weights
-//! per token; prompt processing is compute bound, at best the peak FMA rate
-//! divided by the floating-point operations per token (2 per weight of the
-//! repeating layers, plus causal attention, plus the output layer once per
-//! prompt). Both bounds come from the same run.
+//! go no faster than the read-only STREAM bandwidth divided by the bytes of
+//! weights per token; prompt processing is compute bound, at best the peak
+//! f32 FMA rate divided by the floating-point operations per token (2 per
+//! weight of the repeating layers, plus causal attention, plus the output
+//! layer once per prompt). Both bounds come from the same run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,7 +30,7 @@ use llama::{Batch, Context, ContextParams, Model, ModelParams, Token};
 use serde_json::{json, Value};
 
 use super::report::Row;
-use super::{peak_fma, stream_triad, BenchOptions, Suite};
+use super::{peak_fma, read_bandwidth, BenchOptions, Suite};
 use crate::error::{Error, Result};
 use crate::gen_model::shape::{Preset, Shape, ShapeOverrides};
 use crate::gen_model::types::OutType;
@@ -462,7 +462,7 @@ pub fn row(case: &Case, r: &CaseResult, prior: &[Row]) -> Row {
         let b = peak_fma(prior, case.threads).map(|g| g * 1e9 / r.flops_per_token);
         (b, format!("{:.2} GFLOP/token", r.flops_per_token / 1e9))
     } else {
-        let b = stream_triad(prior, case.threads).map(|g| g * 1e9 / r.bytes_per_token);
+        let b = read_bandwidth(prior, case.threads).map(|g| g * 1e9 / r.bytes_per_token);
         (
             b,
             format!("{:.0} MiB weights/token", r.bytes_per_token / MIB),

@@ -1,8 +1,10 @@
 //! Memory bandwidth, STREAM style: copy (`c = a`) and triad
 //! (`a = b + s * c`) over f64 arrays far larger than the last-level cache,
-//! each thread working on its own contiguous slice. Reported like STREAM:
-//! best repetition, bytes counted as read + written (16 and 24 bytes per
-//! element), without the write-allocate traffic the hardware adds.
+//! each thread working on its own contiguous slice, and a read-only sum
+//! (`s += a`), the access pattern of a matrix x vector product, whose
+//! weights are only read. Reported like STREAM: best repetition, bytes
+//! counted as read + written (16, 24 and 8 bytes per element), without the
+//! write-allocate traffic the hardware adds.
 
 use std::hint::black_box;
 use std::sync::Barrier;
@@ -27,12 +29,30 @@ pub struct StreamTimes {
     pub copy: Duration,
     /// `a = b + s * c`.
     pub triad: Duration,
+    /// `s += a`.
+    pub read: Duration,
 }
 
 fn copy(a: &[f64], c: &mut [f64]) {
     for (y, x) in c.iter_mut().zip(a) {
         *y = *x;
     }
+}
+
+/// Independent partial sums: enough additions in flight to keep loads
+/// streaming, whatever the vector width the compiler picks.
+const READ_LANES: usize = 16;
+
+fn read(a: &[f64]) -> f64 {
+    let mut acc = [0f64; READ_LANES];
+    let chunks = a.chunks_exact(READ_LANES);
+    let rest: f64 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for (s, x) in acc.iter_mut().zip(c) {
+            *s += x;
+        }
+    }
+    acc.iter().sum::<f64>() + rest
 }
 
 fn triad(a: &mut [f64], b: &[f64], c: &[f64], s: f64) {
@@ -63,7 +83,7 @@ pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
     let mut c = vec![0f64; n];
     let per = n.div_ceil(threads.max(1)).max(1);
     let barrier = Barrier::new(n.div_ceil(per));
-    let per_thread: Vec<Vec<[(Instant, Instant); 2]>> = std::thread::scope(|s| {
+    let per_thread: Vec<Vec<[(Instant, Instant); 3]>> = std::thread::scope(|s| {
         let slices = a
             .chunks_mut(per)
             .zip(b.chunks_mut(per))
@@ -86,7 +106,11 @@ pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
                         let t2 = Instant::now();
                         triad(a, b, c, 3.0);
                         black_box(&mut *a);
-                        times.push([(t0, t1), (t2, Instant::now())]);
+                        let t3 = Instant::now();
+                        barrier.wait();
+                        let t4 = Instant::now();
+                        black_box(read(black_box(&*b)));
+                        times.push([(t0, t1), (t2, t3), (t4, Instant::now())]);
                     }
                     times
                 })
@@ -97,20 +121,20 @@ pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
     let mut best = StreamTimes {
         copy: Duration::MAX,
         triad: Duration::MAX,
+        read: Duration::MAX,
     };
     for rep in 0..reps {
-        let copy: Vec<_> = per_thread
-            .iter()
-            .filter_map(|t| t.get(rep))
-            .map(|t| t[0])
-            .collect();
-        let triad: Vec<_> = per_thread
-            .iter()
-            .filter_map(|t| t.get(rep))
-            .map(|t| t[1])
-            .collect();
-        best.copy = best.copy.min(span(&copy));
-        best.triad = best.triad.min(span(&triad));
+        let kernel = |k: usize| -> Duration {
+            let times: Vec<_> = per_thread
+                .iter()
+                .filter_map(|t| t.get(rep))
+                .map(|t| t[k])
+                .collect();
+            span(&times)
+        };
+        best.copy = best.copy.min(kernel(0));
+        best.triad = best.triad.min(kernel(1));
+        best.read = best.read.min(kernel(2));
     }
     best
 }
@@ -136,7 +160,11 @@ impl Suite for Stream {
         for threads in opts.thread_counts()? {
             let t = measure(n, threads, reps);
             let note = format!("3 x {mib} MiB f64 arrays, best of {reps}");
-            for (case, bytes, time) in [("copy", 16, t.copy), ("triad", 24, t.triad)] {
+            for (case, bytes, time) in [
+                ("copy", 16, t.copy),
+                ("triad", 24, t.triad),
+                ("read", 8, t.read),
+            ] {
                 let gbs = (bytes * n) as f64 / time.as_secs_f64() / 1e9;
                 rows.push(Row::new(
                     self.name(),
@@ -164,7 +192,9 @@ mod tests {
         copy(&a, &mut c);
         triad(&mut a, &b, &c, 3.0);
         assert_eq!(a, vec![5.0; 5]);
+        let v: Vec<f64> = (0..37).map(f64::from).collect();
+        assert_eq!(read(&v), 666.0);
         let t = measure(1000, 3, 2);
-        assert!(t.copy < Duration::MAX && t.triad < Duration::MAX);
+        assert!(t.copy < Duration::MAX && t.triad < Duration::MAX && t.read < Duration::MAX);
     }
 }

@@ -123,11 +123,16 @@ fn suites(which: Which) -> Vec<Box<dyn Suite>> {
     }
 }
 
-/// The STREAM triad bandwidth (GB/s) at `threads` among `rows`.
-pub fn stream_triad(rows: &[Row], threads: usize) -> Option<f64> {
-    rows.iter()
-        .find(|r| r.suite == "stream" && r.case == "triad" && r.threads == Some(threads))
-        .map(|r| r.value)
+/// The read bandwidth (GB/s) at `threads` among `rows`: STREAM's read-only
+/// case, the access pattern of weights streamed through a matrix x vector
+/// product, else triad.
+pub fn read_bandwidth(rows: &[Row], threads: usize) -> Option<f64> {
+    let case = |name: &str| {
+        rows.iter()
+            .find(|r| r.suite == "stream" && r.case == name && r.threads == Some(threads))
+            .map(|r| r.value)
+    };
+    case("read").or_else(|| case("triad"))
 }
 
 /// The peak FMA rate (GFLOP/s, best instruction set) at `threads` among `rows`.
