@@ -175,7 +175,7 @@ macro_rules! float_kernel {
 /// `p` must be readable for 32 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_f32x8(p: *const u8) -> __m256 {
+pub(super) unsafe fn load_f32x8(p: *const u8) -> __m256 {
     // SAFETY: 32 readable bytes (caller).
     unsafe { _mm256_loadu_ps(p as *const f32) }
 }
@@ -184,7 +184,7 @@ unsafe fn load_f32x8(p: *const u8) -> __m256 {
 /// `p` must be readable for 16 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_f16x8(p: *const u8) -> __m256 {
+pub(super) unsafe fn load_f16x8(p: *const u8) -> __m256 {
     // SAFETY: 16 readable bytes (caller).
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p as *const __m128i) })
 }
@@ -203,7 +203,8 @@ pub(super) fn f32_elem(b: &[u8], j: usize) -> f32 {
     super::scalar::f32_at(b, 4 * j)
 }
 pub(super) fn f16_elem(b: &[u8], j: usize) -> f32 {
-    super::scalar::f16_at(b, 2 * j)
+    // The portable conversion inlines; tails are a few elements.
+    half::f16::from_bits(u16::from_le_bytes([b[2 * j], b[2 * j + 1]])).to_f32_const()
 }
 fn bf16_elem(b: &[u8], j: usize) -> f32 {
     f32::from_bits(u32::from(u16::from_le_bytes([b[2 * j], b[2 * j + 1]])) << 16)

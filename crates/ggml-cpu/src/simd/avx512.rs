@@ -12,7 +12,9 @@ use std::arch::x86_64::*;
 use ggml_core::quants::KVALUES_IQ4NL;
 use ggml_core::Type;
 
-use super::avx2::{dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, k4_scales};
+use super::avx2::{
+    dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, k4_scales, load_f16x8, load_f32x8,
+};
 use super::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{by_tile, check_tile, Kernels};
 use crate::features::cpu_features;
@@ -96,7 +98,7 @@ fn dot_us256_bw(a: __m256i, b: __m256i) -> __m256i {
 // ------------------------------------------------------------ floats
 
 macro_rules! float_kernel {
-    ($tile:ident, $row:ident, $width:expr, $load:ident, $scalar:path) => {
+    ($tile:ident, $row:ident, $width:expr, $load:ident, $load8:ident, $scalar:path) => {
         #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
         unsafe fn $tile<const R: usize, const C: usize>(
             n: usize,
@@ -124,9 +126,26 @@ macro_rules! float_kernel {
                 }
                 i += 16;
             }
+            // A last group of 8 in 256 bits (short rows: attention heads of 8).
+            let mut acc8 = [[_mm256_setzero_ps(); C]; R];
+            if i + 8 <= n {
+                let o = i * $width;
+                let xv: [__m256; R] = std::array::from_fn(|r| {
+                    // SAFETY: elements i..i+8 are inside every row (checked).
+                    unsafe { $load8(xs[r].as_ptr().add(o)) }
+                });
+                for c in 0..C {
+                    // SAFETY: as above.
+                    let y = unsafe { $load8(ys[c].as_ptr().add(o)) };
+                    for r in 0..R {
+                        acc8[r][c] = _mm256_mul_ps(xv[r], y);
+                    }
+                }
+                i += 8;
+            }
             for r in 0..R {
                 for c in 0..C {
-                    let mut s = _mm512_reduce_add_ps(acc[r][c]);
+                    let mut s = _mm512_reduce_add_ps(acc[r][c]) + hsum256(acc8[r][c]);
                     for j in i..n {
                         s += $scalar(xs[r], j) * $scalar(ys[c], j);
                     }
@@ -159,8 +178,8 @@ unsafe fn load_f16x16(p: *const u8) -> __m512 {
     _mm512_cvtph_ps(unsafe { _mm256_loadu_si256(p as *const __m256i) })
 }
 
-float_kernel!(f32_tile, f32_row, 4, load_f32x16, f32_elem);
-float_kernel!(f16_tile, f16_row, 2, load_f16x16, f16_elem);
+float_kernel!(f32_tile, f32_row, 4, load_f32x16, load_f32x8, f32_elem);
+float_kernel!(f16_tile, f16_row, 2, load_f16x16, load_f16x8, f16_elem);
 
 // ------------------------------------------------------ 32-blocks x Q8_0
 
