@@ -7,15 +7,17 @@
 //! write-allocate traffic the hardware adds.
 
 use std::hint::black_box;
-use std::sync::Barrier;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::report::Row;
 use super::{host, BenchOptions, Suite};
 use crate::error::Result;
 
-/// Smallest array length (f64 elements, 128 MiB per array).
-const MIN_ELEMS: usize = 1 << 24;
+/// Smallest array length (f64 elements, 512 MiB per array): a repetition
+/// lasts tens of milliseconds, so that a thread that starts late on a busy
+/// machine costs little of it.
+const MIN_ELEMS: usize = 1 << 26;
 /// Array length of a quick run.
 const QUICK_ELEMS: usize = 1 << 22;
 /// Repetitions; the best counts.
@@ -125,6 +127,45 @@ fn triad(a: &mut [f64], b: &[f64], c: &[f64], s: f64) {
     }
 }
 
+/// A barrier whose waiters spin (yielding now and then), so that the
+/// threads of a timed kernel start together: one woken from a sleeping
+/// barrier can start late by a scheduler tick, and the run's span with it.
+struct SpinBarrier {
+    n: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+/// Spins between yields while waiting at a [`SpinBarrier`].
+const SPINS_PER_YIELD: u32 = 1 << 12;
+
+impl SpinBarrier {
+    fn new(n: usize) -> SpinBarrier {
+        SpinBarrier {
+            n: n.max(1),
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        }
+    }
+
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            std::hint::spin_loop();
+            spins += 1;
+            if spins % SPINS_PER_YIELD == 0 {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
 /// Wall time of one parallel run: from the first thread's start to the last
 /// thread's end. Each thread takes its own times, so a coordinating thread
 /// that wakes late cannot shorten the measurement.
@@ -137,7 +178,7 @@ fn span(times: &[(Instant, Instant)]) -> Duration {
     }
 }
 
-/// Runs both kernels `reps` times on arrays of `n` elements split over
+/// Runs the three kernels `reps` times on arrays of `n` elements split over
 /// `threads` threads.
 pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
     // Zeroed allocations are not touched here: each thread's first write
@@ -146,7 +187,7 @@ pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
     let mut b = vec![0f64; n];
     let mut c = vec![0f64; n];
     let per = n.div_ceil(threads.max(1)).max(1);
-    let barrier = Barrier::new(n.div_ceil(per));
+    let barrier = SpinBarrier::new(n.div_ceil(per));
     let per_thread: Vec<Vec<[(Instant, Instant); 3]>> = std::thread::scope(|s| {
         let slices = a
             .chunks_mut(per)
@@ -263,6 +304,8 @@ mod tests {
             assert_eq!(read_portable(&v), want, "{n}");
         }
         let t = measure(1000, 3, 2);
+        let t4 = measure(1000, 4, 3);
+        assert!(t4.read < Duration::MAX);
         assert!(t.copy < Duration::MAX && t.triad < Duration::MAX && t.read < Duration::MAX);
     }
 }
