@@ -12,7 +12,7 @@ use crate::gen_model::types::OutType;
 use crate::gen_model::vocab::Vocab;
 use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
 
-/// Developer tasks: gen-model, bench, ci.
+/// Developer tasks: gen-model, bench, shaders, ci.
 #[derive(Debug, Parser)]
 #[command(name = "xtask", bin_name = "cargo xtask", version, about)]
 pub struct Cli {
@@ -28,6 +28,9 @@ pub enum Command {
     GenModel(GenModelArgs),
     /// Measure this machine and the engine (kernels, load, e2e, all).
     Bench(BenchArgs),
+    /// Rebuild the committed SPIR-V from the GLSL shaders (needs glslc), or
+    /// check that it is up to date.
+    Shaders(ShadersArgs),
     /// Run the CI checks: rustfmt, clippy, tests (stops at the first failure).
     Ci(CiArgs),
     /// One e2e test, run by `bench e2e` in a child process: prints its
@@ -134,8 +137,9 @@ pub struct BenchArgs {
     /// Timed runs of each e2e test.
     #[arg(long, default_value_t = bench::e2e::DEFAULT_REPS)]
     pub reps: usize,
-    /// e2e: also run every layer on the Vulkan devices (software devices
-    /// such as lavapipe need GGML_VK_ALLOW_CPU_DEVICES=1, and are slow).
+    /// e2e: also run every layer on the Vulkan devices; load: fail when there
+    /// is no Vulkan device instead of skipping the offloaded loads (software
+    /// devices such as lavapipe need GGML_VK_ALLOW_CPU_DEVICES=1, and are slow).
     #[arg(long)]
     pub vulkan: bool,
 }
@@ -161,6 +165,18 @@ pub struct BenchCaseArgs {
     /// Offload every layer to the Vulkan devices.
     #[arg(long)]
     pub vulkan: bool,
+}
+
+/// Flags of `shaders`.
+#[derive(Debug, Args)]
+pub struct ShadersArgs {
+    /// Compile into a temporary folder and fail when the committed SPIR-V
+    /// differs, instead of rewriting it.
+    #[arg(long)]
+    pub check: bool,
+    /// The glslc to run (default: $GLSLC, else glslc on the PATH).
+    #[arg(long)]
+    pub glslc: Option<PathBuf>,
 }
 
 /// Flags of `ci`.
@@ -201,6 +217,13 @@ pub fn run(cli: Cli) -> Result<()> {
             println!("{}", result.json());
             Ok(())
         }
+        Command::Shaders(a) => crate::shaders::run(
+            &crate::workspace_root(),
+            &crate::shaders::Options {
+                check: a.check,
+                glslc: a.glslc,
+            },
+        ),
         Command::Ci(args) if args.dry_run => {
             for line in crate::ci::plan() {
                 println!("{line}");

@@ -1,12 +1,14 @@
-//! Developer tasks of the workspace: `gen-model`, `bench` and `ci`.
+//! Developer tasks of the workspace: `gen-model`, `bench`, `shaders` and `ci`.
 //!
 //! ```text
 //! cargo xtask gen-model --preset tinyllama-1.1b --type q4_0 --out model.gguf
 //! cargo xtask gen-model --n-embd 256 --n-layer 4 --n-ff 768 --type q8_0 --seed 21 --out tiny.gguf
 //! cargo xtask gen-model --vocab-from some-model.gguf --type f16 --out model.gguf
 //! cargo xtask bench kernels        # STREAM, peak FMA, MUL_MAT per weight type
-//! cargo xtask bench load --model model.gguf
 //! cargo xtask bench e2e            # pp512/tg128 on generated tinyllama-1.1b models
+//! cargo xtask bench load           # read, GGUF open, Model::load mmap on/off (and Vulkan)
+//! cargo xtask bench load --model model.gguf
+//! cargo xtask shaders [--check]    # rebuild (or check) the committed SPIR-V; needs glslc
 //! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
 //! ```
 //!
@@ -18,13 +20,47 @@ pub mod ci;
 pub mod cli;
 pub mod error;
 pub mod gen_model;
+pub mod shaders;
 
 pub use error::{Error, Result};
 
-use std::path::PathBuf;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
 
 /// The workspace root (the parent of this crate's folder).
 pub fn workspace_root() -> PathBuf {
     let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
     manifest.parent().map(PathBuf::from).unwrap_or(manifest)
+}
+
+/// Runs `cargo` (the one running this task, else the one on the PATH) with
+/// `args` and the extra environment `envs` in the folder `root`; an error
+/// naming the command line when it cannot start or fails.
+pub fn cargo(root: &Path, args: &[impl AsRef<OsStr>], envs: &[(&str, &str)]) -> Result<()> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let line = format!(
+        "cargo {}",
+        args.iter()
+            .map(|a| a.as_ref().to_string_lossy())
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    let status = Command::new(&cargo)
+        .args(args)
+        .envs(envs.iter().copied())
+        .current_dir(root)
+        .status()
+        .map_err(|e| Error::Command {
+            command: line.clone(),
+            reason: format!("could not start: {e}"),
+        })?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(Error::Command {
+            command: line,
+            reason: format!("failed ({status})"),
+        })
+    }
 }

@@ -1,5 +1,6 @@
 //! The bench code paths on tiny inputs: MUL_MAT rows with their bounds, an
-//! e2e test in process and through the child process, and flag errors.
+//! e2e test in process and through the child process, the load suites, and
+//! flag errors.
 //! Only that the paths work is checked here; the figures are benches' work.
 
 mod common;
@@ -9,6 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use ggml_core::Type;
 use xtask::bench::e2e::{run_case, Case, Generation};
+use xtask::bench::load::{CpuLoad, GgufOpen, SequentialRead, VulkanLoad};
 use xtask::bench::matmul::{run_config, Config, Sampling};
 use xtask::bench::report::Row;
 use xtask::bench::{BenchOptions, Suite};
@@ -136,6 +138,53 @@ fn e2e_suite_through_child_processes() {
 }
 
 #[test]
+fn load_suites_on_a_small_model() {
+    let model = stories_model("load");
+    let opts = BenchOptions {
+        model: Some(model.clone()),
+        quick: true,
+        ..BenchOptions::default()
+    };
+    let mut rows: Vec<Row> = Vec::new();
+    for suite in [
+        &SequentialRead as &dyn Suite,
+        &GgufOpen,
+        &CpuLoad,
+        &VulkanLoad,
+    ] {
+        let new = suite
+            .run(&opts, &rows)
+            .unwrap_or_else(|e| panic!("{}: {e}", suite.name()));
+        rows.extend(new);
+    }
+    let cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
+    assert_eq!(
+        &cases[..8],
+        [
+            "sequential cold",
+            "sequential warm",
+            "GgufFile::open best",
+            "GgufFile::open median",
+            "CPU, mmap on, cold",
+            "CPU, mmap on, warm",
+            "CPU, mmap off, cold",
+            "CPU, mmap off, warm",
+        ]
+    );
+    // Vulkan rows only with a device (lavapipe with GGML_VK_ALLOW_CPU_DEVICES=1).
+    assert!(rows.len() == 8 || rows.len() == 12, "{cases:?}");
+    for r in &rows {
+        assert!(r.value > 0.0 && r.value.is_finite(), "{r:?}");
+    }
+    for r in rows.iter().filter(|r| r.suite == "model") {
+        // Loads that read every weight are compared with the sequential read.
+        assert_eq!(r.bound.is_some(), r.case.contains("mmap off"), "{r:?}");
+        assert!(r.note.contains(" s"), "{}", r.note);
+    }
+    let _ = std::fs::remove_dir_all(model.parent().unwrap());
+}
+
+#[test]
 fn bad_flags_are_errors_not_panics() {
     for args in [
         &["xtask", "bench", "kernels", "--types", "q9_0"][..],
@@ -160,6 +209,18 @@ fn bad_flags_are_errors_not_panics() {
     ));
     assert!(matches!(
         run(&["xtask", "bench", "all", "--model", "/nonexistent.gguf"]),
+        Err(Error::Usage(_))
+    ));
+    let dir = std::env::temp_dir();
+    let dir = dir.to_str().expect("a UTF-8 temporary folder");
+    for which in ["load", "e2e"] {
+        match run(&["xtask", "bench", which, "--model", dir]) {
+            Err(Error::Usage(m)) => assert!(m.contains("is not a file"), "{m}"),
+            other => panic!("bench {which} --model <folder>: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        run(&["xtask", "shaders", "--check", "--glslc", "no/such/glslc"]),
         Err(Error::Usage(_))
     ));
     let cli = Cli::try_parse_from(["xtask", "bench", "e2e", "--vulkan", "--types", "f16,q4_0"])

@@ -48,7 +48,8 @@ pub const N_GEN: usize = 128;
 /// With `--quick` (and two-layer models).
 const QUICK_N_PROMPT: usize = 64;
 const QUICK_N_GEN: usize = 16;
-const QUICK_N_LAYER: u32 = 2;
+/// Blocks of the generated models of a `--quick` run.
+pub const QUICK_N_LAYER: u32 = 2;
 /// Logical and physical batch sizes (llama.cpp's defaults).
 pub const N_BATCH: usize = 2048;
 /// Tokens per graph computation.
@@ -409,19 +410,24 @@ pub fn models(opts: &BenchOptions) -> Result<Vec<PathBuf>> {
         opts.types.clone()
     };
     let n_layer = opts.quick.then_some(QUICK_N_LAYER);
-    let mut paths = Vec::new();
-    for ty in types {
-        let file = match n_layer {
-            Some(n) => format!("e2e-tinyllama-1.1b-{n}layers-{}.gguf", ty.name),
-            None => format!("e2e-tinyllama-1.1b-{}.gguf", ty.name),
-        };
-        let path = opts.out_dir.join(file);
-        if !path.is_file() {
-            generate(&path, ty, n_layer)?;
-        }
-        paths.push(path);
+    types
+        .into_iter()
+        .map(|ty| generated_model(&opts.out_dir, ty, n_layer))
+        .collect()
+}
+
+/// The generated tinyllama-1.1b model of `ty` (with `n_layer` blocks when
+/// given) in `dir`, written on first use and reused afterwards.
+pub fn generated_model(dir: &Path, ty: OutType, n_layer: Option<u32>) -> Result<PathBuf> {
+    let file = match n_layer {
+        Some(n) => format!("e2e-tinyllama-1.1b-{n}layers-{}.gguf", ty.name),
+        None => format!("e2e-tinyllama-1.1b-{}.gguf", ty.name),
+    };
+    let path = dir.join(file);
+    if !path.is_file() {
+        generate(&path, ty, n_layer)?;
     }
-    Ok(paths)
+    Ok(path)
 }
 
 /// Writes a tinyllama-1.1b model of `ty` (through a temporary name, so that
@@ -429,7 +435,7 @@ pub fn models(opts: &BenchOptions) -> Result<Vec<PathBuf>> {
 fn generate(path: &Path, ty: OutType, n_layer: Option<u32>) -> Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    eprintln!("e2e: generating {} (once) ...", path.display());
+    eprintln!("bench: generating {} (once) ...", path.display());
     let overrides = ShapeOverrides {
         n_layer,
         ..ShapeOverrides::default()

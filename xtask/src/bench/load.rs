@@ -1,6 +1,18 @@
-//! Model loading: a plain sequential read of the file (cold, after asking
-//! the OS to drop it from the page cache, and warm) and the time to open,
-//! map, parse and validate it with [`gguf::GgufFile::open`].
+//! Model loading, measured in one run on one file:
+//!
+//! * `read`: a plain sequential read of the file, cold (after asking the OS
+//!   to drop it from the page cache) and warm: the bound of any load that
+//!   reads the weights;
+//! * `gguf`: [`gguf::GgufFile::open`] (map, parse, validate): the metadata
+//!   part of a load;
+//! * `model`: [`llama::Model::load`] on the CPU with mmap on (the weights are
+//!   used in place, so the load should cost little more than the metadata)
+//!   and off (the weights are read into host buffers), cold and warm, in
+//!   GB/s against the sequential read of the same cache state;
+//! * `vulkan`: `Model::load` with every layer offloaded to the first Vulkan
+//!   device, mmap on and off, when there is one (software devices such as
+//!   lavapipe need `GGML_VK_ALLOW_CPU_DEVICES=1`; `--vulkan` makes a
+//!   missing device an error instead of a skipped suite).
 
 use std::fs::File;
 use std::hint::black_box;
@@ -8,13 +20,15 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use llama::{Model, ModelParams};
+
+use super::e2e;
 use super::report::Row;
 use super::{BenchOptions, Suite};
 use crate::error::{Error, Result};
-use crate::gen_model::shape::{Preset, Shape, ShapeOverrides};
-use crate::gen_model::vocab::Vocab;
-use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
 
+/// Type of the generated model (tinyllama-1.1b in q8_0 is about 1.1 GB).
+const DEFAULT_TYPE: &str = "q8_0";
 /// Read buffer of the sequential read.
 const READ_BUF: usize = 8 << 20;
 /// Warm reads; the best counts.
@@ -22,9 +36,13 @@ const WARM_READS: usize = 3;
 /// GGUF opens; best and median are reported.
 const OPENS: usize = 20;
 const QUICK_OPENS: usize = 5;
+/// Warm model loads per configuration; best and median are reported.
+const LOADS: usize = 3;
+const QUICK_LOADS: usize = 1;
 
-/// The model to load: `--model`, or a generated one made once in the
-/// output folder (tinyllama-1.1b shape in q4_0; two layers for `--quick`).
+/// The model to load: `--model`, or the generated tinyllama-1.1b model in
+/// q8_0 (about 1.1 GB; two layers for `--quick`) that `bench e2e` uses too,
+/// made once in the output folder.
 fn model_path(opts: &BenchOptions) -> Result<PathBuf> {
     if let Some(p) = &opts.model {
         if !p.is_file() {
@@ -35,32 +53,8 @@ fn model_path(opts: &BenchOptions) -> Result<PathBuf> {
         }
         return Ok(p.clone());
     }
-    let (file, n_layer) = if opts.quick {
-        ("load-tinyllama-1.1b-2layers-q4_0.gguf", Some(2))
-    } else {
-        ("load-tinyllama-1.1b-q4_0.gguf", None)
-    };
-    let path = opts.out_dir.join(file);
-    if path.is_file() {
-        return Ok(path);
-    }
-    std::fs::create_dir_all(&opts.out_dir).map_err(|e| Error::io(&opts.out_dir, e))?;
-    eprintln!("load: generating {} (once) ...", path.display());
-    let overrides = ShapeOverrides {
-        n_layer,
-        ..ShapeOverrides::default()
-    };
-    let shape = Shape::resolve(Preset::Tinyllama1_1b, &overrides)?;
-    let spec = ModelSpec {
-        vocab: Vocab::synthetic_spm(shape.n_vocab)?,
-        shape,
-        ty: "q4_0".parse()?,
-        seed: 1,
-        name: "load bench".into(),
-        alignment: None,
-    };
-    generate_file(&spec, &WriteSettings::default(), &path)?;
-    Ok(path)
+    let n_layer = opts.quick.then_some(e2e::QUICK_N_LAYER);
+    e2e::generated_model(&opts.out_dir, DEFAULT_TYPE.parse()?, n_layer)
 }
 
 /// Asks the OS to drop the file's pages from the page cache (written back
@@ -196,5 +190,263 @@ impl Suite for GgufOpen {
                 note,
             ),
         ])
+    }
+}
+
+/// Asks the OS to drop `path` from the page cache; false when it could not.
+fn drop_path_from_page_cache(path: &Path) -> Result<bool> {
+    let file = File::open(path).map_err(|e| Error::io(path, e))?;
+    Ok(drop_from_page_cache(&file))
+}
+
+/// The timings of one load configuration.
+struct LoadTimes {
+    /// The cold load, and whether the page cache could be dropped before it.
+    cold: (Duration, bool),
+    /// The warm loads, fastest first.
+    warm: Vec<Duration>,
+    /// What the loader did (of the last load).
+    stats: llama::loader::LoadStats,
+    /// Devices of the offloaded layers (`CPU` when none).
+    devices: String,
+    /// Layers offloaded, of the model's.
+    offloaded: (usize, usize),
+}
+
+impl LoadTimes {
+    fn best(&self) -> Duration {
+        self.warm[0]
+    }
+
+    fn median(&self) -> Duration {
+        self.warm[self.warm.len() / 2]
+    }
+}
+
+/// Loads the model once after dropping the file from the page cache, then
+/// `n` times warm. Each model is dropped before the next load starts and
+/// outside the timed part.
+fn time_loads(path: &Path, params: &ModelParams, n: usize) -> Result<LoadTimes> {
+    llama::log::set_level(llama::log::Level::Warn);
+    let dropped = drop_path_from_page_cache(path)?;
+    let start = Instant::now();
+    let model = Model::load(path, params)?;
+    let cold = (start.elapsed(), dropped);
+    drop(model);
+    let mut warm = Vec::with_capacity(n);
+    let mut last = None;
+    for _ in 0..n.max(1) {
+        drop(last.take());
+        let start = Instant::now();
+        let model = Model::load(path, params)?;
+        warm.push(start.elapsed());
+        last = Some(model);
+    }
+    warm.sort();
+    let model = last.ok_or_else(|| Error::Usage("no load was timed".into()))?;
+    let devices = if model.plan.n_offloaded > 0 {
+        let names: Vec<&str> = model.devices.iter().map(|d| d.name()).collect();
+        names.join(",")
+    } else {
+        "CPU".to_string()
+    };
+    Ok(LoadTimes {
+        cold,
+        warm,
+        stats: model.stats.clone(),
+        devices,
+        offloaded: (model.plan.n_offloaded, model.hparams.n_layer),
+    })
+}
+
+/// A figure of `rows` (a prior suite's), by suite and case.
+fn prior_value(rows: &[Row], suite: &str, case: &str) -> Option<f64> {
+    rows.iter()
+        .find(|r| r.suite == suite && r.case == case)
+        .map(|r| r.value)
+}
+
+const MIB: f64 = (1u64 << 20) as f64;
+
+/// The rows of one configuration: cold, then warm (best of the loads).
+/// `bounded`: compared with the sequential read of the same cache state
+/// (loads that read every weight); otherwise the note compares the time
+/// with the GGUF open.
+fn load_rows(
+    suite: &str,
+    what: &str,
+    bytes: u64,
+    t: &LoadTimes,
+    bounded: bool,
+    extra: &str,
+    prior: &[Row],
+) -> Vec<Row> {
+    let secs = |d: Duration| d.as_secs_f64();
+    let open_ms = prior_value(prior, "gguf", "GgufFile::open median");
+    let context = |bound: Option<f64>| -> String {
+        match (bounded, bound, open_ms) {
+            (true, Some(b), _) => {
+                format!("{:.3} s at the read's {b:.2} GB/s", bytes as f64 / 1e9 / b)
+            }
+            (false, _, Some(ms)) => format!("GgufFile::open alone {ms:.1} ms"),
+            _ => String::new(),
+        }
+    };
+    let cold_bound = prior_value(prior, "read", "sequential cold");
+    let warm_bound = prior_value(prior, "read", "sequential warm");
+    let cache = if t.cold.1 {
+        "after posix_fadvise(DONTNEED)"
+    } else {
+        "page cache could not be dropped"
+    };
+    let n = t.warm.len();
+    vec![
+        Row::new(
+            suite,
+            format!("{what}, cold"),
+            None,
+            gbs(bytes, t.cold.0),
+            "GB/s",
+            format!(
+                "{:.3} s, {cache}; {}; {extra}",
+                secs(t.cold.0),
+                context(cold_bound)
+            ),
+        )
+        .with_bound(if bounded { cold_bound } else { None }),
+        Row::new(
+            suite,
+            format!("{what}, warm"),
+            None,
+            gbs(bytes, t.best()),
+            "GB/s",
+            format!(
+                "{:.3} s best of {n} (median {:.3} s); {}; {extra}",
+                secs(t.best()),
+                secs(t.median()),
+                context(warm_bound)
+            ),
+        )
+        .with_bound(if bounded { warm_bound } else { None }),
+    ]
+}
+
+fn file_size(path: &Path) -> Result<u64> {
+    Ok(std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .len())
+}
+
+fn n_loads(opts: &BenchOptions) -> usize {
+    if opts.quick {
+        QUICK_LOADS
+    } else {
+        LOADS
+    }
+}
+
+/// `Model::load` on the CPU alone, mmap on and off.
+pub struct CpuLoad;
+
+impl Suite for CpuLoad {
+    fn name(&self) -> &'static str {
+        "model"
+    }
+
+    fn run(&self, opts: &BenchOptions, prior: &[Row]) -> Result<Vec<Row>> {
+        let path = model_path(opts)?;
+        let bytes = file_size(&path)?;
+        let mut rows = Vec::new();
+        for use_mmap in [true, false] {
+            let params = ModelParams {
+                devices: Some(Vec::new()),
+                n_gpu_layers: 0,
+                use_mmap,
+                ..ModelParams::default()
+            };
+            let t = time_loads(&path, &params, n_loads(opts))?;
+            let (what, extra) = if use_mmap {
+                (
+                    "CPU, mmap on",
+                    format!(
+                        "{:.0} MiB used in place from the mapping",
+                        t.stats.bytes_mapped as f64 / MIB
+                    ),
+                )
+            } else {
+                (
+                    "CPU, mmap off",
+                    format!(
+                        "{:.0} MiB read into host buffers",
+                        t.stats.bytes_read as f64 / MIB
+                    ),
+                )
+            };
+            rows.extend(load_rows(
+                self.name(),
+                what,
+                bytes,
+                &t,
+                !use_mmap,
+                &extra,
+                prior,
+            ));
+        }
+        Ok(rows)
+    }
+}
+
+/// `Model::load` with every layer on the Vulkan devices, mmap on and off.
+/// Without a device the suite is skipped (an error with `--vulkan`).
+pub struct VulkanLoad;
+
+impl Suite for VulkanLoad {
+    fn name(&self) -> &'static str {
+        "vulkan"
+    }
+
+    fn run(&self, opts: &BenchOptions, prior: &[Row]) -> Result<Vec<Row>> {
+        match e2e::vulkan_available() {
+            Ok(()) => {}
+            Err(e) if !opts.vulkan => {
+                eprintln!("load: skipped: {e}");
+                return Ok(Vec::new());
+            }
+            Err(e) => return Err(e),
+        }
+        let path = model_path(opts)?;
+        let bytes = file_size(&path)?;
+        let mut rows = Vec::new();
+        for use_mmap in [true, false] {
+            let params = ModelParams {
+                n_gpu_layers: 999,
+                use_mmap,
+                ..ModelParams::default()
+            };
+            let t = time_loads(&path, &params, n_loads(opts))?;
+            let what = format!(
+                "{} ngl {}/{}, mmap {}",
+                t.devices,
+                t.offloaded.0,
+                t.offloaded.1,
+                if use_mmap { "on" } else { "off" }
+            );
+            let extra = format!(
+                "{:.0} MiB uploaded ({:.0} MiB through the async staging ring), {:.0} MiB on the CPU",
+                t.stats.bytes_uploaded as f64 / MIB,
+                t.stats.bytes_uploaded_async as f64 / MIB,
+                (t.stats.bytes_mapped + t.stats.bytes_read) as f64 / MIB
+            );
+            rows.extend(load_rows(
+                self.name(),
+                &what,
+                bytes,
+                &t,
+                true,
+                &extra,
+                prior,
+            ));
+        }
+        Ok(rows)
     }
 }

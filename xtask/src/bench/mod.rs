@@ -28,7 +28,8 @@ pub enum Which {
     /// Memory bandwidth (STREAM copy/triad), peak FMA rate, and MUL_MAT
     /// per weight type (matvec and matmul) on the CPU backend.
     Kernels,
-    /// Sequential file read and GGUF open + parse.
+    /// Sequential file read, GGUF open + parse, and `Model::load` with mmap
+    /// on and off (CPU; every layer on a Vulkan device when there is one).
     Load,
     /// Prompt processing and generation through the llama context.
     E2e,
@@ -53,7 +54,8 @@ pub struct BenchOptions {
     pub types: Vec<OutType>,
     /// Repetitions of each e2e test.
     pub reps: usize,
-    /// Also run the e2e tests on the Vulkan devices.
+    /// Also run the e2e tests on the Vulkan devices; load: fail instead of
+    /// skipping the offloaded loads when there is no Vulkan device.
     pub vulkan: bool,
 }
 
@@ -113,7 +115,12 @@ fn suites(which: Which) -> Vec<Box<dyn Suite>> {
             Box::new(fma::PeakFma),
             Box::new(matmul::MulMatSuite),
         ],
-        Which::Load => vec![Box::new(load::SequentialRead), Box::new(load::GgufOpen)],
+        Which::Load => vec![
+            Box::new(load::SequentialRead),
+            Box::new(load::GgufOpen),
+            Box::new(load::CpuLoad),
+            Box::new(load::VulkanLoad),
+        ],
         Which::E2e => vec![
             Box::new(memory::Stream),
             Box::new(fma::PeakFma),
@@ -185,7 +192,7 @@ fn validate(which: Which, opts: &BenchOptions) -> Result<()> {
     if matches!(which, Which::Kernels | Which::All) {
         matmul::Config::from_options(opts)?;
     }
-    if opts.vulkan && matches!(which, Which::E2e | Which::All) {
+    if opts.vulkan && matches!(which, Which::E2e | Which::Load | Which::All) {
         e2e::vulkan_available()?;
     }
     Ok(())
