@@ -1,5 +1,6 @@
-//! Shared helpers for the end-to-end tests: finding the fixtures, reading
-//! llama.cpp's expected outputs.
+//! Shared helpers for the end-to-end tests: finding the fixtures and the
+//! devices, reading llama.cpp's expected outputs, decoding, comparing
+//! logits, writing model files.
 
 use std::path::{Path, PathBuf};
 
@@ -77,6 +78,16 @@ pub fn vulkan_device() -> Option<std::sync::Arc<dyn ggml_core::Device>> {
     dev
 }
 
+/// Model parameters for the CPU alone: no GPU device at all, so that
+/// op_offload cannot move large-batch ops to a GPU either.
+pub fn cpu_params() -> llama::ModelParams {
+    llama::ModelParams {
+        devices: Some(Vec::new()),
+        n_gpu_layers: 0,
+        ..llama::ModelParams::default()
+    }
+}
+
 /// The CPU device, after registering the compiled-in backends.
 pub fn cpu_device() -> std::sync::Arc<dyn ggml_core::Device> {
     llama::backend_init();
@@ -108,16 +119,82 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .fold(0f32, f32::max)
 }
 
-/// Compares row-major logits `[rows][n_vocab]`: the largest absolute
-/// difference and the number of rows whose argmax agrees.
-pub fn compare_logits(got: &[f32], want: &[f32], n_vocab: usize) -> (f32, usize) {
+/// How far row-major logits `[rows][n_vocab]` are from a reference.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LogitDiff {
+    /// Largest absolute difference.
+    pub max: f32,
+    /// Root mean square of the differences.
+    pub rms: f32,
+    /// Rows whose argmax agrees.
+    pub agree: usize,
+}
+
+/// Compares row-major logits `[rows][n_vocab]` with `want`.
+pub fn logit_diff(got: &[f32], want: &[f32], n_vocab: usize) -> LogitDiff {
     assert_eq!(got.len(), want.len(), "logits sizes differ");
     let agree = got
         .chunks_exact(n_vocab)
         .zip(want.chunks_exact(n_vocab))
         .filter(|(g, w)| argmax(g) == argmax(w))
         .count();
-    (max_abs_diff(got, want), agree)
+    let sq: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| f64::from(a - b).powi(2))
+        .sum();
+    LogitDiff {
+        max: max_abs_diff(got, want),
+        rms: (sq / got.len().max(1) as f64).sqrt() as f32,
+        agree,
+    }
+}
+
+/// Compares row-major logits `[rows][n_vocab]`: the largest absolute
+/// difference and the number of rows whose argmax agrees.
+pub fn compare_logits(got: &[f32], want: &[f32], n_vocab: usize) -> (f32, usize) {
+    let d = logit_diff(got, want, n_vocab);
+    (d.max, d.agree)
+}
+
+/// Calls the macro `$tests` with one line per fixture model whose
+/// teacher-forced logits llama.cpp recorded: `test_name: "expected json
+/// name", "model file";`. A test file turns the lines into tests, so that
+/// every backend checks the same list:
+///
+/// ```ignore
+/// macro_rules! logits_tests {
+///     ($($test:ident: $name:expr, $file:expr;)*) => {$(
+///         #[test]
+///         fn $test() { check_logits($name, $file); }
+///     )*};
+/// }
+/// tests::logits_fixtures!(logits_tests);
+/// ```
+#[macro_export]
+macro_rules! logits_fixtures {
+    ($tests:ident) => {
+        $tests! {
+            logits_stories260k: "stories260K", "stories260K.gguf";
+            logits_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf";
+            logits_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf";
+            logits_tiny_f32: "tiny-f32", "tiny-f32.gguf";
+            logits_tiny_f16: "tiny-f16", "tiny-f16.gguf";
+            logits_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf";
+            logits_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf";
+            logits_tiny_q8_0_split: "tiny-q8_0-split", "tiny-q8_0-split-00001-of-00003.gguf";
+            logits_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf";
+            logits_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf";
+            logits_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf";
+            logits_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf";
+            logits_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf";
+            logits_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf";
+            logits_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf";
+            logits_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf";
+            logits_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf";
+            logits_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf";
+        }
+    };
 }
 
 // ------------------------------------------------------------ decoding

@@ -1,42 +1,10 @@
 //! llama.cpp's outputs on the fixture models, reproduced on the CPU:
 //! greedy tokens, teacher-forced logits and perplexity.
 
-use llama::{Batch, Context, ContextParams, Model, ModelParams};
-use tests::{expected, fixtures, ids, read_f32};
-
-/// CPU only: no GPU device at all, so op_offload cannot move large-batch
-/// ops to a GPU either.
-fn cpu_params() -> ModelParams {
-    ModelParams {
-        devices: Some(Vec::new()),
-        n_gpu_layers: 0,
-        ..ModelParams::default()
-    }
-}
-
-fn greedy(ctx: &mut Context<'_>, prompt: &[i32], n: usize) -> Vec<i32> {
-    ctx.decode(&Batch::get_one(prompt)).expect("prompt decode");
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let logits = ctx.logits_ith(-1).expect("logits");
-        let tok = logits
-            .iter()
-            .enumerate()
-            .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &v)| {
-                if v > bv {
-                    (i, v)
-                } else {
-                    (bi, bv)
-                }
-            })
-            .0 as i32;
-        out.push(tok);
-        if out.len() < n {
-            ctx.decode(&Batch::get_one(&[tok])).expect("token decode");
-        }
-    }
-    out
-}
+use llama::{Context, ContextParams, Model};
+use tests::{
+    cpu_params, expected, fixtures, greedy, ids, logit_diff, read_f32, teacher_forced_logits,
+};
 
 fn check_greedy(model_file: &str, json: &str, kv_f32: bool, n_ubatch: usize) {
     check_greedy_with(model_file, json, kv_f32, n_ubatch, false);
@@ -169,42 +137,10 @@ fn check_logits(name: &str, model_file: &str) {
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).expect("context");
-    let mut b = Batch::new();
-    for (i, &t) in toks.iter().enumerate() {
-        b.add(t, i as i32, &[0], true);
-    }
-    ctx.decode(&b).expect("decode");
-    let got = ctx.logits();
+    let got = teacher_forced_logits(&mut ctx, &toks);
     assert_eq!(got.len(), want.len(), "{name}: logits size");
-    let mut max_diff = 0f32;
-    let mut sq = 0f64;
-    let mut agree = 0;
-    for r in 0..toks.len() {
-        let (g, w) = (
-            &got[r * n_vocab..(r + 1) * n_vocab],
-            &want[r * n_vocab..(r + 1) * n_vocab],
-        );
-        for (a, b) in g.iter().zip(w) {
-            max_diff = max_diff.max((a - b).abs());
-            sq += f64::from(a - b).powi(2);
-        }
-        let am = |v: &[f32]| {
-            v.iter()
-                .enumerate()
-                .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
-                    if x > bv {
-                        (i, x)
-                    } else {
-                        (bi, bv)
-                    }
-                })
-                .0
-        };
-        if am(g) == am(w) {
-            agree += 1;
-        }
-    }
-    let rms = (sq / got.len() as f64).sqrt() as f32;
+    let d = logit_diff(&got, &want, n_vocab);
+    let (max_diff, rms, agree) = (d.max, d.rms, d.agree);
     eprintln!(
         "{name}: max |dlogit| = {max_diff:.3e}, rms {rms:.3e}, top-1 agreement {agree}/{}",
         toks.len()
@@ -230,26 +166,7 @@ macro_rules! logits_tests {
     )*};
 }
 
-logits_tests! {
-    logits_stories260k: "stories260K", "stories260K.gguf";
-    logits_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf";
-    logits_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf";
-    logits_tiny_f32: "tiny-f32", "tiny-f32.gguf";
-    logits_tiny_f16: "tiny-f16", "tiny-f16.gguf";
-    logits_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf";
-    logits_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf";
-    logits_tiny_q8_0_split: "tiny-q8_0-split", "tiny-q8_0-split-00001-of-00003.gguf";
-    logits_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf";
-    logits_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf";
-    logits_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf";
-    logits_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf";
-    logits_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf";
-    logits_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf";
-    logits_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf";
-    logits_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf";
-    logits_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf";
-    logits_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf";
-}
+tests::logits_fixtures!(logits_tests);
 
 fn check_perplexity(name: &str, model_file: &str, rel_tol: f64) {
     let Some(fx) = fixtures() else { return };
