@@ -149,6 +149,12 @@ pub struct Context<'m> {
     pub perf: Perf,
 }
 
+/// Nodes of a forward graph outside the layers (inputs, output head) and
+/// per layer (a llama block without flash attention takes 43, with the
+/// attention biases of qwen2 46): bounds of the scheduler's graph size.
+const GRAPH_NODES_BASE: usize = 64;
+const GRAPH_NODES_PER_LAYER: usize = 64;
+
 /// Cells are attended in multiples of this (llama.cpp's KV padding: 256
 /// with flash attention, 32 without).
 fn kv_padding(flash_attn: bool) -> usize {
@@ -288,7 +294,7 @@ impl<'m> Context<'m> {
                 let c = d.props().caps;
                 c.async_ && c.events
             });
-        let graph_size = 64 + 40 * hp.n_layer;
+        let graph_size = GRAPH_NODES_BASE + GRAPH_NODES_PER_LAYER * hp.n_layer;
         let sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
 
         let mut ctx = Context {
