@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use ggml_core::{Device, Type};
 use llama::{Context, ContextParams, Model, ModelParams};
-use tests::{compare_logits, expected, fixtures, greedy, ids, read_f32, teacher_forced_logits};
+use tests::{
+    compare_logits, expected, fixtures, greedy, ids, logit_diff, read_f32, teacher_forced_logits,
+};
 
 /// The fixtures and the Vulkan device, or `None` when a test must skip.
 fn setup() -> Option<(PathBuf, Arc<dyn Device>)> {
@@ -172,16 +174,15 @@ fn greedy_stories260k_f32_kv_f32() {
 /// figures (F16 KV cache; logit std ~8 for the tiny models), and the fewest
 /// of the 64 rows whose top-1 token must agree.
 ///
-/// The Vulkan kernels multiply the weights by F32 activations where
-/// llama.cpp's CPU kernels first round the activations to the weight type's
-/// partner: F16 for F16 weights and the F16 KV cache, BF16 for BF16, Q8_0 /
-/// Q8_1 / Q8_K for quantized weights. The `twin_*` tests show that this
-/// rounding is the whole difference (the GPU matches the exact F32
-/// dequantization of each model to ~2e-5), so these bounds are that
-/// rounding carried through the layers, with ~1.5x headroom over what
-/// lavapipe measures: stories260K 2.3e-2 (F32, F16), 0.24 (Q4_K_M);
-/// tiny-f32 2.6e-3, F16 8.8e-3, BF16 6.4e-2, Q8_0 0.22, the 2- to 6-bit
-/// types 0.22 to 0.40 with 62 to 64 rows agreeing.
+/// As llama.cpp's CPU kernels do, the Vulkan products first round the
+/// activations to the weight type's partner: F16 for F16 weights and the
+/// F16 KV cache, BF16 for BF16, Q8_0 / Q8_1 / Q8_K for quantized weights.
+/// What is left is summation order, which now and then moves one of those
+/// rounding steps; through attention that moves every later token (see
+/// `check_cpu_twin`). The bounds have ~1.5x headroom over what lavapipe
+/// measures: stories260K 2.3e-2 (F32, F16), 0.24 (Q4_K_M); tiny-f32
+/// 2.6e-3, F16 8.8e-3, BF16 6.4e-2, Q8_0 0.25, the 2- to 6-bit types 0.22
+/// to 0.40 with 62 to 64 rows agreeing.
 fn logit_tolerance(name: &str) -> (f32, usize) {
     match name {
         "stories260K" | "stories260K-f16" => (5e-2, 64),
@@ -286,53 +287,83 @@ fn logits_tiny_f32_kv_f32() {
     check_logits_kv_f32("tiny-f32", "tiny-f32.gguf");
 }
 
-/// The GPU's kernels for a weight type, checked without the activation
-/// rounding of the CPU's: the quantized model on the GPU against its exact
-/// F32 dequantization on the CPU, both with an F32 KV cache. What is left
-/// is summation order, so the tolerance is that of F32.
-fn check_dequantized_twin(file: &str) {
+/// The GPU against the CPU backend on the same model: both round the
+/// activations of every product to the weight type's partner (Q8_0, Q8_1,
+/// Q8_K, BF16, F16) the same way, so the first token's logits agree up to
+/// summation order, unless that order moves one rounding step (likely with
+/// F16's 11-bit roundings, rare with 8-bit ones). Through attention such a
+/// step then moves every later token's logits (0.1-0.4 for the 2- to
+/// 8-bit types, as llama.cpp's own batch-shape changes do), so the whole
+/// run is bounded like the CPU's against llama.cpp: a max, an RMS and
+/// top-1 agreement.
+fn check_cpu_twin(file: &str) {
     let Some((fx, gpu)) = setup() else { return };
     let exp = expected(&fx, "tiny-f32");
     let toks = ids(&exp["logits"]["tokens"]);
-    let src = fx.join("models").join(file);
-    let dir = tests::scratch_dir(&format!("twin-{file}"));
-    let twin = dir.join("f32.gguf");
-    tests::write_converted(&src, &twin, |_, _| Type::F32);
-    let kv_f32 = ContextParams {
-        type_k: Type::F32,
-        type_v: Type::F32,
-        ..ctx_params(512, 512)
-    };
+    let path = fx.join("models").join(file);
     let want = {
         let p = ModelParams {
             devices: Some(Vec::new()),
             ..ModelParams::default()
         };
-        let m = Model::load(&twin, &p).expect("load twin");
-        let mut ctx = Context::new(&m, kv_f32.clone()).expect("context");
+        let m = Model::load(&path, &p).expect("load on the CPU");
+        let mut ctx = Context::new(&m, ctx_params(512, 512)).expect("context");
         teacher_forced_logits(&mut ctx, &toks)
     };
     let model = load(&fx, file, &gpu, 99);
-    let mut ctx = Context::new(&model, kv_f32).expect("context");
+    let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
     let got = teacher_forced_logits(&mut ctx, &toks);
-    let _ = std::fs::remove_dir_all(&dir);
-    let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
-    eprintln!("{file} on Vulkan vs its F32 dequantization on the CPU: max |dlogit| = {d:.3e}, top-1 agreement {agree}/64");
+    let nv = model.hparams.n_vocab;
+    let d = logit_diff(&got, &want, nv);
+    let first = logit_diff(&got[..nv], &want[..nv], nv).max;
+    eprintln!(
+        "{file} on Vulkan vs on the CPU: first token max |dlogit| {first:.3e}; all: max {:.3e}, RMS {:.3e}, top-1 agreement {}/{}",
+        d.max,
+        d.rms,
+        d.agree,
+        toks.len()
+    );
+    let (tol_first, tol_max, tol_rms, min_agree) = twin_tolerance(file);
     assert!(
-        d <= TWIN_TOL,
-        "{file}: max |dlogit| {d} exceeds {TWIN_TOL} against the dequantized model"
+        first <= tol_first,
+        "{file}: first token max |dlogit| {first} exceeds {tol_first} against the CPU"
+    );
+    assert!(
+        d.max <= tol_max,
+        "{file}: max |dlogit| {} exceeds {tol_max} against the CPU",
+        d.max
+    );
+    assert!(
+        d.rms <= tol_rms,
+        "{file}: RMS dlogit {} exceeds {tol_rms} against the CPU",
+        d.rms
+    );
+    assert!(
+        d.agree >= min_agree,
+        "{file}: top-1 agrees on {} rows, fewer than {min_agree}",
+        d.agree
     );
 }
 
-/// Tolerance of [`check_dequantized_twin`]: F32 arithmetic on both sides
-/// (logit std ~8, so this is ~1e-4 relative).
-const TWIN_TOL: f32 = 2e-3;
+/// Tolerances of [`check_cpu_twin`]: (first token's max |dlogit|, max
+/// |dlogit|, RMS, fewest top-1 agreements of 64). Lavapipe measures a
+/// first token within 2e-4 (F16: 7e-3), and over all tokens max 3e-2 / RMS
+/// 4e-3 (F16), 7e-2 / 1.2e-2 (BF16), 0.36 / 7e-2 (quantized).
+fn twin_tolerance(file: &str) -> (f32, f32, f32, usize) {
+    if file.contains("bf16") {
+        (1e-3, 0.1, 3e-2, 64)
+    } else if file.contains("f16") {
+        (2e-2, 5e-2, 1e-2, 64)
+    } else {
+        (1e-3, 0.5, 0.12, 61)
+    }
+}
 
 macro_rules! twin_tests {
     ($($test:ident: $file:expr;)*) => {$(
         #[test]
         fn $test() {
-            check_dequantized_twin($file);
+            check_cpu_twin($file);
         }
     )*};
 }
@@ -480,6 +511,12 @@ fn op_offload_of_cpu_weights_gives_the_same_logits() {
 /// llama.cpp's 16, compared with the running perplexity it printed after
 /// the 4th (`perplexity.chunks[3]`, 4 decimals). All 16 take over a minute
 /// per model on lavapipe; 4 keep each test under ~20 s.
+///
+/// The float types are held to 0.1%. The quantized ones get 1%: one moved
+/// rounding step of an 8-bit activation moves the random-weight tiny
+/// models' perplexity by tenths of a percent over 4 chunks (the CPU
+/// backend, which rounds as llama.cpp does, is itself 0.24% off for
+/// tiny-q8_0 and 0.43% for tiny-q4_k_m there).
 const PPL_CHUNKS: usize = 4;
 
 fn check_perplexity(name: &str, file: &str, rel_tol: f64) {
@@ -518,6 +555,8 @@ ppl_tests! {
     ppl_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf", 1e-2;
     ppl_tiny_f32: "tiny-f32", "tiny-f32.gguf", 1e-3;
     ppl_tiny_f16: "tiny-f16", "tiny-f16.gguf", 1e-3;
+    ppl_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf", 1e-3;
+    ppl_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf", 1e-2;
     ppl_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf", 1e-2;
     ppl_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf", 1e-2;
     ppl_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf", 1e-2;
@@ -528,21 +567,4 @@ ppl_tests! {
     ppl_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf", 1e-2;
     ppl_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf", 1e-2;
     ppl_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf", 1e-2;
-}
-
-// BF16 and Q8_0 miss the 0.1% of the float types on the GPU: ggml-vulkan
-// multiplies their weights by F32 activations, where llama.cpp rounds the
-// activations to BF16 / Q8_0 first (the `twin_*` tests show the kernels are
-// otherwise exact). Kept at 0.1% and ignored until the GPU rounds the same
-// way; `--ignored` runs them.
-#[test]
-#[ignore = "ggml-vulkan does not round activations to BF16 as llama.cpp does (0.11% off after 4 chunks)"]
-fn ppl_tiny_bf16() {
-    check_perplexity("tiny-bf16", "tiny-bf16.gguf", 1e-3);
-}
-
-#[test]
-#[ignore = "ggml-vulkan does not round activations to Q8_0 as llama.cpp does (0.17% off after 4 chunks)"]
-fn ppl_tiny_q8_0() {
-    check_perplexity("tiny-q8_0", "tiny-q8_0.gguf", 1e-3);
 }

@@ -23,11 +23,13 @@ const STAGING_CHUNK: usize = 4 << 20;
 const ASYNC_UPLOAD_MAX: usize = 64 << 20;
 /// Staging chunks kept for reuse.
 const STAGING_POOL: usize = 4;
+/// Smallest size of the activation scratch.
+const SCRATCH_MIN: usize = 1 << 20;
 /// Descriptor sets per descriptor pool.
 const SETS_PER_POOL: u32 = 256;
 
 /// A byte range of a buffer, for dependency tracking.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Span {
     buffer: vk::Buffer,
     start: u64,
@@ -53,6 +55,13 @@ pub(crate) struct Bound {
     span: Span,
 }
 
+impl Bound {
+    /// The bytes of the tensor.
+    pub(crate) fn span(&self) -> Span {
+        self.span
+    }
+}
+
 /// Commands being recorded and the resources they use.
 struct Recording {
     cmd: vk::CommandBuffer,
@@ -62,6 +71,20 @@ struct Recording {
     kept: HashSet<usize>,
     reads: Vec<Span>,
     writes: Vec<Span>,
+    /// Buffers replaced during the recording, destroyed after it completes.
+    retired: Vec<RawBuffer>,
+    /// What the activation scratch holds, while neither it nor its source
+    /// was written since.
+    rounded: Option<Rounded>,
+}
+
+/// The source and the dispatch (shader and push constants) that wrote the
+/// activation scratch.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Rounded {
+    pub(crate) src: Span,
+    pub(crate) shader: String,
+    pub(crate) push: Vec<u32>,
 }
 
 /// Submitted commands and what must live until they complete.
@@ -70,6 +93,7 @@ struct Submitted {
     cmd: Option<vk::CommandBuffer>,
     pools: Vec<vk::DescriptorPool>,
     staging: Vec<RawBuffer>,
+    retired: Vec<RawBuffer>,
     _keep: Vec<Arc<dyn Buffer>>,
     _waits: Vec<(Arc<Timeline>, u64)>,
 }
@@ -87,6 +111,8 @@ pub struct VulkanBackend {
     free_pools: Vec<vk::DescriptorPool>,
     free_staging: Vec<RawBuffer>,
     waits: Vec<(Arc<Timeline>, u64)>,
+    /// Scratch of MUL_MAT's rounded activations, grown on demand.
+    act: Option<RawBuffer>,
 }
 
 impl VulkanBackend {
@@ -128,6 +154,7 @@ impl VulkanBackend {
             free_pools: Vec::new(),
             free_staging: Vec::new(),
             waits: Vec::new(),
+            act: None,
         })
     }
 
@@ -169,6 +196,8 @@ impl VulkanBackend {
                 kept: HashSet::new(),
                 reads: Vec::new(),
                 writes: Vec::new(),
+                retired: Vec::new(),
+                rounded: None,
             });
         }
         Ok(self.rec.as_mut().expect("recording was just started"))
@@ -211,14 +240,15 @@ impl VulkanBackend {
             .signal_semaphores(&signal)
             .push_next(&mut ts);
         let res = ended.and_then(|()| self.shared.submit(&[submit], vk::Fence::null()));
-        let (cmd, pools, staging, keep) = match rec {
+        let (cmd, pools, staging, retired, keep) = match rec {
             Some(r) => (
                 Some(r.cmd),
                 r.pools,
                 r.staging.into_iter().map(|s| s.0).collect(),
+                r.retired,
                 r.keep,
             ),
-            None => (None, Vec::new(), Vec::new(), Vec::new()),
+            None => (None, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
         };
         match res {
             Ok(()) => {
@@ -228,6 +258,7 @@ impl VulkanBackend {
                     cmd,
                     pools,
                     staging,
+                    retired,
                     _keep: keep,
                     _waits: waits,
                 });
@@ -240,6 +271,7 @@ impl VulkanBackend {
                     cmd,
                     pools,
                     staging,
+                    retired,
                     _keep: keep,
                     _waits: waits,
                 });
@@ -271,6 +303,9 @@ impl VulkanBackend {
             } else {
                 self.shared.destroy_buffer(b);
             }
+        }
+        for b in s.retired {
+            self.shared.destroy_buffer(b);
         }
     }
 
@@ -308,6 +343,7 @@ impl VulkanBackend {
     /// `writes` depends on (or overwrites) earlier commands of the recording.
     fn track(&mut self, reads: &[Span], writes: &[Span]) -> Result<()> {
         let dev = self.shared.device.clone();
+        let act = self.act.as_ref().map(|b| b.buffer);
         let rec = self.recording()?;
         let hazard = reads
             .iter()
@@ -319,6 +355,14 @@ impl VulkanBackend {
             begin_barrier(&dev, rec.cmd);
             rec.reads.clear();
             rec.writes.clear();
+        }
+        if let Some(r) = &rec.rounded {
+            if writes
+                .iter()
+                .any(|w| w.overlaps(&r.src) || Some(w.buffer) == act)
+            {
+                rec.rounded = None;
+            }
         }
         rec.reads.extend_from_slice(reads);
         rec.writes.extend_from_slice(writes);
@@ -460,6 +504,47 @@ impl VulkanBackend {
         };
         self.keep(&p.buffer)?;
         Ok(bound)
+    }
+
+    /// The activation scratch bound for its first `nbytes` bytes; grown
+    /// (to a power of two) when smaller, the old buffer living until the
+    /// work recorded so far completes.
+    pub(crate) fn scratch(&mut self, nbytes: usize) -> Result<Bound> {
+        if self.act.as_ref().is_none_or(|b| b.size < nbytes) {
+            let size = nbytes
+                .next_power_of_two()
+                .max(SCRATCH_MIN)
+                .min(self.shared.limits.max_alloc.max(nbytes));
+            self.recording()?;
+            let new = self.shared.create_buffer(size, false, "activations")?;
+            let old = self.act.replace(new);
+            let rec = self.rec.as_mut().expect("recording was just started");
+            rec.rounded = None;
+            rec.retired.extend(old);
+        }
+        let raw = self.act.as_ref().expect("the scratch was just ensured");
+        Ok(Bound {
+            buffer: raw.buffer,
+            offset: 0,
+            range: raw.size.min(self.shared.limits.max_storage_range) as u64,
+            off: 0,
+            span: Span {
+                buffer: raw.buffer,
+                start: 0,
+                end: nbytes as u64,
+            },
+        })
+    }
+
+    /// What the activation scratch holds (see [`Rounded`]), if known.
+    pub(crate) fn rounded(&self) -> Option<&Rounded> {
+        self.rec.as_ref().and_then(|r| r.rounded.as_ref())
+    }
+
+    /// Records that the activation scratch now holds `r`.
+    pub(crate) fn set_rounded(&mut self, r: Rounded) -> Result<()> {
+        self.recording()?.rounded = Some(r);
+        Ok(())
     }
 
     fn descriptor_set(&mut self) -> Result<vk::DescriptorSet> {
@@ -646,7 +731,7 @@ impl Drop for VulkanBackend {
         }
         let dev = &self.shared.device;
         for s in std::mem::take(&mut self.in_flight) {
-            for b in s.staging {
+            for b in s.staging.into_iter().chain(s.retired) {
                 self.shared.destroy_buffer(b);
             }
             // SAFETY: the device is idle; pools are destroyed below with their sets.
@@ -656,7 +741,10 @@ impl Drop for VulkanBackend {
                 }
             }
         }
-        for b in std::mem::take(&mut self.free_staging) {
+        for b in std::mem::take(&mut self.free_staging)
+            .into_iter()
+            .chain(self.act.take())
+        {
             self.shared.destroy_buffer(b);
         }
         // SAFETY: all work of this backend completed; each object is

@@ -23,6 +23,11 @@ layout(binding = 3, scalar) writeonly buffer BufD { float data_d[]; };
 
 shared float tile_a[BK][BM + 1u];
 shared float tile_b[BK][BN + 1u];
+#if defined(A_Q4_1) || defined(A_Q5_1)
+// The block's min of a per row and b's block-sum correction per column.
+shared float tile_m[BM];
+shared float tile_s[BN];
+#endif
 
 void main() {
     uint g = wg_linear();
@@ -88,6 +93,16 @@ void main() {
             }
             tile_b[kk][c] = v;
         }
+#if defined(A_Q4_1) || defined(A_Q5_1)
+        // BK is one block of a; b is dense, K / 32 blocks per column.
+        if (tid < BM) {
+            const uint m = m0 + tid;
+            tile_m[tid] = m < p.M ? dq_scale(a_base + m * p.stride_a + k0 / QK, 0u).y : 0.0;
+        } else if (tid < BM + BN) {
+            const uint n = n0 + tid - BM;
+            tile_s[tid - BM] = n < p.N ? data_b[p.sums_off + (b_base - p.b_off + n * p.stride_b) / 32u + k0 / 32u] : 0.0;
+        }
+#endif
         barrier();
         [[unroll]] for (uint kk = 0u; kk < BK; kk++) {
             float av[4];
@@ -102,6 +117,13 @@ void main() {
                 }
             }
         }
+#if defined(A_Q4_1) || defined(A_Q5_1)
+        [[unroll]] for (uint i = 0u; i < 4u; i++) {
+            [[unroll]] for (uint j = 0u; j < 4u; j++) {
+                acc[i][j] += tile_m[tx + 16u * i] * tile_s[ty + 16u * j];
+            }
+        }
+#endif
         barrier();
     }
 

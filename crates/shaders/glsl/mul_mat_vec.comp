@@ -140,6 +140,13 @@ void main() {
                 acc[r] += dot(dq4(ib[r], e0 + 4u * v, v < 4u ? s0[r] : s1[r]), bv);
             }
         }
+#if defined(A_Q4_1) || defined(A_Q5_1)
+        // b is dense: its block c of this column is block (b0 - b_off) / 32 + c.
+        const float bsum = data_b[p.sums_off + (b0 - p.b_off) / 32u + c];
+        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+            acc[r] += s0[r].y * bsum;
+        }
+#endif
     }
 #endif
     reduce_rows(acc);

@@ -3,7 +3,10 @@
 // b [K, N, ne12, ne13] (float rows), d [M, N, ne12, ne13] (f32).
 // Row strides and batch strides are in units of a's blocks (or elements)
 // and of b's and d's elements. a is broadcast over b's batch: r2 = ne12 / ne02,
-// r3 = ne13 / ne03.
+// r3 = ne13 / ne03. With Q4_1 / Q5_1 a, b is followed (from element
+// sums_off) by one float per 32-value block of b, added times the block's
+// min of a: the difference between the Q8_1 block sum the CPU uses and the
+// exact one (see round_act.comp).
 layout(push_constant) uniform PushConstants {
     uint M;
     uint N;
@@ -26,4 +29,5 @@ layout(push_constant) uniform PushConstants {
     uint n_batch;
     uint tiles_m;
     uint tiles_n;
+    uint sums_off;
 } p;

@@ -26,6 +26,10 @@ pub const A_TYPES: &[(&str, &str)] = &[
     ("bf16", "A_BF16"),
 ];
 
+/// Types MUL_MAT's f32 activations are rounded to before the products
+/// (`round_act_*`): the dot-product partners of the weight types.
+pub const ROUNDINGS: &[&str] = &["q8_0", "q8_1", "q8_k", "bf16", "f16"];
+
 /// Float element types of the element-wise ops: (name, GLSL type).
 pub const FLOAT_TYPES: &[(&str, &str)] = &[("f32", "float"), ("f16", "float16_t")];
 
@@ -174,6 +178,10 @@ pub fn all() -> Vec<Variant> {
             "mul_mat_vec.comp",
             &[ad.to_string(), "SUBGROUP".into()],
         ));
+    }
+    for r in ROUNDINGS {
+        let def = format!("R_{}", r.to_uppercase());
+        out.push(v(format!("round_act_{r}"), "round_act.comp", &[def]));
     }
     let f16b = ["A_F16".to_string(), "B_F16".to_string()];
     out.push(v("mul_mat_f16_f16".into(), "mul_mat.comp", &f16b));
