@@ -257,18 +257,15 @@ macro_rules! q8_0_kernel {
             let nb = n / 32;
             check_tile(nb, xs, $bytes, ys, 34, out);
             let mut acc = [[_mm256_setzero_ps(); C]; R];
+            let pf = super::RowPrefetch::new(xs);
             for ib in 0..nb {
                 let mut dx = [_mm256_setzero_ps(); R];
                 let mut qx = [_mm256_setzero_si256(); R];
                 let mut ax = [_mm256_setzero_si256(); R];
+                if ib % 2 == 0 {
+                    pf.ahead(xs, ib * $bytes, 2 * $bytes);
+                }
                 for r in 0..R {
-                    if ib % 2 == 0 {
-                        super::prefetch_ahead(
-                            xs[r],
-                            ib * $bytes + super::prefetch_distance(),
-                            2 * $bytes,
-                        );
-                    }
                     // SAFETY: block ib of every weight row is inside it (checked).
                     let (d, q) = unsafe { $dec(xs[r].as_ptr().add(ib * $bytes)) };
                     dx[r] = _mm256_set1_ps(d);
@@ -473,13 +470,14 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     let mut accm = [[_mm256_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm256_setzero_ps(); R];
         let mut dmin = [_mm256_setzero_ps(); R];
         let mut sc = [[0i16; 8]; R];
         let mut mins = [_mm256_setzero_si256(); R];
+        pf.ahead(xs, ib * bytes, bytes);
         for r in 0..R {
-            super::prefetch_ahead(xs[r], ib * bytes + super::prefetch_distance(), bytes);
             let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
             d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 0));
             dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
@@ -606,13 +604,14 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x03);
     let m32 = _mm256_set1_epi8(32);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm256_setzero_ps(); R];
         let mut sc = [[0i16; 16]; R];
+        // Several rows are streamed at once: ask for what follows
+        // explicitly, since a block's scales sit at its end.
+        pf.ahead(xs, ib * 210, 210);
         for r in 0..R {
-            // Several rows are streamed at once: ask for the block after
-            // next explicitly, since its scales sit at its end.
-            super::prefetch_ahead(xs[r], ib * 210 + super::prefetch_distance(), 210);
             let xb = &xs[r][ib * 210..(ib + 1) * 210];
             d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 208));
             sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));

@@ -110,9 +110,11 @@ macro_rules! float_kernel {
             // One accumulator per pair, whatever the tile, so that a pair's
             // result does not depend on the tile it was computed in.
             let mut acc = [[_mm512_setzero_ps(); C]; R];
+            let pf = super::RowPrefetch::new(xs);
             let mut i = 0;
             while i + 16 <= n {
                 let o = i * $width;
+                pf.ahead(xs, o, 16 * $width);
                 let xv: [__m512; R] = std::array::from_fn(|r| {
                     // SAFETY: elements i..i+16 are inside every row (checked).
                     unsafe { $load(xs[r].as_ptr().add(o)) }
@@ -198,17 +200,14 @@ macro_rules! q8_0_kernel {
             check_tile(nb, xs, $bytes, ys, 34, out);
             let mut acc = [[_mm512_setzero_ps(); C]; R];
             let mut acc1 = [[_mm256_setzero_ps(); C]; R];
+            let pf = super::RowPrefetch::new(xs);
             let mut ib = 0;
             while ib + 2 <= nb {
                 let mut dx = [_mm512_setzero_ps(); R];
                 let mut ax = [_mm512_setzero_si512(); R];
                 let mut neg = [0u64; R];
+                pf.ahead(xs, ib * $bytes, 2 * $bytes);
                 for r in 0..R {
-                    super::prefetch_ahead(
-                        xs[r],
-                        ib * $bytes + super::prefetch_distance(),
-                        2 * $bytes,
-                    );
                     // SAFETY: blocks ib and ib + 1 of every weight row are
                     // inside it (checked).
                     let ((d0, q0), (d1, q1)) = unsafe {
@@ -333,13 +332,14 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     let mut accm = [[_mm256_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
     let one = _mm256_set1_epi8(1);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm512_setzero_ps(); R];
         let mut dmin = [_mm256_setzero_ps(); R];
         let mut sc = [[0i16; 8]; R];
         let mut mins = [_mm256_setzero_si256(); R];
+        pf.ahead(xs, ib * bytes, bytes);
         for r in 0..R {
-            super::prefetch_ahead(xs[r], ib * bytes + super::prefetch_distance(), bytes);
             let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
             d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 0));
             dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
@@ -462,13 +462,14 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x03);
     let m32 = _mm512_set1_epi8(32);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm512_setzero_ps(); R];
         let mut sc = [[0i16; 16]; R];
+        // Several rows are streamed at once: ask for what follows
+        // explicitly, since a block's scales sit at its end.
+        pf.ahead(xs, ib * 210, 210);
         for r in 0..R {
-            // Several rows are streamed at once: ask for the block after
-            // next explicitly, since its scales sit at its end.
-            super::prefetch_ahead(xs[r], ib * 210 + super::prefetch_distance(), 210);
             let xb = &xs[r][ib * 210..(ib + 1) * 210];
             d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 208));
             sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
@@ -592,12 +593,13 @@ unsafe fn offset_pairs<const R: usize, const C: usize, const BYTES: usize, const
         let v = _mm_cvtph_ps(_mm_setr_epi16(h0 as i16, h1 as i16, 0, 0, 0, 0, 0, 0));
         _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v))
     };
+    let pf = super::RowPrefetch::new(xs);
     let mut ib = 0;
     while ib + 2 <= nb {
         let mut dx = [_mm512_setzero_ps(); R];
         let mut qx = [_mm512_setzero_si512(); R];
+        pf.ahead(xs, ib * BYTES, 2 * BYTES);
         for r in 0..R {
-            super::prefetch_ahead(xs[r], ib * BYTES + super::prefetch_distance(), 2 * BYTES);
             let p = xs[r][ib * BYTES..].as_ptr();
             dx[r] = pair_scales(p, BYTES);
             qx[r] = dec(p);
