@@ -49,9 +49,11 @@ fn matmul_tiles_and_unaligned_views() {
         Type::F32,
         Type::F16,
         Type::Q4_0,
+        Type::Q5_1,
         Type::Q8_0,
         Type::Q4_K,
         Type::Q6_K,
+        Type::BF16,
     ] {
         let k = if ty.block_size() > 32 { 512 } else { 320 };
         cases.push(Case::new(
@@ -273,7 +275,12 @@ fn weights_larger_than_one_binding() {
     assert_eq!(dev.max_binding_size(), 32 * 1024);
     let mut cases = Vec::new();
     // 300 rows of 43 to 77 KiB in all: two to five parts of whole rows.
-    for (ty, k) in [(Type::F32, 64usize), (Type::Q4_0, 256), (Type::Q6_K, 256)] {
+    for (ty, k) in [
+        (Type::F32, 64usize),
+        (Type::Q4_0, 256),
+        (Type::Q4_1, 256),
+        (Type::Q6_K, 256),
+    ] {
         for cols in [1usize, 3, 70] {
             cases.push(Case::new(
                 format!("MUL_MAT {ty} [{k},300] x F32 [{k},{cols}] in parts"),

@@ -372,19 +372,38 @@ mod tests {
         }
     }
 
+    /// A registry with `opts` and validation on, when it has a device
+    /// (required with `REQUIRE_VULKAN=1`).
+    fn registry(opts: Options) -> Option<VulkanReg> {
+        let reg = VulkanReg::new(&Options {
+            validation: true,
+            ..opts
+        });
+        if reg.vulkan_devices().is_empty() {
+            let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+            assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
+            return None;
+        }
+        Some(reg)
+    }
+
+    fn assert_no_validation_errors() {
+        let errors = crate::take_validation_errors();
+        assert!(
+            errors.is_empty(),
+            "validation errors:\n{}",
+            errors.join("\n")
+        );
+    }
+
     /// The rounding pre-pass gives the CPU's values bit for bit, for every
     /// weight type's partner, on a strided b.
     #[test]
     fn rounding_matches_the_cpu() {
-        let reg = VulkanReg::new(&Options {
-            validation: true,
-            ..Options::from_env()
-        });
-        let Some(dev) = reg.vulkan_devices().first().cloned() else {
-            let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-            assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
+        let Some(reg) = registry(Options::from_env()) else {
             return;
         };
+        let dev = reg.vulkan_devices()[0].clone();
         let mut be = dev.new_backend().unwrap();
         let (k, n, pad) = (512usize, 6usize, 64usize);
         let x = data((k + pad) * n, 7);
@@ -454,11 +473,94 @@ mod tests {
                 );
             }
         }
-        let errors = crate::take_validation_errors();
-        assert!(
-            errors.is_empty(),
-            "validation errors:\n{}",
-            errors.join("\n")
-        );
+        assert_no_validation_errors();
+    }
+
+    /// Q4_1 products add the Q8_1 block-sum corrections at the right
+    /// blocks in both kernels, also when a is bound in parts: the result is
+    /// the dot product of the rounded values plus min x correction per
+    /// block (which moves it by far more than the summation order does).
+    #[test]
+    fn q8_1_block_sums_are_added() {
+        let Some(reg) = registry(Options {
+            max_binding_size: Some(32 * 1024),
+            ..Options::from_env()
+        }) else {
+            return;
+        };
+        let dev = reg.vulkan_devices()[0].clone();
+        let mut be = dev.new_backend().unwrap();
+        // 300 rows of 160 bytes: two parts of a.
+        let (k, rows) = (256usize, 300usize);
+        let row_bytes = k / 32 * 20;
+        // Values in [-1, 1] (the generator's extremes overflow f16 scales).
+        let unit = |n, seed| -> Vec<f32> { data(n, seed).iter().map(|v| v.sin()).collect() };
+        let wa = unit(k * rows, 3);
+        let mut a_bytes = vec![0u8; row_bytes * rows];
+        quants::quantize_row(Type::Q4_1, &wa, &mut a_bytes).unwrap();
+        let mut a_deq = vec![0f32; k * rows];
+        quants::dequantize_row(Type::Q4_1, &a_bytes, &mut a_deq).unwrap();
+        let mins: Vec<f32> = a_bytes
+            .chunks_exact(20)
+            .map(|b| f16::from_le_bytes([b[2], b[3]]).to_f32())
+            .collect();
+        for cols in [3usize, 70] {
+            let x = unit(k * cols, 11);
+            let rounded = q8_values(&x, true);
+            let (vals, corr) = rounded.split_at(k * cols);
+            let b_off = a_bytes.len().next_multiple_of(256);
+            let d_off = (b_off + 4 * x.len()).next_multiple_of(256);
+            let buf: Arc<dyn Buffer> = dev
+                .buffer_type()
+                .alloc_buffer(d_off + 4 * rows * cols)
+                .unwrap();
+            buf.set_tensor(0, &a_bytes).unwrap();
+            let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+            buf.set_tensor(b_off, &xb).unwrap();
+            let at = |offset| Placement {
+                buffer: buf.clone(),
+                offset,
+            };
+            let mut g = Graph::new();
+            let a = g.import(
+                TensorDesc::new("a", Type::Q4_1, &[k, rows]),
+                at(0),
+                Flags::WEIGHT,
+            );
+            let b = g.import(
+                TensorDesc::new("b", Type::F32, &[k, cols]),
+                at(b_off),
+                Flags::INPUT,
+            );
+            let d = g.mul_mat(a, b).unwrap();
+            g.node_mut(d).at = Some(at(d_off));
+            be.graph_compute(&g, &[d]).unwrap();
+            let mut got = vec![0u8; 4 * rows * cols];
+            buf.get_tensor(d_off, &mut got).unwrap();
+            let mut moved = 0f64;
+            for j in 0..cols {
+                for i in 0..rows {
+                    let mut plain = 0f64;
+                    let mut sums = 0f64;
+                    for blk in 0..k / 32 {
+                        for e in blk * 32..blk * 32 + 32 {
+                            plain += f64::from(a_deq[i * k + e]) * f64::from(vals[j * k + e]);
+                        }
+                        sums +=
+                            f64::from(mins[i * k / 32 + blk]) * f64::from(corr[j * k / 32 + blk]);
+                    }
+                    let want = plain + sums;
+                    moved = moved.max(sums.abs());
+                    let o = 4 * (j * rows + i);
+                    let g = f32::from_le_bytes([got[o], got[o + 1], got[o + 2], got[o + 3]]);
+                    assert!(
+                        (f64::from(g) - want).abs() <= 1e-4,
+                        "{cols} columns: d[{i}, {j}] = {g}, want {want} ({plain} without the sums)"
+                    );
+                }
+            }
+            assert!(moved > 5e-4, "the sums move the results by {moved} only");
+        }
+        assert_no_validation_errors();
     }
 }
