@@ -159,10 +159,11 @@ fn load_suites_on_a_small_model() {
     }
     let cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
     assert_eq!(
-        &cases[..8],
+        &cases[..9],
         [
             "sequential cold",
             "sequential warm",
+            "sequential warm, fresh memory",
             "GgufFile::open best",
             "GgufFile::open median",
             "CPU, mmap on, cold",
@@ -172,7 +173,7 @@ fn load_suites_on_a_small_model() {
         ]
     );
     // Vulkan rows only with a device (lavapipe with GGML_VK_ALLOW_CPU_DEVICES=1).
-    assert!(rows.len() == 8 || rows.len() == 12, "{cases:?}");
+    assert!(rows.len() == 9 || rows.len() == 13, "{cases:?}");
     for r in &rows {
         assert!(r.value > 0.0 && r.value.is_finite(), "{r:?}");
     }

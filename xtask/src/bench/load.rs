@@ -97,6 +97,27 @@ fn read_all(path: &Path, cold: bool) -> Result<(u64, Duration, bool)> {
     Ok((total, start.elapsed(), dropped))
 }
 
+/// Reads the whole (cached) file into one freshly allocated buffer of its
+/// size, 8 MiB at a time: what a load with mmap off does, page faults of
+/// the new memory included. Returns the time.
+fn read_into_fresh_memory(path: &Path) -> Result<Duration> {
+    let mut file = File::open(path).map_err(|e| Error::io(path, e))?;
+    let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+    let len = usize::try_from(len)
+        .map_err(|_| Error::Usage(format!("'{}' does not fit in memory", path.display())))?;
+    let start = Instant::now();
+    // Zeroed memory of this size comes straight from the OS: its pages are
+    // faulted in by the reads, as a loader's new host buffer's are.
+    let mut buf = vec![0u8; len];
+    for chunk in buf.chunks_mut(READ_BUF) {
+        file.read_exact(chunk).map_err(|e| Error::io(path, e))?;
+    }
+    black_box(&buf);
+    let t = start.elapsed();
+    drop(buf);
+    Ok(t)
+}
+
 fn gbs(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
 }
@@ -123,8 +144,10 @@ impl Suite for SequentialRead {
             format!("{name}, {mib} MiB, 8 MiB reads; page cache could not be dropped")
         };
         let mut warm = Duration::MAX;
+        let mut fresh = Duration::MAX;
         for _ in 0..WARM_READS {
             warm = warm.min(read_all(&path, false)?.1);
+            fresh = fresh.min(read_into_fresh_memory(&path)?);
         }
         Ok(vec![
             Row::new(
@@ -142,6 +165,16 @@ impl Suite for SequentialRead {
                 gbs(bytes, warm),
                 "GB/s",
                 format!("{name}, {mib} MiB from the page cache, best of {WARM_READS}"),
+            ),
+            Row::new(
+                self.name(),
+                "sequential warm, fresh memory",
+                Some(1),
+                gbs(bytes, fresh),
+                "GB/s",
+                format!(
+                    "into one new {mib} MiB buffer (its page faults included), best of {WARM_READS}"
+                ),
             ),
         ])
     }
@@ -203,6 +236,10 @@ fn drop_path_from_page_cache(path: &Path) -> Result<bool> {
 struct LoadTimes {
     /// The cold load, and whether the page cache could be dropped before it.
     cold: (Duration, bool),
+    /// A cold sequential read of the file just before the cold load: the
+    /// disk's speed of the moment, which on a shared machine varies from one
+    /// minute to the next.
+    cold_read: Duration,
     /// The warm loads, fastest first.
     warm: Vec<Duration>,
     /// What the loader did (of the last load).
@@ -223,11 +260,12 @@ impl LoadTimes {
     }
 }
 
-/// Loads the model once after dropping the file from the page cache, then
-/// `n` times warm. Each model is dropped before the next load starts and
-/// outside the timed part.
+/// Reads the file cold, then loads the model once after dropping the file
+/// from the page cache again, then `n` times warm. Each model is dropped
+/// before the next load starts and outside the timed part.
 fn time_loads(path: &Path, params: &ModelParams, n: usize) -> Result<LoadTimes> {
     llama::log::set_level(llama::log::Level::Warn);
+    let cold_read = read_all(path, true)?.1;
     let dropped = drop_path_from_page_cache(path)?;
     let start = Instant::now();
     let model = Model::load(path, params)?;
@@ -252,6 +290,7 @@ fn time_loads(path: &Path, params: &ModelParams, n: usize) -> Result<LoadTimes> 
     };
     Ok(LoadTimes {
         cold,
+        cold_read,
         warm,
         stats: model.stats.clone(),
         devices,
@@ -283,17 +322,22 @@ fn load_rows(
 ) -> Vec<Row> {
     let secs = |d: Duration| d.as_secs_f64();
     let open_ms = prior_value(prior, "gguf", "GgufFile::open median");
-    let context = |bound: Option<f64>| -> String {
+    let context = |bound: Option<f64>, which: &str| -> String {
         match (bounded, bound, open_ms) {
-            (true, Some(b), _) => {
-                format!("{:.3} s at the read's {b:.2} GB/s", bytes as f64 / 1e9 / b)
-            }
+            (true, Some(b), _) => format!(
+                "{:.3} s at the {which}sequential read's {b:.2} GB/s",
+                bytes as f64 / 1e9 / b
+            ),
             (false, _, Some(ms)) => format!("GgufFile::open alone {ms:.1} ms"),
             _ => String::new(),
         }
     };
-    let cold_bound = prior_value(prior, "read", "sequential cold");
+    let cold_bound = Some(gbs(bytes, t.cold_read));
     let warm_bound = prior_value(prior, "read", "sequential warm");
+    let fresh = match prior_value(prior, "read", "sequential warm, fresh memory") {
+        Some(f) if bounded => format!(" ({:.3} s into fresh memory)", bytes as f64 / 1e9 / f),
+        _ => String::new(),
+    };
     let cache = if t.cold.1 {
         "after posix_fadvise(DONTNEED)"
     } else {
@@ -310,7 +354,7 @@ fn load_rows(
             format!(
                 "{:.3} s, {cache}; {}; {extra}",
                 secs(t.cold.0),
-                context(cold_bound)
+                context(cold_bound, "preceding cold ")
             ),
         )
         .with_bound(if bounded { cold_bound } else { None }),
@@ -321,10 +365,10 @@ fn load_rows(
             gbs(bytes, t.best()),
             "GB/s",
             format!(
-                "{:.3} s best of {n} (median {:.3} s); {}; {extra}",
+                "{:.3} s best of {n} (median {:.3} s); {}{fresh}; {extra}",
                 secs(t.best()),
                 secs(t.median()),
-                context(warm_bound)
+                context(warm_bound, "")
             ),
         )
         .with_bound(if bounded { warm_bound } else { None }),
