@@ -293,5 +293,21 @@ fn weights_larger_than_one_binding() {
             ));
         }
     }
+    // b of 75 KiB: parts of its columns, rounded one part at a time.
+    for ty in [Type::Q4_1, Type::Q4_K] {
+        let k = ty.block_size().max(64);
+        cases.push(Case::new(
+            format!(
+                "MUL_MAT {ty} [{k},20] x F32 [{k},{}] in parts of b",
+                19200 / k
+            ),
+            mul_mat_check(ty),
+            move |c| {
+                let a = c.rand("a", ty, &[k, 20]);
+                let b = c.rand("b", Type::F32, &[k, 19200 / k]);
+                c.g.mul_mat(a, b)
+            },
+        ));
+    }
     run(dev, &cases);
 }

@@ -81,6 +81,16 @@ fn rounding(a: Type) -> Option<(&'static str, usize)> {
     }
 }
 
+/// Bytes of `n` values of b rounded with `variant` in the scratch: f32
+/// values, and one f32 block-sum correction per 32 values for Q8_1.
+fn rounded_bytes(variant: &str, n: usize) -> usize {
+    if variant == "q8_1" {
+        4 * n + 4 * (n / 32)
+    } else {
+        4 * n
+    }
+}
+
 /// Workgroup size of the rounding pre-pass: blocks, or single values.
 fn rounding_wg(block: usize) -> u64 {
     if block > 1 {
@@ -104,7 +114,12 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> Res
     let s = be.shared().clone();
     let rows = per_part(&s, a, a.ne[1]);
     // d's column span covers `rows` rows of d per column.
-    let cols = per_part(&s, b, b.ne[1]).min(per_part(&s, d, d.ne[1]));
+    let mut cols = per_part(&s, b, b.ne[1]).min(per_part(&s, d, d.ne[1]));
+    if let Some((variant, _)) = rounding(a.ty).filter(|_| b.ty == Type::F32 && splittable(&s, b)) {
+        // The rounded columns (and Q8_1's block sums) fit one binding too.
+        let per_col = rounded_bytes(variant, b.ne[0]);
+        cols = cols.min((s.limits.max_storage_range / per_col).max(1));
+    }
     let mut c0 = 0;
     while c0 < b.ne[1] {
         let nc = cols.min(b.ne[1] - c0);
@@ -156,7 +171,14 @@ fn bind_b(
     let dense = TensorDesc::new(format!("{} (rounded)", b.name), Type::F32, &part.ne);
     let items = (dense.n_elements() / block) as u64;
     let sums = if variant == "q8_1" { items as usize } else { 0 };
-    let dst = be.scratch(dense.nbytes() + 4 * sums)?;
+    let bytes = rounded_bytes(variant, dense.n_elements());
+    if bytes > be.shared().limits.max_storage_range {
+        return Err(Error::Other(format!(
+            "{}: {bytes} bytes of rounded activations exceed one binding",
+            b.name
+        )));
+    }
+    let dst = be.scratch(bytes)?;
     let mut pc = Pc4d::new(items)?
         .tensor(0, &bound, &part)
         .tensor(2, &dst, &dense);
