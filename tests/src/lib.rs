@@ -197,6 +197,34 @@ macro_rules! logits_fixtures {
     };
 }
 
+/// Like [`logits_fixtures!`], for the fixture models whose perplexity over
+/// `texts/story.txt` llama.cpp recorded: `test_name: "expected json name",
+/// "model file";`.
+#[macro_export]
+macro_rules! ppl_fixtures {
+    ($tests:ident) => {
+        $tests! {
+            ppl_stories260k: "stories260K", "stories260K.gguf";
+            ppl_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf";
+            ppl_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf";
+            ppl_tiny_f32: "tiny-f32", "tiny-f32.gguf";
+            ppl_tiny_f16: "tiny-f16", "tiny-f16.gguf";
+            ppl_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf";
+            ppl_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf";
+            ppl_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf";
+            ppl_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf";
+            ppl_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf";
+            ppl_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf";
+            ppl_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf";
+            ppl_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf";
+            ppl_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf";
+            ppl_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf";
+            ppl_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf";
+            ppl_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf";
+        }
+    };
+}
+
 // ------------------------------------------------------------ decoding
 
 /// Greedy generation: decodes `prompt` as one batch, then `n` tokens one per
