@@ -348,16 +348,25 @@ pub fn run_case(case: &Case) -> Result<CaseResult> {
 
 /// Registers the Vulkan backend; an error saying why when it has no device.
 pub fn vulkan_available() -> Result<()> {
+    match vulkan_missing() {
+        Some(why) => Err(Error::Unavailable(format!("--vulkan: {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// Registers the Vulkan backend; why there is no device, or `None` when
+/// there is one.
+pub fn vulkan_missing() -> Option<String> {
     ggml_vulkan::register();
     let reg = ggml_vulkan::backend();
-    if reg.vulkan_devices().is_empty() {
-        let why = reg.unavailable_reason().unwrap_or("no device");
-        return Err(Error::Unavailable(format!(
-            "--vulkan: no Vulkan device ({why}); GGML_VK_ALLOW_CPU_DEVICES=1 \
-             exposes software devices such as lavapipe"
-        )));
+    if !reg.vulkan_devices().is_empty() {
+        return None;
     }
-    Ok(())
+    let why = reg.unavailable_reason().unwrap_or("no device");
+    Some(format!(
+        "no Vulkan device ({why}); GGML_VK_ALLOW_CPU_DEVICES=1 \
+         exposes software devices such as lavapipe"
+    ))
 }
 
 /// Runs one test in a child process `exe` and reads its result.
