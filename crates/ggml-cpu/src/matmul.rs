@@ -103,6 +103,7 @@ pub(crate) fn mul_mat_with(
     let n_batch = b.ne[2] * b.ne[3];
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
     let x_row = a.row_bytes();
+    let back_to_back = a.nb[1] == x_row;
     let threads = rayon::current_num_threads().max(1);
 
     let cols_per_tile = if ne11 <= MAX_COLS { ne11 } else { TILE_COLS };
@@ -151,9 +152,16 @@ pub(crate) fn mul_mat_with(
                         std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row)
                     };
                 }
-                // The kernels prefetch ahead inside their rows; the first
-                // bytes of the next group of rows are asked for here.
-                for i in r0 + nr..(r0 + 2 * nr).min(rows.end) {
+                // A full group of back-to-back rows has the kernel ask for
+                // the rows after it (see `simd::RowPrefetch`); otherwise
+                // the kernels prefetch ahead inside their rows, and the
+                // first bytes of the next group of rows are asked for here.
+                let next_rows = if nr == MAX_ROWS && back_to_back {
+                    0..0
+                } else {
+                    r0 + nr..(r0 + 2 * nr).min(rows.end)
+                };
+                for i in next_rows {
                     let xo = i * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
                     // SAFETY: weight row (i, a2, a3) lies inside src0.
                     let next = unsafe {
