@@ -228,26 +228,7 @@ macro_rules! logits_tests {
     )*};
 }
 
-logits_tests! {
-    logits_stories260k: "stories260K", "stories260K.gguf";
-    logits_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf";
-    logits_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf";
-    logits_tiny_f32: "tiny-f32", "tiny-f32.gguf";
-    logits_tiny_f16: "tiny-f16", "tiny-f16.gguf";
-    logits_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf";
-    logits_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf";
-    logits_tiny_q8_0_split: "tiny-q8_0-split", "tiny-q8_0-split-00001-of-00003.gguf";
-    logits_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf";
-    logits_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf";
-    logits_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf";
-    logits_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf";
-    logits_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf";
-    logits_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf";
-    logits_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf";
-    logits_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf";
-    logits_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf";
-    logits_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf";
-}
+tests::logits_fixtures!(logits_tests);
 
 /// With an F32 KV cache the F32 models compute in F32 throughout on both
 /// sides, so the GPU must give llama.cpp's F32-KV logits up to summation
@@ -302,10 +283,7 @@ fn check_cpu_twin(file: &str) {
     let toks = ids(&exp["logits"]["tokens"]);
     let path = fx.join("models").join(file);
     let want = {
-        let p = ModelParams {
-            devices: Some(Vec::new()),
-            ..ModelParams::default()
-        };
+        let p = tests::cpu_params();
         let m = Model::load(&path, &p).expect("load on the CPU");
         let mut ctx = Context::new(&m, ctx_params(512, 512)).expect("context");
         teacher_forced_logits(&mut ctx, &toks)
@@ -447,10 +425,7 @@ fn unsupported_weight_type_falls_back_to_the_cpu() {
         ctx.n_splits() > 2,
         "the CPU runs the MXFP4 products between GPU splits"
     );
-    let cpu_only = ModelParams {
-        devices: Some(Vec::new()),
-        ..ModelParams::default()
-    };
+    let cpu_only = tests::cpu_params();
     let cpu_model = Model::load(&path, &cpu_only).expect("load");
     let mut cpu_ctx = Context::new(&cpu_model, kv_f32).expect("context");
     let want = teacher_forced_logits(&mut cpu_ctx, &toks);
@@ -541,30 +516,21 @@ fn check_perplexity(name: &str, file: &str, rel_tol: f64) {
 }
 
 macro_rules! ppl_tests {
-    ($($test:ident: $name:expr, $file:expr, $tol:expr;)*) => {$(
+    ($($test:ident: $name:expr, $file:expr;)*) => {$(
         #[test]
         fn $test() {
-            check_perplexity($name, $file, $tol);
+            check_perplexity($name, $file, ppl_tolerance($name));
         }
     )*};
 }
 
-ppl_tests! {
-    ppl_stories260k: "stories260K", "stories260K.gguf", 1e-3;
-    ppl_stories260k_f16: "stories260K-f16", "stories260K-f16.gguf", 1e-3;
-    ppl_stories260k_q4_k_m: "stories260K-q4_k_m", "stories260K-q4_k_m.gguf", 1e-2;
-    ppl_tiny_f32: "tiny-f32", "tiny-f32.gguf", 1e-3;
-    ppl_tiny_f16: "tiny-f16", "tiny-f16.gguf", 1e-3;
-    ppl_tiny_bf16: "tiny-bf16", "tiny-bf16.gguf", 1e-3;
-    ppl_tiny_q8_0: "tiny-q8_0", "tiny-q8_0.gguf", 1e-2;
-    ppl_tiny_q6_k: "tiny-q6_k", "tiny-q6_k.gguf", 1e-2;
-    ppl_tiny_q5_k_m: "tiny-q5_k_m", "tiny-q5_k_m.gguf", 1e-2;
-    ppl_tiny_q5_1: "tiny-q5_1", "tiny-q5_1.gguf", 1e-2;
-    ppl_tiny_q5_0: "tiny-q5_0", "tiny-q5_0.gguf", 1e-2;
-    ppl_tiny_q4_k_m: "tiny-q4_k_m", "tiny-q4_k_m.gguf", 1e-2;
-    ppl_tiny_q4_1: "tiny-q4_1", "tiny-q4_1.gguf", 1e-2;
-    ppl_tiny_q4_0: "tiny-q4_0", "tiny-q4_0.gguf", 1e-2;
-    ppl_tiny_iq4_nl: "tiny-iq4_nl", "tiny-iq4_nl.gguf", 1e-2;
-    ppl_tiny_q3_k_m: "tiny-q3_k_m", "tiny-q3_k_m.gguf", 1e-2;
-    ppl_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf", 1e-2;
+/// Relative tolerance of the running perplexity: 0.1% for the float types,
+/// 1% for the quantized ones (Q8_0 included, see above).
+fn ppl_tolerance(name: &str) -> f64 {
+    match name {
+        "stories260K" | "stories260K-f16" | "tiny-f32" | "tiny-f16" | "tiny-bf16" => 1e-3,
+        _ => 1e-2,
+    }
 }
+
+tests::ppl_fixtures!(ppl_tests);
