@@ -20,6 +20,14 @@ use crate::features::{self, Isa};
 mod avx2;
 #[cfg(target_arch = "x86_64")]
 mod avx512;
+#[cfg(target_arch = "x86_64")]
+mod gemm_f16;
+#[cfg(target_arch = "x86_64")]
+mod gemm_k;
+#[cfg(target_arch = "x86_64")]
+mod gemm_q;
+#[cfg(test)]
+mod gemm_tests;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 pub(crate) mod scalar;
@@ -43,6 +51,36 @@ pub(crate) fn vec_dot_type(ty: Type) -> Option<Type> {
     ggml_core::quants::vec_dot_type(ty)
 }
 
+/// Weight rows of one packed panel of a [`Gemm`] (one per 512-bit lane).
+pub(crate) const PANEL_ROWS: usize = 16;
+/// Most activation columns one [`Gemm::run`] call takes.
+pub(crate) const GEMM_COLS: usize = 8;
+
+/// A matrix x matrix kernel for many activation columns. The weights are
+/// first packed, [`PANEL_ROWS`] rows at a time, into a panel whose layout
+/// puts the same few weights of every row side by side, so that one vector
+/// register holds them for all rows (one row per lane) and each activation
+/// value is broadcast to all lanes. A lane then accumulates exactly one
+/// (row, column) pair in a fixed order, so a result does not depend on how
+/// many columns a call takes nor on where the row's panel starts.
+/// Activation columns are also prepared once (the partner type's row
+/// rearranged with whatever per-block sums the kernel needs).
+pub(crate) struct Gemm {
+    /// Bytes of one panel of `n`-element rows.
+    pub panel_bytes: fn(n: usize) -> usize,
+    /// Packs 1 to [`PANEL_ROWS`] weight rows of `n` elements into `out`
+    /// (`panel_bytes(n)` bytes); missing rows are packed as zero weights.
+    pub pack: fn(n: usize, rows: &[&[u8]], out: &mut [u8]),
+    /// Bytes of one prepared activation column of `n` elements.
+    pub act_bytes: fn(n: usize) -> usize,
+    /// Prepares one activation row, given in the weight type's partner
+    /// ([`vec_dot_type`]), into `out` (`act_bytes(n)` bytes).
+    pub prep: fn(n: usize, y: &[u8], out: &mut [u8]),
+    /// `out[c * PANEL_ROWS + r] = dot(row r of panel, column c)` for the 1
+    /// to [`GEMM_COLS`] prepared columns `cols`.
+    pub run: fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]),
+}
+
 /// A set of kernels for one instruction-set level.
 pub(crate) struct Kernels {
     /// The level.
@@ -58,6 +96,7 @@ pub(crate) struct Kernels {
     /// `out[i] = silu(g[i]) * u[i]`.
     pub swiglu: fn(&[f32], &[f32], &mut [f32]),
     table: Vec<Option<DotFn>>,
+    gemms: Vec<Option<&'static Gemm>>,
 }
 
 impl std::fmt::Debug for Kernels {
@@ -76,6 +115,15 @@ impl Kernels {
         self.table[ty.id() as usize] = Some(f);
     }
 
+    /// The matrix x matrix kernel for weights of type `ty`, if any.
+    pub fn gemm(&self, ty: Type) -> Option<&'static Gemm> {
+        self.gemms.get(ty.id() as usize).copied().flatten()
+    }
+
+    fn set_gemm(&mut self, ty: Type, g: &'static Gemm) {
+        self.gemms[ty.id() as usize] = Some(g);
+    }
+
     fn scalar() -> Kernels {
         let mut k = Kernels {
             isa: Isa::Scalar,
@@ -85,6 +133,7 @@ impl Kernels {
             silu: scalar::silu,
             swiglu: scalar::swiglu,
             table: vec![None; ggml_core::Type::all().len().max(64)],
+            gemms: vec![None; ggml_core::Type::all().len().max(64)],
         };
         for &ty in Type::all() {
             if let Some(f) = scalar::row_kernel(ty) {
@@ -105,6 +154,9 @@ impl Kernels {
             Isa::Avx512 => {
                 avx2::install(&mut k);
                 avx512::install(&mut k);
+                gemm_q::install(&mut k);
+                gemm_k::install(&mut k);
+                gemm_f16::install(&mut k);
             }
             #[cfg(target_arch = "aarch64")]
             Isa::Neon => neon::install(&mut k),

@@ -9,7 +9,7 @@ use crate::convert;
 use crate::features::{available_isas, Isa};
 
 /// Weight types with kernels of their own.
-const TYPES: &[Type] = &[
+pub(super) const TYPES: &[Type] = &[
     Type::F32,
     Type::F16,
     Type::BF16,
@@ -27,20 +27,20 @@ const TYPES: &[Type] = &[
     Type::IQ4_XS,
 ];
 
-struct Rng(u64);
+pub(super) struct Rng(pub u64);
 impl Rng {
-    fn f(&mut self) -> f32 {
+    pub fn f(&mut self) -> f32 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
     }
-    fn vec(&mut self, n: usize) -> Vec<f32> {
+    pub fn vec(&mut self, n: usize) -> Vec<f32> {
         (0..n).map(|_| self.f()).collect()
     }
 }
 
-fn quantize(ty: Type, v: &[f32]) -> Vec<u8> {
+pub(super) fn quantize(ty: Type, v: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; quants::row_size(ty, v.len()).unwrap()];
     convert::from_f32(ty, v, &mut out).unwrap();
     out
@@ -48,7 +48,7 @@ fn quantize(ty: Type, v: &[f32]) -> Vec<u8> {
 
 /// Sets every block scale of a row to 1 (and mins to 1), so that the f32
 /// accumulation of integer block sums is exact.
-fn unit_scales(ty: Type, row: &mut [u8]) {
+pub(super) fn unit_scales(ty: Type, row: &mut [u8]) {
     const ONE: [u8; 2] = [0x00, 0x3c];
     let bs = ty.type_size();
     for b in row.chunks_exact_mut(bs) {
@@ -93,7 +93,7 @@ fn setup(ty: Type, n: usize, seed: u64, unit: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8
     (xs, ys)
 }
 
-fn lengths(ty: Type) -> Vec<usize> {
+pub(super) fn lengths(ty: Type) -> Vec<usize> {
     let bs = ty.block_size().max(32);
     if ty.block_size() == 1 {
         vec![1, 7, 8, 15, 16, 17, 33, 64, 100, 333]
