@@ -20,6 +20,8 @@ const SERIAL_WORK: usize = 16 * 1024;
 pub(crate) struct Workspace {
     /// Activation rows converted to a weight type's partner.
     pub act: Vec<u8>,
+    /// Activation columns prepared for a panel kernel.
+    pub prep: Vec<u8>,
 }
 
 /// Per-task scratch rows.

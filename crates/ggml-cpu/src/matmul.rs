@@ -17,7 +17,7 @@ use rayon::prelude::*;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::convert;
-use crate::simd::{self, scalar, Kernels, MAX_COLS, MAX_ROWS};
+use crate::simd::{self, scalar, Gemm, Kernels, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
 use crate::tensor::{AlignedBytes, View};
 
 /// Bytes of weight rows a tile should keep in cache (a share of L2).
@@ -26,6 +26,10 @@ const TILE_WEIGHT_BYTES: usize = 192 * 1024;
 const TILE_COLS: usize = 16;
 /// Tiles per thread the split aims for, for load balance.
 const TILES_PER_THREAD: usize = 8;
+/// Activation columns from which weight rows are packed into panels for a
+/// [`Gemm`] kernel: packing costs about one pass over the weights, which
+/// many columns repay.
+const GEMM_MIN_COLS: usize = 16;
 
 /// True when MUL_MAT takes weights of type `t`.
 pub(crate) fn supports_type(t: Type) -> bool {
@@ -100,6 +104,17 @@ pub(crate) fn mul_mat_with(
     };
 
     let (ne01, ne11) = (a.ne[1], b.ne[1]);
+    if ne11 >= GEMM_MIN_COLS {
+        if let Some(g) = kern.gemm(a.ty) {
+            let ys = ColumnSource {
+                b,
+                direct,
+                act,
+                y_row,
+            };
+            return mul_mat_panels(a, &ys, d, g, &mut ws.prep);
+        }
+    }
     let n_batch = b.ne[2] * b.ne[3];
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
     let x_row = a.row_bytes();
@@ -190,6 +205,140 @@ pub(crate) fn mul_mat_with(
         (0..n_tiles).for_each(tile);
     } else {
         (0..n_tiles).into_par_iter().for_each(tile);
+    }
+    Ok(())
+}
+
+/// Where activation column `col` of batch `(i2, i3)` is, in the weight
+/// type's partner: src1 itself or the converted rows.
+struct ColumnSource<'a> {
+    b: &'a View,
+    direct: bool,
+    act: &'a [u8],
+    y_row: usize,
+}
+
+impl ColumnSource<'_> {
+    fn row(&self, col: usize, i2: usize, i3: usize) -> &[u8] {
+        if self.direct {
+            // SAFETY: src1 is validated and holds this row of `y_row` bytes,
+            // which nobody writes while MUL_MAT runs.
+            unsafe { std::slice::from_raw_parts(self.b.row_ptr([col, i2, i3]), self.y_row) }
+        } else {
+            let r = (i3 * self.b.ne[2] + i2) * self.b.ne[1] + col;
+            &self.act[r * self.y_row..(r + 1) * self.y_row]
+        }
+    }
+}
+
+/// MUL_MAT through a panel kernel: every activation column is prepared
+/// once; then each tile of weight rows is packed into panels of
+/// [`PANEL_ROWS`] rows that stay in cache while all columns go by,
+/// [`GEMM_COLS`] at a time.
+fn mul_mat_panels(
+    a: &View,
+    ys: &ColumnSource<'_>,
+    d: &View,
+    g: &Gemm,
+    prep: &mut Vec<u8>,
+) -> Result<()> {
+    let b = ys.b;
+    let k = a.ne[0];
+    let (ne01, ne11) = (a.ne[1], b.ne[1]);
+    let n_batch = b.ne[2] * b.ne[3];
+    let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
+    let threads = rayon::current_num_threads().max(1);
+
+    // Prepared columns, in flat row order of src1.
+    let ab = (g.act_bytes)(k);
+    let n_y = b.n_rows();
+    if prep.len() < ab * n_y {
+        prep.resize(ab * n_y, 0);
+    }
+    let prep = &mut prep[..ab * n_y];
+    let prep_col = |r: usize, o: &mut [u8]| {
+        let [col, i2, i3] = b.row_index(r);
+        (g.prep)(k, ys.row(col, i2, i3), o);
+    };
+    if threads == 1 || n_y * k < 64 * 1024 {
+        prep.chunks_exact_mut(ab)
+            .enumerate()
+            .for_each(|(r, o)| prep_col(r, o));
+    } else {
+        prep.par_chunks_exact_mut(ab)
+            .enumerate()
+            .for_each(|(r, o)| prep_col(r, o));
+    }
+    let prep: &[u8] = prep;
+
+    // Tiles of whole panels, as many per thread as load balance wants and
+    // no larger than a share of L2 once packed.
+    let pb = (g.panel_bytes)(k);
+    let panels = ne01.div_ceil(PANEL_ROWS);
+    let panels_cache = (TILE_WEIGHT_BYTES / pb.max(1)).max(1);
+    let per_batch = (threads * TILES_PER_THREAD).div_ceil(n_batch).max(1);
+    let panels_per_tile = panels_cache.min(panels.div_ceil(per_batch)).max(1);
+    let row_tiles = panels.div_ceil(panels_per_tile);
+    let n_tiles = n_batch * row_tiles;
+
+    let dptr = d.ptr;
+    let aptr = a.ptr;
+    let x_row = a.row_bytes();
+    let tile = |buf: &mut Vec<u8>, t: usize| {
+        let rt = t % row_tiles;
+        let bt = t / row_tiles;
+        let (i2, i3) = (bt % b.ne[2], bt / b.ne[2]);
+        let (a2, a3) = (i2 / r2, i3 / r3);
+        let p0 = rt * panels_per_tile;
+        let np = panels_per_tile.min(panels - p0);
+        if buf.len() < np * pb {
+            buf.resize(np * pb, 0);
+        }
+        for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
+            let r0 = (p0 + p) * PANEL_ROWS;
+            let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
+            let nr = PANEL_ROWS.min(ne01 - r0);
+            for (i, x) in rows.iter_mut().enumerate().take(nr) {
+                let xo = (r0 + i) * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
+                // SAFETY: weight row (r0 + i, a2, a3) lies inside src0
+                // (validated, dense rows) and is not written meanwhile.
+                *x = unsafe { std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row) };
+            }
+            (g.pack)(k, &rows[..nr], dst);
+        }
+        let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
+        let col_base = (i3 * b.ne[2] + i2) * ne11;
+        let mut c0 = 0;
+        while c0 < ne11 {
+            let nc = (ne11 - c0).min(GEMM_COLS);
+            let mut cols: [&[u8]; GEMM_COLS] = [&[]; GEMM_COLS];
+            for (j, c) in cols.iter_mut().enumerate().take(nc) {
+                let r = col_base + c0 + j;
+                *c = &prep[r * ab..(r + 1) * ab];
+            }
+            for (p, panel) in buf.chunks_exact(pb).take(np).enumerate() {
+                let r0 = (p0 + p) * PANEL_ROWS;
+                let nr = PANEL_ROWS.min(ne01 - r0);
+                (g.run)(k, panel, &cols[..nc], &mut out[..nc * PANEL_ROWS]);
+                for j in 0..nc {
+                    for i in 0..nr {
+                        let o =
+                            (r0 + i) * d.nb[0] + (c0 + j) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+                        // SAFETY: element (r0 + i, c0 + j, i2, i3) of the F32
+                        // result is in bounds, aligned, and written by this
+                        // tile only.
+                        unsafe { (dptr.get().add(o) as *mut f32).write(out[j * PANEL_ROWS + i]) };
+                    }
+                }
+            }
+            c0 += nc;
+        }
+    };
+    if threads == 1 || n_tiles == 1 {
+        let mut buf = Vec::new();
+        (0..n_tiles).for_each(|t| tile(&mut buf, t));
+    } else {
+        (0..n_tiles).into_par_iter().for_each_init(Vec::new, tile);
     }
     Ok(())
 }

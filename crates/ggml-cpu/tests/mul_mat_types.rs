@@ -73,47 +73,77 @@ fn types() -> Vec<Type> {
         .collect()
 }
 
-#[test]
-fn mul_mat_equals_dequantized_matmul_for_every_type() {
-    let mut rng = Rng(0x1234_5678);
-    let (k, m) = (512, 9);
-    let mut backend = ggml_cpu::CpuBackend::new(2).unwrap();
-    let mut checked = Vec::new();
-    for ty in types() {
-        for n in [1usize, 6] {
-            let mut g = Graph::new();
-            let w = g.new_tensor("w", ty, &[k, m]);
-            let x = g.input("x", Type::F32, &[k, n]);
-            let y = g.mul_mat(w, x).unwrap();
-            let bufs = place(&mut g, &[w, x, y]);
-            let rows: Vec<Vec<u8>> = (0..m).map(|_| weight_row(ty, k, &mut rng)).collect();
-            bufs[0].set_tensor(0, &rows.concat()).unwrap();
-            let xs: Vec<f32> = (0..k * n).map(|_| rng.f()).collect();
-            let xb: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
-            bufs[1].set_tensor(0, &xb).unwrap();
-            backend.graph_compute(&g, &[y]).unwrap();
-            let mut out = vec![0u8; 4 * m * n];
-            bufs[2].get_tensor(0, &mut out).unwrap();
-            let got: Vec<f32> = out
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
-            let (mut num, mut den) = (0f64, 0f64);
-            for (i, row) in rows.iter().enumerate() {
-                let mut wf = vec![0f32; k];
-                quants::dequantize_row(ty, row, &mut wf).unwrap();
-                for j in 0..n {
-                    let want: f64 = wf
+/// MUL_MAT of random `ty` weights [k, m, wb2, wb3] by random f32
+/// activations [k, n, xb2, xb3] (src0 broadcast over the batch dims)
+/// against the f64 product of the dequantized weights; returns the NMSE.
+fn mul_mat_nmse(
+    backend: &mut ggml_cpu::CpuBackend,
+    rng: &mut Rng,
+    ty: Type,
+    (k, m, n): (usize, usize, usize),
+    wb: [usize; 2],
+    xb: [usize; 2],
+) -> f64 {
+    let mut g = Graph::new();
+    let w = g.new_tensor("w", ty, &[k, m, wb[0], wb[1]]);
+    let x = g.input("x", Type::F32, &[k, n, xb[0], xb[1]]);
+    let y = g.mul_mat(w, x).unwrap();
+    let bufs = place(&mut g, &[w, x, y]);
+    let n_w = m * wb[0] * wb[1];
+    let rows: Vec<Vec<u8>> = (0..n_w).map(|_| weight_row(ty, k, rng)).collect();
+    bufs[0].set_tensor(0, &rows.concat()).unwrap();
+    let n_x = n * xb[0] * xb[1];
+    let xs: Vec<f32> = (0..k * n_x).map(|_| rng.f()).collect();
+    let xbytes: Vec<u8> = xs.iter().flat_map(|v| v.to_le_bytes()).collect();
+    bufs[1].set_tensor(0, &xbytes).unwrap();
+    backend.graph_compute(&g, &[y]).unwrap();
+    let mut out = vec![0u8; 4 * m * n_x];
+    bufs[2].get_tensor(0, &mut out).unwrap();
+    let got: Vec<f32> = out
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let wf: Vec<Vec<f32>> = rows
+        .iter()
+        .map(|row| {
+            let mut v = vec![0f32; k];
+            quants::dequantize_row(ty, row, &mut v).unwrap();
+            v
+        })
+        .collect();
+    let (mut num, mut den) = (0f64, 0f64);
+    for i3 in 0..xb[1] {
+        for i2 in 0..xb[0] {
+            let (a2, a3) = (i2 / (xb[0] / wb[0]), i3 / (xb[1] / wb[1]));
+            for j in 0..n {
+                let xr = ((i3 * xb[0] + i2) * n + j) * k;
+                for i in 0..m {
+                    let want: f64 = wf[(a3 * wb[0] + a2) * m + i]
                         .iter()
-                        .zip(&xs[j * k..(j + 1) * k])
+                        .zip(&xs[xr..xr + k])
                         .map(|(&a, &b)| f64::from(a) * f64::from(b))
                         .sum();
-                    let d = f64::from(got[j * m + i]) - want;
+                    let d = f64::from(got[((i3 * xb[0] + i2) * n + j) * m + i]) - want;
                     num += d * d;
                     den += want * want;
                 }
             }
-            let nmse = num / den;
+        }
+    }
+    num / den
+}
+
+#[test]
+fn mul_mat_equals_dequantized_matmul_for_every_type() {
+    let mut rng = Rng(0x1234_5678);
+    let mut backend = ggml_cpu::CpuBackend::new(2).unwrap();
+    let mut checked = Vec::new();
+    for ty in types() {
+        // Matrix x vector, a few columns, and enough columns for the panel
+        // kernels (with a partial panel of rows and a partial group of
+        // columns).
+        for (k, m, n) in [(512, 9, 1), (512, 9, 6), (256, 37, 21)] {
+            let nmse = mul_mat_nmse(&mut backend, &mut rng, ty, (k, m, n), [1, 1], [1, 1]);
             assert!(
                 nmse < 5e-4,
                 "MUL_MAT {ty} [{k},{m}] x [{k},{n}]: nmse {nmse:e}"
@@ -132,6 +162,28 @@ fn mul_mat_equals_dequantized_matmul_for_every_type() {
         Type::TQ2_0,
     ] {
         assert!(checked.iter().any(|&(c, _)| c == t), "{t} was not checked");
+    }
+}
+
+#[test]
+fn mul_mat_broadcasts_weights_over_batches() {
+    let mut rng = Rng(0x0bad_cafe);
+    let mut backend = ggml_cpu::CpuBackend::new(2).unwrap();
+    for ty in [
+        Type::F32,
+        Type::F16,
+        Type::Q8_0,
+        Type::Q4_0,
+        Type::Q4_K,
+        Type::Q6_K,
+    ] {
+        for n in [3, 20] {
+            let nmse = mul_mat_nmse(&mut backend, &mut rng, ty, (256, 18, n), [2, 1], [4, 2]);
+            assert!(
+                nmse < 5e-4,
+                "MUL_MAT {ty} [256,18,2,1] x [256,{n},4,2]: nmse {nmse:e}"
+            );
+        }
     }
 }
 

@@ -1,8 +1,240 @@
-//! Panel matrix x matrix kernels ([`super::Gemm`]) for legacy quant weights (Q4_0, Q8_0).
+//! Panel matrix x matrix kernels ([`super::Gemm`]) for Q4_0 and Q8_0
+//! weights, with AVX-512 VNNI.
+//!
+//! Panel layout, per 32-weight block: the 16 rows' scales as f32, then the
+//! quants in groups of 4 weights, 16 rows x 4 bytes = 64 bytes per group
+//! (one register, one row per lane), as unsigned bytes since VPDPBUSD takes
+//! its unsigned operand from a register. Q4_0 keeps its nibble bytes (the
+//! byte at `i` holds weights `i` and `i + 16` of the block), so that one
+//! load gives two groups; Q8_0 stores `q + 128`. The offset (8 or 128)
+//! times the activation block's sum is taken off through the prepared
+//! column, which holds per block the scale as f32, `-offset x sum(quants)`
+//! as i32 (the starting value of the block's integer sum) and the 32
+//! quants, read four at a time as broadcasts.
+//!
+//! Each lane sums a block exactly in integers, then adds `sum x (dx x dy)`
+//! to its f32 accumulator, block after block: the same operations whatever
+//! the number of columns per call.
 
-use super::Kernels;
+use std::arch::x86_64::*;
 
-/// Installs the legacy-quant panel kernels (the caller checked AVX-512).
+use ggml_core::Type;
+
+use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
+use crate::features::cpu_features;
+
+/// Bytes of a Q4_0 or Q8_0 block and of a Q8_0 activation block.
+const Q4_0_BYTES: usize = 18;
+const Q8_0_BYTES: usize = 34;
+/// Bytes of one prepared activation block: scale, offset sum, 32 quants.
+const ACT_BLOCK: usize = 40;
+/// Bytes of the 16 rows' scales at the start of a panel block.
+const SCALES: usize = 4 * PANEL_ROWS;
+/// Bytes of one panel block.
+const Q4_0_PANEL_BLOCK: usize = SCALES + 4 * 64;
+const Q8_0_PANEL_BLOCK: usize = SCALES + 8 * 64;
+
+/// Installs the panel kernels (the caller checked AVX-512 F/BW/VL/DQ).
 pub(super) fn install(k: &mut Kernels) {
-    let _ = k;
+    if cpu_features().avx512_vnni {
+        k.set_gemm(Type::Q4_0, &Q4_0_GEMM);
+        k.set_gemm(Type::Q8_0, &Q8_0_GEMM);
+    }
+}
+
+static Q4_0_GEMM: Gemm = Gemm {
+    panel_bytes: |n| n / 32 * Q4_0_PANEL_BLOCK,
+    pack: pack_q4_0,
+    act_bytes,
+    prep: |n, y, out| prep(8, n, y, out),
+    run: run_q4_0,
+};
+
+static Q8_0_GEMM: Gemm = Gemm {
+    panel_bytes: |n| n / 32 * Q8_0_PANEL_BLOCK,
+    pack: pack_q8_0,
+    act_bytes,
+    prep: |n, y, out| prep(128, n, y, out),
+    run: run_q8_0,
+};
+
+fn act_bytes(n: usize) -> usize {
+    n / 32 * ACT_BLOCK
+}
+
+fn f16_le(b: &[u8]) -> f32 {
+    half::f16::from_le_bytes([b[0], b[1]]).to_f32()
+}
+
+/// Prepares a Q8_0 activation row for weights whose quants are stored
+/// `offset` above their value.
+fn prep(offset: i32, n: usize, y: &[u8], out: &mut [u8]) {
+    let nb = n / 32;
+    assert!(y.len() >= nb * Q8_0_BYTES && out.len() >= nb * ACT_BLOCK);
+    for (yb, o) in y
+        .chunks_exact(Q8_0_BYTES)
+        .zip(out.chunks_exact_mut(ACT_BLOCK))
+        .take(nb)
+    {
+        let sum: i32 = yb[2..].iter().map(|&q| i32::from(q as i8)).sum();
+        o[0..4].copy_from_slice(&f16_le(yb).to_le_bytes());
+        o[4..8].copy_from_slice(&(-offset * sum).to_le_bytes());
+        o[8..].copy_from_slice(&yb[2..]);
+    }
+}
+
+/// Packs rows of blocks of `bytes` bytes (an f16 scale, then `groups` x 4
+/// quant bytes, each passed through `map`) into panel blocks.
+fn pack_with(
+    n: usize,
+    rows: &[&[u8]],
+    out: &mut [u8],
+    bytes: usize,
+    groups: usize,
+    map: impl Fn(u8) -> u8,
+) {
+    let nb = n / 32;
+    let pb = SCALES + groups * 64;
+    assert!(
+        rows.len() <= PANEL_ROWS
+            && rows.iter().all(|r| r.len() >= nb * bytes)
+            && out.len() >= nb * pb,
+        "panel pack: {} rows of {} blocks into {} bytes",
+        rows.len(),
+        nb,
+        out.len()
+    );
+    out[..nb * pb].fill(0);
+    for (b, o) in out.chunks_exact_mut(pb).take(nb).enumerate() {
+        for (r, row) in rows.iter().enumerate() {
+            let xb = &row[b * bytes..(b + 1) * bytes];
+            o[4 * r..4 * r + 4].copy_from_slice(&f16_le(xb).to_le_bytes());
+            for g in 0..groups {
+                let at = SCALES + 64 * g + 4 * r;
+                for (d, &s) in o[at..at + 4].iter_mut().zip(&xb[2 + 4 * g..6 + 4 * g]) {
+                    *d = map(s);
+                }
+            }
+        }
+    }
+}
+
+fn pack_q4_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    pack_with(n, rows, out, Q4_0_BYTES, 4, |q| q);
+}
+
+fn pack_q8_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    pack_with(n, rows, out, Q8_0_BYTES, 8, |q| q ^ 0x80);
+}
+
+/// Checks the slices a run relies on (an internal invariant of the MUL_MAT
+/// driver: a failure is a bug, not bad input).
+fn check_run(nb: usize, pb: usize, panel: &[u8], cols: &[&[u8]], out: &[f32]) {
+    assert!(
+        (1..=GEMM_COLS).contains(&cols.len())
+            && panel.len() >= nb * pb
+            && cols.iter().all(|c| c.len() >= nb * ACT_BLOCK)
+            && out.len() >= cols.len() * PANEL_ROWS,
+        "panel kernel: slices shorter than {nb} blocks"
+    );
+}
+
+/// Four activation quants at `p` broadcast to every lane.
+///
+/// # Safety
+/// `p` must be readable for 4 bytes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn bcast4(p: *const u8) -> __m512i {
+    // SAFETY: 4 readable bytes (caller).
+    _mm512_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
+}
+
+/// # Safety
+/// AVX-512 F/BW/VL/DQ and VNNI must be present; `panel` holds `nb` blocks
+/// of the layout `Q4` selects and every column `nb` prepared blocks (see
+/// [`check_run`]); `out` has room for `C` x 16 values.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+unsafe fn run_tile<const C: usize, const Q4: bool>(
+    nb: usize,
+    panel: *const u8,
+    cols: &[&[u8]],
+    out: &mut [f32],
+) {
+    let pb = if Q4 {
+        Q4_0_PANEL_BLOCK
+    } else {
+        Q8_0_PANEL_BLOCK
+    };
+    let y: [*const u8; C] = std::array::from_fn(|c| cols[c].as_ptr());
+    let nibble = _mm512_set1_epi8(0x0f);
+    let mut acc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        // SAFETY: block b of the panel and of every column lies inside the
+        // slices (caller).
+        unsafe {
+            let p = panel.add(b * pb);
+            let ya: [*const u8; C] = std::array::from_fn(|c| y[c].add(b * ACT_BLOCK));
+            let mut sum: [__m512i; C] = std::array::from_fn(|c| bcast4(ya[c].add(4)));
+            if Q4 {
+                for g in 0..4 {
+                    let w = _mm512_loadu_si512(p.add(SCALES + 64 * g) as *const __m512i);
+                    let lo = _mm512_and_si512(w, nibble);
+                    let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
+                    for c in 0..C {
+                        sum[c] = _mm512_dpbusd_epi32(sum[c], lo, bcast4(ya[c].add(8 + 4 * g)));
+                        sum[c] = _mm512_dpbusd_epi32(sum[c], hi, bcast4(ya[c].add(24 + 4 * g)));
+                    }
+                }
+            } else {
+                for g in 0..8 {
+                    let w = _mm512_loadu_si512(p.add(SCALES + 64 * g) as *const __m512i);
+                    for c in 0..C {
+                        sum[c] = _mm512_dpbusd_epi32(sum[c], w, bcast4(ya[c].add(8 + 4 * g)));
+                    }
+                }
+            }
+            let dx = _mm512_loadu_ps(p as *const f32);
+            for c in 0..C {
+                let dy = _mm512_set1_ps((ya[c] as *const f32).read_unaligned());
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_mul_ps(dx, dy), acc[c]);
+            }
+        }
+    }
+    for (c, a) in acc.iter().enumerate() {
+        // SAFETY: out holds C x 16 values (caller).
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(c * PANEL_ROWS), *a) };
+    }
+}
+
+/// Runs `run_tile` for `cols.len()` columns.
+macro_rules! by_cols {
+    ($q4:expr, $nb:expr, $panel:expr, $cols:expr, $out:expr) => {
+        // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and VNNI;
+        // the slices were checked.
+        unsafe {
+            match $cols.len() {
+                1 => run_tile::<1, $q4>($nb, $panel, $cols, $out),
+                2 => run_tile::<2, $q4>($nb, $panel, $cols, $out),
+                3 => run_tile::<3, $q4>($nb, $panel, $cols, $out),
+                4 => run_tile::<4, $q4>($nb, $panel, $cols, $out),
+                5 => run_tile::<5, $q4>($nb, $panel, $cols, $out),
+                6 => run_tile::<6, $q4>($nb, $panel, $cols, $out),
+                7 => run_tile::<7, $q4>($nb, $panel, $cols, $out),
+                _ => run_tile::<8, $q4>($nb, $panel, $cols, $out),
+            }
+        }
+    };
+}
+
+fn run_q4_0(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+    let nb = n / 32;
+    check_run(nb, Q4_0_PANEL_BLOCK, panel, cols, out);
+    by_cols!(true, nb, panel.as_ptr(), cols, out)
+}
+
+fn run_q8_0(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+    let nb = n / 32;
+    check_run(nb, Q8_0_PANEL_BLOCK, panel, cols, out);
+    by_cols!(false, nb, panel.as_ptr(), cols, out)
 }

@@ -78,8 +78,11 @@ pub(crate) struct Gemm {
     pub prep: fn(n: usize, y: &[u8], out: &mut [u8]),
     /// `out[c * PANEL_ROWS + r] = dot(row r of panel, column c)` for the 1
     /// to [`GEMM_COLS`] prepared columns `cols`.
-    pub run: fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]),
+    pub run: PanelFn,
 }
+
+/// See [`Gemm::run`].
+pub(crate) type PanelFn = fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]);
 
 /// A set of kernels for one instruction-set level.
 pub(crate) struct Kernels {
