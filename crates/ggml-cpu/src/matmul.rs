@@ -231,6 +231,11 @@ impl ColumnSource<'_> {
     }
 }
 
+thread_local! {
+    /// Packed panels of the tile a thread works on.
+    static PANELS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// MUL_MAT through a panel kernel: every activation column is prepared
 /// once; then each tile of weight rows is packed into panels of
 /// [`PANEL_ROWS`] rows that stay in cache while all columns go by,
@@ -321,24 +326,39 @@ fn mul_mat_panels(
                 let nr = PANEL_ROWS.min(ne01 - r0);
                 (g.run)(k, panel, &cols[..nc], &mut out[..nc * PANEL_ROWS]);
                 for j in 0..nc {
-                    for i in 0..nr {
-                        let o =
-                            (r0 + i) * d.nb[0] + (c0 + j) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
-                        // SAFETY: element (r0 + i, c0 + j, i2, i3) of the F32
-                        // result is in bounds, aligned, and written by this
-                        // tile only.
-                        unsafe { (dptr.get().add(o) as *mut f32).write(out[j * PANEL_ROWS + i]) };
+                    let o = r0 * d.nb[0] + (c0 + j) * d.nb[1] + i2 * d.nb[2] + i3 * d.nb[3];
+                    let vals = &out[j * PANEL_ROWS..j * PANEL_ROWS + nr];
+                    if d.nb[0] == 4 {
+                        // SAFETY: elements (r0..r0 + nr, c0 + j, i2, i3) of
+                        // the F32 result are contiguous, in bounds, and
+                        // written by this tile only.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                vals.as_ptr(),
+                                dptr.get().add(o) as *mut f32,
+                                nr,
+                            )
+                        };
+                    } else {
+                        for (i, &v) in vals.iter().enumerate() {
+                            // SAFETY: element (r0 + i, c0 + j, i2, i3) of the
+                            // F32 result is in bounds, aligned, and written
+                            // by this tile only.
+                            unsafe { (dptr.get().add(o + i * d.nb[0]) as *mut f32).write(v) };
+                        }
                     }
                 }
             }
             c0 += nc;
         }
     };
+    // Each thread keeps its panel buffer from one MUL_MAT to the next:
+    // a fresh one per call would be a fresh mapping to fault in.
+    let run = |t: usize| PANELS.with_borrow_mut(|buf| tile(buf, t));
     if threads == 1 || n_tiles == 1 {
-        let mut buf = Vec::new();
-        (0..n_tiles).for_each(|t| tile(&mut buf, t));
+        (0..n_tiles).for_each(run);
     } else {
-        (0..n_tiles).into_par_iter().for_each_init(Vec::new, tile);
+        (0..n_tiles).into_par_iter().for_each(run);
     }
     Ok(())
 }

@@ -84,15 +84,8 @@ fn prep(offset: i32, n: usize, y: &[u8], out: &mut [u8]) {
 }
 
 /// Packs rows of blocks of `bytes` bytes (an f16 scale, then `groups` x 4
-/// quant bytes, each passed through `map`) into panel blocks.
-fn pack_with(
-    n: usize,
-    rows: &[&[u8]],
-    out: &mut [u8],
-    bytes: usize,
-    groups: usize,
-    map: impl Fn(u8) -> u8,
-) {
+/// quant bytes, each 4-byte group xor-ed with `flip`) into panel blocks.
+fn pack_with(n: usize, rows: &[&[u8]], out: &mut [u8], bytes: usize, groups: usize, flip: u32) {
     let nb = n / 32;
     let pb = SCALES + groups * 64;
     assert!(
@@ -104,27 +97,31 @@ fn pack_with(
         nb,
         out.len()
     );
-    out[..nb * pb].fill(0);
-    for (b, o) in out.chunks_exact_mut(pb).take(nb).enumerate() {
-        for (r, row) in rows.iter().enumerate() {
-            let xb = &row[b * bytes..(b + 1) * bytes];
+    if rows.len() < PANEL_ROWS {
+        out[..nb * pb].fill(0);
+    }
+    for (r, row) in rows.iter().enumerate() {
+        for (xb, o) in row
+            .chunks_exact(bytes)
+            .zip(out.chunks_exact_mut(pb))
+            .take(nb)
+        {
             o[4 * r..4 * r + 4].copy_from_slice(&f16_le(xb).to_le_bytes());
-            for g in 0..groups {
+            for (g, q) in xb[2..].chunks_exact(4).enumerate() {
+                let v = u32::from_le_bytes([q[0], q[1], q[2], q[3]]) ^ flip;
                 let at = SCALES + 64 * g + 4 * r;
-                for (d, &s) in o[at..at + 4].iter_mut().zip(&xb[2 + 4 * g..6 + 4 * g]) {
-                    *d = map(s);
-                }
+                o[at..at + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
     }
 }
 
 fn pack_q4_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    pack_with(n, rows, out, Q4_0_BYTES, 4, |q| q);
+    pack_with(n, rows, out, Q4_0_BYTES, 4, 0);
 }
 
 fn pack_q8_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    pack_with(n, rows, out, Q8_0_BYTES, 8, |q| q ^ 0x80);
+    pack_with(n, rows, out, Q8_0_BYTES, 8, 0x8080_8080);
 }
 
 /// Checks the slices a run relies on (an internal invariant of the MUL_MAT
