@@ -201,13 +201,17 @@ fn check_perplexity(name: &str, model_file: &str, rel_tol: f64) {
     );
 }
 
-/// Relative tolerance of the final perplexity: 0.1% for the float types and
-/// Q8_0, 1% for the types of 6 bits and fewer.
+/// Relative tolerance of the final perplexity: 0.1% for the float types,
+/// 1% for the types of 6 bits and fewer. The random-weight Q8_0 model gets
+/// 0.5%: its perplexity (about 2e10) is so sensitive that the order of the
+/// f32 sums alone moves it by tenths of a percent (llama.cpp's own value
+/// moves by 0.2% between flash attention off and on), and prompt batches
+/// go through panel kernels that add each block's integer sum in turn
+/// where llama.cpp keeps eight partial sums per dot product.
 fn ppl_tolerance(name: &str) -> f64 {
     match name {
-        "stories260K" | "stories260K-f16" | "tiny-f32" | "tiny-f16" | "tiny-bf16" | "tiny-q8_0" => {
-            1e-3
-        }
+        "stories260K" | "stories260K-f16" | "tiny-f32" | "tiny-f16" | "tiny-bf16" => 1e-3,
+        "tiny-q8_0" => 5e-3,
         _ => 1e-2,
     }
 }

@@ -1,7 +1,8 @@
 //! Panel matrix x matrix kernels ([`super::Gemm`]) for Q4_0 and Q8_0
 //! weights, with AVX-512 VNNI.
 //!
-//! Panel layout, per 32-weight block: the 16 rows' scales as f32, then the
+//! Panel layout, per 32-weight block: the 16 rows' f16 scales (64 bytes
+//! with padding, so that the quants stay 64-byte aligned), then the
 //! quants in groups of 4 weights, 16 rows x 4 bytes = 64 bytes per group
 //! (one register, one row per lane), as unsigned bytes since VPDPBUSD takes
 //! its unsigned operand from a register. Q4_0 keeps its nibble bytes (the
@@ -28,7 +29,7 @@ const Q4_0_BYTES: usize = 18;
 const Q8_0_BYTES: usize = 34;
 /// Bytes of one prepared activation block: scale, offset sum, 32 quants.
 const ACT_BLOCK: usize = 40;
-/// Bytes of the 16 rows' scales at the start of a panel block.
+/// Bytes of the 16 rows' f16 scales, padded, at the start of a panel block.
 const SCALES: usize = 4 * PANEL_ROWS;
 /// Bytes of one panel block.
 const Q4_0_PANEL_BLOCK: usize = SCALES + 4 * 64;
@@ -106,11 +107,11 @@ fn pack_with(n: usize, rows: &[&[u8]], out: &mut [u8], bytes: usize, groups: usi
             .zip(out.chunks_exact_mut(pb))
             .take(nb)
         {
-            o[4 * r..4 * r + 4].copy_from_slice(&f16_le(xb).to_le_bytes());
-            for (g, q) in xb[2..].chunks_exact(4).enumerate() {
+            o[2 * r..2 * r + 2].copy_from_slice(&xb[..2]);
+            let (quants, groups_out) = (&xb[2..2 + 4 * groups], &mut o[SCALES..]);
+            for (q, d) in quants.chunks_exact(4).zip(groups_out.chunks_exact_mut(64)) {
                 let v = u32::from_le_bytes([q[0], q[1], q[2], q[3]]) ^ flip;
-                let at = SCALES + 64 * g + 4 * r;
-                o[at..at + 4].copy_from_slice(&v.to_le_bytes());
+                d[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
             }
         }
     }
@@ -151,7 +152,7 @@ unsafe fn bcast4(p: *const u8) -> __m512i {
 /// AVX-512 F/BW/VL/DQ and VNNI must be present; `panel` holds `nb` blocks
 /// of the layout `Q4` selects and every column `nb` prepared blocks (see
 /// [`check_run`]); `out` has room for `C` x 16 values.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,f16c")]
 unsafe fn run_tile<const C: usize, const Q4: bool>(
     nb: usize,
     panel: *const u8,
@@ -191,7 +192,7 @@ unsafe fn run_tile<const C: usize, const Q4: bool>(
                     }
                 }
             }
-            let dx = _mm512_loadu_ps(p as *const f32);
+            let dx = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
             for c in 0..C {
                 let dy = _mm512_set1_ps((ya[c] as *const f32).read_unaligned());
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_mul_ps(dx, dy), acc[c]);
