@@ -1,16 +1,20 @@
 //! Panel matrix x matrix kernels ([`super::Gemm`]) for float weights (F32,
 //! F16, BF16), with AVX-512.
 //!
-//! Panel layout: for each element index `k`, the 16 rows' weights side by
-//! side (one register, one row per lane), as f32 or, for F16 weights, as
-//! f16 (`HALF`: half the bytes, one conversion per `k`). Missing rows are
-//! zeros. A prepared column is the activation row as f32 (exact for f16
-//! and bf16), so that `run` multiplies the weights of one `k` by that
-//! column's value broadcast from memory.
+//! Elements go by pairs (`2p`, `2p + 1`; a zero pads an odd row). Panel
+//! layout, per pair: the 16 rows' two weights side by side, `[r0 w2p, r0
+//! w2p+1, r1 w2p, ..., r15 w2p+1]`, as f16 for F16 weights (64 bytes) and
+//! as f32 otherwise (128 bytes): two registers, rows 0-7 and rows 8-15,
+//! each lane pair one row. Missing rows are zeros. A prepared column is
+//! the activation row as f32 (exact for f16 and bf16), padded to whole
+//! pairs, so that `run` broadcasts a column's pair as one 64-bit value to
+//! every lane pair: one broadcast load feeds two FMAs, which keeps the
+//! loads from limiting the FMAs.
 //!
-//! Each lane keeps [`UNROLL`] f32 accumulators per column, element `k`
-//! going to accumulator `k % UNROLL`, and adds them up in a fixed order at
-//! the end: the same operations whatever the number of columns per call.
+//! Each lane accumulates the products of one row and one of the two
+//! positions of the pairs, pair after pair, and the two lanes of a row are
+//! added at the end: the same operations whatever the number of columns
+//! per call.
 
 use std::arch::x86_64::*;
 
@@ -25,37 +29,53 @@ pub(super) fn install(k: &mut Kernels) {
     k.set_gemm(Type::BF16, &BF16_GEMM);
 }
 
-/// Source element types of weight rows and activation rows.
+/// Element types of weight rows and activation rows.
 const SRC_F32: u8 = 0;
 const SRC_F16: u8 = 1;
 const SRC_BF16: u8 = 2;
 
-/// Independent accumulators per column (element `k` goes to `k % UNROLL`).
-const UNROLL: usize = 2;
-
 static F32_GEMM: Gemm = Gemm {
-    panel_bytes: |n| n * PANEL_ROWS * 4,
-    pack: |n, rows, out| pack::<SRC_F32, false>(n, rows, out),
-    act_bytes: |n| n * 4,
-    prep: |n, y, out| prep::<SRC_F32>(n, y, out),
-    run: |n, panel, cols, out| run::<false>(n, panel, cols, out),
-};
-
-static BF16_GEMM: Gemm = Gemm {
-    panel_bytes: |n| n * PANEL_ROWS * 4,
-    pack: |n, rows, out| pack::<SRC_BF16, false>(n, rows, out),
-    act_bytes: |n| n * 4,
-    prep: |n, y, out| prep::<SRC_BF16>(n, y, out),
-    run: |n, panel, cols, out| run::<false>(n, panel, cols, out),
+    panel_bytes: panel_bytes::<false>,
+    pack: pack::<SRC_F32, false>,
+    act_bytes,
+    prep: prep::<SRC_F32>,
+    run: run::<false>,
 };
 
 static F16_GEMM: Gemm = Gemm {
-    panel_bytes: |n| n * PANEL_ROWS * 2,
-    pack: |n, rows, out| pack::<SRC_F16, true>(n, rows, out),
-    act_bytes: |n| n * 4,
-    prep: |n, y, out| prep::<SRC_F16>(n, y, out),
-    run: |n, panel, cols, out| run::<true>(n, panel, cols, out),
+    panel_bytes: panel_bytes::<true>,
+    pack: pack::<SRC_F16, true>,
+    act_bytes,
+    prep: prep::<SRC_F16>,
+    run: run::<true>,
 };
+
+static BF16_GEMM: Gemm = Gemm {
+    panel_bytes: panel_bytes::<false>,
+    pack: pack::<SRC_BF16, false>,
+    act_bytes,
+    prep: prep::<SRC_BF16>,
+    run: run::<false>,
+};
+
+/// Pairs of an `n`-element row.
+const fn pairs(n: usize) -> usize {
+    n.div_ceil(2)
+}
+
+/// Bytes of one pair of a panel: 16 rows x 2 weights, f16 (`HALF`) or
+/// f32.
+const fn pair_bytes(half: bool) -> usize {
+    2 * PANEL_ROWS * if half { 2 } else { 4 }
+}
+
+fn panel_bytes<const HALF: bool>(n: usize) -> usize {
+    pairs(n) * pair_bytes(HALF)
+}
+
+fn act_bytes(n: usize) -> usize {
+    pairs(n) * 8
+}
 
 /// Bytes of one element of a row of type `SRC`.
 const fn src_bytes(src: u8) -> usize {
@@ -66,15 +86,10 @@ const fn src_bytes(src: u8) -> usize {
     }
 }
 
-/// Bytes per element index of a panel (16 rows).
-const fn panel_k_bytes(half: bool) -> usize {
-    PANEL_ROWS * if half { 2 } else { 4 }
-}
-
 /// 16 consecutive elements of a row of type `SRC` at `p`, as f32.
 ///
 /// # Safety
-/// AVX-512 F must be present; `p` must be readable for 16 elements.
+/// `p` must be readable for 16 elements.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 unsafe fn load16<const SRC: u8>(p: *const u8) -> __m512 {
@@ -100,107 +115,153 @@ fn elem<const SRC: u8>(row: &[u8], i: usize) -> f32 {
     }
 }
 
-/// Transposes a 16 x 16 block of f32: `t[k]` lane `r` = `x[r]` lane `k`.
+/// The 4 x 4 transpose of 128-bit lanes: lane `l` of `t[l]` is lane `g` of
+/// `b[g]`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-fn transpose16(x: [__m512; 16]) -> [__m512; 16] {
-    {
-        // Pairs of rows interleaved within each 128-bit lane.
-        let a: [__m512; 16] = std::array::from_fn(|i| {
-            let (p, q) = (x[i & !1], x[i | 1]);
-            if i & 1 == 0 {
-                _mm512_unpacklo_ps(p, q)
-            } else {
-                _mm512_unpackhi_ps(p, q)
-            }
-        });
-        // b[4g + j], lane l: rows 4g..4g+4 at element j + 4l.
-        let b: [__m512; 16] = std::array::from_fn(|i| {
-            let (g, j) = (i / 4, i % 4);
-            let (p, q) = (
-                _mm512_castps_pd(a[4 * g + (j >> 1)]),
-                _mm512_castps_pd(a[4 * g + 2 + (j >> 1)]),
-            );
-            _mm512_castpd_ps(if j & 1 == 0 {
-                _mm512_unpacklo_pd(p, q)
-            } else {
-                _mm512_unpackhi_pd(p, q)
-            })
-        });
-        // A 4 x 4 transpose of 128-bit lanes for each j.
-        let mut t = [_mm512_setzero_ps(); 16];
-        for j in 0..4 {
-            let c0 = _mm512_shuffle_f32x4::<0x44>(b[j], b[4 + j]);
-            let c1 = _mm512_shuffle_f32x4::<0xee>(b[j], b[4 + j]);
-            let c2 = _mm512_shuffle_f32x4::<0x44>(b[8 + j], b[12 + j]);
-            let c3 = _mm512_shuffle_f32x4::<0xee>(b[8 + j], b[12 + j]);
-            t[j] = _mm512_shuffle_f32x4::<0x88>(c0, c2);
-            t[j + 4] = _mm512_shuffle_f32x4::<0xdd>(c0, c2);
-            t[j + 8] = _mm512_shuffle_f32x4::<0x88>(c1, c3);
-            t[j + 12] = _mm512_shuffle_f32x4::<0xdd>(c1, c3);
-        }
-        t
-    }
+fn transpose_lanes(b: [__m512; 4]) -> [__m512; 4] {
+    let c0 = _mm512_shuffle_f32x4::<0x44>(b[0], b[1]);
+    let c1 = _mm512_shuffle_f32x4::<0xee>(b[0], b[1]);
+    let c2 = _mm512_shuffle_f32x4::<0x44>(b[2], b[3]);
+    let c3 = _mm512_shuffle_f32x4::<0xee>(b[2], b[3]);
+    [
+        _mm512_shuffle_f32x4::<0x88>(c0, c2),
+        _mm512_shuffle_f32x4::<0xdd>(c0, c2),
+        _mm512_shuffle_f32x4::<0x88>(c1, c3),
+        _mm512_shuffle_f32x4::<0xdd>(c1, c3),
+    ]
 }
 
-/// Stores the 16 rows' weights of one element index at `p`.
-///
-/// # Safety
-/// AVX-512 F and F16C must be present; `p` must be writable for
-/// `panel_k_bytes(HALF)` bytes.
+/// Transposes a 16 x 16 block of 32-bit elements: element `r` of `t[k]` is
+/// element `k` of `x[r]`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn store_k<const HALF: bool>(p: *mut u8, v: __m512) {
-    // SAFETY: room for one element index (caller); f16 values converted to
-    // f32 and back are unchanged.
-    unsafe {
-        if HALF {
-            let h = _mm512_cvtps_ph::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(v);
-            _mm256_storeu_si256(p as *mut __m256i, h);
+fn transpose16x32(x: [__m512; 16]) -> [__m512; 16] {
+    // a[2i + h], 128-bit lane l: rows 2i, 2i + 1 at elements 4l + 2h,
+    // 4l + 2h + 1, interleaved.
+    let a: [__m512; 16] = std::array::from_fn(|i| {
+        let (p, q) = (x[i & !1], x[i | 1]);
+        if i & 1 == 0 {
+            _mm512_unpacklo_ps(p, q)
         } else {
-            _mm512_storeu_ps(p as *mut f32, v);
+            _mm512_unpackhi_ps(p, q)
+        }
+    });
+    // b[4g + j], lane l: rows 4g..4g + 4 at element 4l + j.
+    let b: [__m512; 16] = std::array::from_fn(|i| {
+        let (g, j) = (i / 4, i % 4);
+        let p = _mm512_castps_pd(a[4 * g + (j >> 1)]);
+        let q = _mm512_castps_pd(a[4 * g + 2 + (j >> 1)]);
+        _mm512_castpd_ps(if j & 1 == 0 {
+            _mm512_unpacklo_pd(p, q)
+        } else {
+            _mm512_unpackhi_pd(p, q)
+        })
+    });
+    let mut t = [_mm512_setzero_ps(); 16];
+    for j in 0..4 {
+        let l = transpose_lanes([b[j], b[4 + j], b[8 + j], b[12 + j]]);
+        for (i, v) in l.into_iter().enumerate() {
+            t[4 * i + j] = v;
         }
     }
+    t
+}
+
+/// Transposes an 8 x 8 block of 64-bit elements: element `r` of `t[p]` is
+/// element `p` of `x[r]`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn transpose8x64(x: [__m512d; 8]) -> [__m512d; 8] {
+    // a[2i + h], 128-bit lane l: rows 2i, 2i + 1 at element 2l + h.
+    let a: [__m512; 8] = std::array::from_fn(|i| {
+        let (p, q) = (x[i & !1], x[i | 1]);
+        _mm512_castpd_ps(if i & 1 == 0 {
+            _mm512_unpacklo_pd(p, q)
+        } else {
+            _mm512_unpackhi_pd(p, q)
+        })
+    });
+    let mut t = [_mm512_setzero_pd(); 8];
+    for h in 0..2 {
+        let l = transpose_lanes([a[h], a[2 + h], a[4 + h], a[6 + h]]);
+        for (i, v) in l.into_iter().enumerate() {
+            t[2 * i + h] = _mm512_castps_pd(v);
+        }
+    }
+    t
 }
 
 /// # Safety
-/// AVX-512 F/BW/VL/DQ and F16C must be present; the slices must have been
-/// checked as in [`pack`].
+/// The slices must have been checked as in [`pack`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 unsafe fn pack_avx512<const SRC: u8, const HALF: bool>(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    let kb = panel_k_bytes(HALF);
-    let eb = src_bytes(SRC);
+    const { assert!(!HALF || SRC == SRC_F16) };
+    let pb = pair_bytes(HALF);
     let o = out.as_mut_ptr();
-    let mut k = 0;
-    while k + 16 <= n {
-        let x: [__m512; 16] = std::array::from_fn(|r| match rows.get(r) {
-            // SAFETY: every row holds n elements (checked) and k + 16 <= n.
-            Some(row) => unsafe { load16::<SRC>(row.as_ptr().add(k * eb)) },
-            None => _mm512_setzero_ps(),
-        });
-        let t = transpose16(x);
-        for (i, v) in t.into_iter().enumerate() {
-            // SAFETY: out holds n element indices (checked), k + i < n.
-            unsafe { store_k::<HALF>(o.add((k + i) * kb), v) };
+    let mut p = 0;
+    if HALF {
+        // An f16 pair is 32 bits: 16 pairs of the 16 rows per transpose.
+        while 2 * (p + 16) <= n {
+            let x: [__m512; 16] = std::array::from_fn(|r| match rows.get(r) {
+                // SAFETY: every row holds n elements (checked), and
+                // 2p + 32 <= n.
+                Some(row) => unsafe { _mm512_loadu_ps(row.as_ptr().add(4 * p) as *const f32) },
+                None => _mm512_setzero_ps(),
+            });
+            for (i, v) in transpose16x32(x).into_iter().enumerate() {
+                // SAFETY: out holds pairs(n) pairs (checked), p + i < n / 2.
+                unsafe { _mm512_storeu_ps(o.add((p + i) * pb) as *mut f32, v) };
+            }
+            p += 16;
         }
-        k += 16;
+    } else {
+        // An f32 pair is 64 bits: 8 pairs of rows 0-7, then of rows 8-15,
+        // per transpose.
+        let eb = src_bytes(SRC);
+        while 2 * (p + 8) <= n {
+            for g in 0..2 {
+                let x: [__m512d; 8] = std::array::from_fn(|i| match rows.get(8 * g + i) {
+                    Some(row) => {
+                        // SAFETY: every row holds n elements (checked), and
+                        // 2p + 16 <= n.
+                        let v = unsafe { load16::<SRC>(row.as_ptr().add(2 * p * eb)) };
+                        _mm512_castps_pd(v)
+                    }
+                    None => _mm512_setzero_pd(),
+                });
+                for (i, v) in transpose8x64(x).into_iter().enumerate() {
+                    // SAFETY: out holds pairs(n) pairs (checked), p + i < n / 2.
+                    unsafe { _mm512_storeu_pd(o.add((p + i) * pb + 64 * g) as *mut f64, v) };
+                }
+            }
+            p += 8;
+        }
     }
-    for k in k..n {
-        let mut v = [0f32; PANEL_ROWS];
-        for (d, row) in v.iter_mut().zip(rows) {
-            *d = elem::<SRC>(row, k);
+    // The last pairs, one element at a time.
+    for p in p..pairs(n) {
+        let dst = &mut out[p * pb..(p + 1) * pb];
+        dst.fill(0);
+        for (r, row) in rows.iter().enumerate() {
+            for k in 2 * p..n.min(2 * p + 2) {
+                let at = 2 * r + k - 2 * p;
+                if HALF {
+                    dst[2 * at..2 * at + 2].copy_from_slice(&row[2 * k..2 * k + 2]);
+                } else {
+                    dst[4 * at..4 * at + 4].copy_from_slice(&elem::<SRC>(row, k).to_le_bytes());
+                }
+            }
         }
-        // SAFETY: 16 floats read from `v`; out holds n element indices.
-        unsafe { store_k::<HALF>(o.add(k * kb), _mm512_loadu_ps(v.as_ptr())) };
     }
 }
 
-/// Packs 1 to 16 rows of `n` elements of type `SRC` into a panel.
+/// Packs 1 to 16 rows of `n` elements of type `SRC` into a panel, as f16
+/// (`HALF`, F16 rows only) or f32.
 fn pack<const SRC: u8, const HALF: bool>(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     assert!(
         (1..=PANEL_ROWS).contains(&rows.len())
             && rows.iter().all(|r| r.len() >= n * src_bytes(SRC))
-            && out.len() >= n * panel_k_bytes(HALF),
+            && out.len() >= panel_bytes::<HALF>(n),
         "panel pack: {} rows of {n} elements into {} bytes",
         rows.len(),
         out.len()
@@ -211,14 +272,13 @@ fn pack<const SRC: u8, const HALF: bool>(n: usize, rows: &[&[u8]], out: &mut [u8
 }
 
 /// # Safety
-/// AVX-512 F/BW/VL/DQ and F16C must be present; `y` holds `n` elements,
-/// `out` `4 n` bytes.
+/// The slices must have been checked as in [`prep`].
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 unsafe fn prep_avx512<const SRC: u8>(n: usize, y: &[u8], out: &mut [u8]) {
     let eb = src_bytes(SRC);
     let mut k = 0;
     while k + 16 <= n {
-        // SAFETY: k + 16 <= n elements in y and out (caller).
+        // SAFETY: k + 16 <= n elements in y and out (checked).
         unsafe {
             let v = load16::<SRC>(y.as_ptr().add(k * eb));
             _mm512_storeu_ps(out.as_mut_ptr().add(4 * k) as *mut f32, v);
@@ -228,12 +288,14 @@ unsafe fn prep_avx512<const SRC: u8>(n: usize, y: &[u8], out: &mut [u8]) {
     for k in k..n {
         out[4 * k..4 * k + 4].copy_from_slice(&elem::<SRC>(y, k).to_le_bytes());
     }
+    out[4 * n..act_bytes(n)].fill(0);
 }
 
-/// Prepares an activation row of `n` elements of type `SRC`: as f32.
+/// Prepares an activation row of `n` elements of type `SRC`: as f32, with
+/// a zero after an odd row.
 fn prep<const SRC: u8>(n: usize, y: &[u8], out: &mut [u8]) {
     assert!(
-        y.len() >= n * src_bytes(SRC) && out.len() >= 4 * n,
+        y.len() >= n * src_bytes(SRC) && out.len() >= act_bytes(n),
         "panel prep: {n} elements from {} bytes into {}",
         y.len(),
         out.len()
@@ -243,27 +305,34 @@ fn prep<const SRC: u8>(n: usize, y: &[u8], out: &mut [u8]) {
     unsafe { prep_avx512::<SRC>(n, y, out) }
 }
 
-/// The 16 rows' weights of element index `k` of a panel at `p`.
+/// The weights of pair `p` of a panel at `panel`: rows 0-7 and rows 8-15.
 ///
 /// # Safety
-/// AVX-512 F must be present; the panel must hold element index `k`.
+/// The panel must hold pair `p`.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn weights<const HALF: bool>(p: *const u8, k: usize) -> __m512 {
-    // SAFETY: element index k lies in the panel (caller).
+unsafe fn weights<const HALF: bool>(panel: *const u8, p: usize) -> (__m512, __m512) {
+    // SAFETY: pair p lies in the panel (caller).
     unsafe {
+        let w = panel.add(p * pair_bytes(HALF));
         if HALF {
-            _mm512_cvtph_ps(_mm256_loadu_si256(p.add(k * 32) as *const __m256i))
+            (
+                _mm512_cvtph_ps(_mm256_loadu_si256(w as *const __m256i)),
+                _mm512_cvtph_ps(_mm256_loadu_si256(w.add(32) as *const __m256i)),
+            )
         } else {
-            _mm512_loadu_ps(p.add(k * 64) as *const f32)
+            (
+                _mm512_loadu_ps(w as *const f32),
+                _mm512_loadu_ps(w.add(64) as *const f32),
+            )
         }
     }
 }
 
 /// # Safety
-/// AVX-512 F/BW/VL/DQ and F16C must be present; `panel` holds `n` element
-/// indices of the layout `HALF` selects, `cols` has `C` columns of `n` f32
-/// each and `out` room for `C` x 16 values (see [`run`]).
+/// `panel` holds the pairs of `n` elements in the layout `HALF` selects,
+/// `cols` has `C` prepared columns of `n` elements and `out` room for `C`
+/// x 16 values (see [`run`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 unsafe fn run_tile<const C: usize, const HALF: bool>(
     n: usize,
@@ -271,38 +340,28 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
     cols: &[&[u8]],
     out: &mut [f32],
 ) {
-    let y: [*const f32; C] = std::array::from_fn(|c| cols[c].as_ptr() as *const f32);
-    let mut acc = [[_mm512_setzero_ps(); C]; UNROLL];
-    let mut k = 0;
-    while k + UNROLL <= n {
-        // SAFETY: element indices k..k + UNROLL lie in the panel and every
-        // column (caller).
+    let y: [*const f64; C] = std::array::from_fn(|c| cols[c].as_ptr() as *const f64);
+    let mut lo = [_mm512_setzero_ps(); C];
+    let mut hi = [_mm512_setzero_ps(); C];
+    for p in 0..pairs(n) {
+        // SAFETY: pair p lies in the panel and in every column (caller).
         unsafe {
-            for (u, a) in acc.iter_mut().enumerate() {
-                let w = weights::<HALF>(panel, k + u);
-                for c in 0..C {
-                    let yv = _mm512_set1_ps(y[c].add(k + u).read_unaligned());
-                    a[c] = _mm512_fmadd_ps(w, yv, a[c]);
-                }
-            }
-        }
-        k += UNROLL;
-    }
-    for (u, a) in acc.iter_mut().enumerate().take(n - k) {
-        // SAFETY: as above, k + u < n.
-        unsafe {
-            let w = weights::<HALF>(panel, k + u);
+            let (wl, wh) = weights::<HALF>(panel, p);
             for c in 0..C {
-                let yv = _mm512_set1_ps(y[c].add(k + u).read_unaligned());
-                a[c] = _mm512_fmadd_ps(w, yv, a[c]);
+                let yv = _mm512_castpd_ps(_mm512_set1_pd(y[c].add(p).read_unaligned()));
+                lo[c] = _mm512_fmadd_ps(wl, yv, lo[c]);
+                hi[c] = _mm512_fmadd_ps(wh, yv, hi[c]);
             }
         }
     }
+    // Each row's two lanes: even lanes + odd lanes.
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for c in 0..C {
-        let mut s = acc[0][c];
-        for a in &acc[1..] {
-            s = _mm512_add_ps(s, a[c]);
-        }
+        let s = _mm512_add_ps(
+            _mm512_permutex2var_ps(lo[c], even, hi[c]),
+            _mm512_permutex2var_ps(lo[c], odd, hi[c]),
+        );
         // SAFETY: out holds C x 16 values (caller).
         unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(c * PANEL_ROWS), s) };
     }
@@ -312,8 +371,8 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
 fn run<const HALF: bool>(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
     assert!(
         (1..=GEMM_COLS).contains(&cols.len())
-            && panel.len() >= n * panel_k_bytes(HALF)
-            && cols.iter().all(|c| c.len() >= 4 * n)
+            && panel.len() >= panel_bytes::<HALF>(n)
+            && cols.iter().all(|c| c.len() >= act_bytes(n))
             && out.len() >= cols.len() * PANEL_ROWS,
         "panel kernel: slices shorter than {n} elements"
     );
@@ -331,5 +390,93 @@ fn run<const HALF: bool>(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]
             7 => run_tile::<7, HALF>(n, p, cols, out),
             _ => run_tile::<8, HALF>(n, p, cols, out),
         }
+    }
+}
+
+#[cfg(test)]
+mod bench {
+    use std::time::Instant;
+
+    use ggml_core::Type;
+
+    use super::super::tests::{quantize, Rng};
+    use super::super::{Gemm, GEMM_COLS, PANEL_ROWS};
+    use super::*;
+
+    /// F16 weights in f32 panels, for comparison.
+    static F16_WIDE: Gemm = Gemm {
+        panel_bytes: panel_bytes::<false>,
+        pack: pack::<SRC_F16, false>,
+        act_bytes,
+        prep: prep::<SRC_F16>,
+        run: run::<false>,
+    };
+
+    /// GFLOP/s of `run` on one panel and 8 columns (hot), and of a tile
+    /// of panels within 192 KiB against 512 columns, 8 at a time.
+    fn throughput(name: &str, ty: Type, g: &Gemm) {
+        let n = 2048;
+        let mut rng = Rng(12345);
+        let xs: Vec<Vec<u8>> = (0..PANEL_ROWS).map(|_| quantize(ty, &rng.vec(n))).collect();
+        let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
+        let pb = (g.panel_bytes)(n);
+        let np = (192 * 1024 / pb).max(1);
+        let mut panels = vec![0u8; np * pb];
+        let mut pack_s = f64::MAX;
+        for _ in 0..5 {
+            let t = Instant::now();
+            for p in panels.chunks_exact_mut(pb) {
+                (g.pack)(n, &rows, p);
+            }
+            pack_s = pack_s.min(t.elapsed().as_secs_f64() / np as f64);
+        }
+        let ncols = 512;
+        let ab = (g.act_bytes)(n);
+        let mut prepped = vec![0u8; ncols * ab];
+        let y = quantize(ty, &rng.vec(n));
+        for p in prepped.chunks_exact_mut(ab) {
+            (g.prep)(n, &y, p);
+        }
+        let mut out = vec![0f32; GEMM_COLS * PANEL_ROWS];
+        let cols: Vec<&[u8]> = prepped.chunks_exact(ab).take(GEMM_COLS).collect();
+        // Best of many short runs, the machine being shared.
+        let (mut hot, mut tile) = (0f64, 0f64);
+        for _ in 0..200 {
+            let iters = 200;
+            let t = Instant::now();
+            for _ in 0..iters {
+                (g.run)(n, std::hint::black_box(&panels[..pb]), &cols, &mut out);
+            }
+            let f = (2 * iters * n * PANEL_ROWS * GEMM_COLS) as f64;
+            hot = hot.max(f / t.elapsed().as_secs_f64());
+            let reps = 1;
+            let t = Instant::now();
+            for _ in 0..reps {
+                for cg in prepped.chunks_exact(GEMM_COLS * ab) {
+                    let cols: Vec<&[u8]> = cg.chunks_exact(ab).collect();
+                    for p in panels.chunks_exact(pb) {
+                        (g.run)(n, std::hint::black_box(p), &cols, &mut out);
+                    }
+                }
+            }
+            let f = (2 * reps * np * ncols * n * PANEL_ROWS) as f64;
+            tile = tile.max(f / t.elapsed().as_secs_f64());
+        }
+        println!(
+            "{name}: hot {:.1} GFLOP/s, tile of {np} panels x {ncols} columns {:.1} GFLOP/s, \
+             pack {:.1} us/panel (n={n})",
+            hot / 1e9,
+            tile / 1e9,
+            pack_s * 1e6
+        );
+    }
+
+    #[test]
+    #[ignore]
+    fn float_gemm_throughput() {
+        throughput("F16 (f16 panel)", Type::F16, &F16_GEMM);
+        throughput("F16 (f32 panel)", Type::F16, &F16_WIDE);
+        throughput("F32", Type::F32, &F32_GEMM);
+        throughput("BF16", Type::BF16, &BF16_GEMM);
     }
 }
