@@ -168,8 +168,26 @@ fn q8_block(x: &[f32], qs: &mut [i8]) -> f32 {
     d
 }
 
+/// True when the AVX-512 quantizers below may run (the level in use is
+/// AVX-512, see [`crate::simd::kernels`]).
+#[cfg(target_arch = "x86_64")]
+fn use_avx512() -> bool {
+    crate::simd::kernels().isa == crate::features::Isa::Avx512
+}
+
 /// Quantizes activations to Q8_0 (`src.len()` a multiple of 32).
 pub(crate) fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if use_avx512() {
+        // SAFETY: AVX-512 F/BW/VL/DQ is present (the level in use).
+        unsafe { avx512::quantize_q8_0(src, dst) };
+        return;
+    }
+    quantize_q8_0_scalar(src, dst);
+}
+
+/// [`quantize_q8_0`] one value at a time.
+pub(crate) fn quantize_q8_0_scalar(src: &[f32], dst: &mut [u8]) {
     for (x, out) in src
         .chunks_exact(QK8_0)
         .zip(dst.chunks_exact_mut(Q8_0_BYTES))
@@ -203,6 +221,17 @@ pub(crate) fn quantize_q8_1(src: &[f32], dst: &mut [u8]) {
 /// Quantizes activations to Q8_K as ggml's reference does: the value of
 /// largest magnitude maps to -127, `d = 1 / iscale`, and per-16 sums.
 pub(crate) fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_arch = "x86_64")]
+    if use_avx512() {
+        // SAFETY: AVX-512 F/BW/VL/DQ is present (the level in use).
+        unsafe { avx512::quantize_q8_k(src, dst) };
+        return;
+    }
+    quantize_q8_k_scalar(src, dst);
+}
+
+/// [`quantize_q8_k`] one value at a time.
+pub(crate) fn quantize_q8_k_scalar(src: &[f32], dst: &mut [u8]) {
     for (x, out) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(Q8_K_BYTES)) {
         let (mut amax, mut max) = (0f32, 0f32);
         for &v in x {
@@ -238,9 +267,127 @@ pub(crate) fn nearest_int(x: f32) -> i32 {
     (v.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
 }
 
+/// The Q8_0 and Q8_K activation quantizers with AVX-512, equal to the
+/// scalar ones bit for bit: the same scalar scale arithmetic, and the
+/// conversion instruction rounds half to even like `nearest_int` and
+/// saturates like the clamps. A value whose scaled product is NaN (a NaN
+/// or infinite input) quantizes to 0, as `nearest_int` makes it.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use std::arch::x86_64::*;
+
+    use super::{Q8_0_BYTES, Q8_K_BYTES, QK8_0, QK_K};
+    use half::f16;
+
+    /// Rounds `v` to the nearest integer (ties to even), NaN to 0, and
+    /// saturates to i8.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    fn to_i8(v: __m512) -> __m128i {
+        let ordered = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(v, v);
+        _mm512_cvtsepi32_epi8(_mm512_maskz_cvtps_epi32(ordered, v))
+    }
+
+    /// Largest |x| of 16 values folded into `m`, NaN ignored.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    fn abs_max(x: __m512, m: __m512) -> __m512 {
+        // MAXPS returns its second operand when either is NaN.
+        _mm512_max_ps(_mm512_abs_ps(x), m)
+    }
+
+    /// # Safety
+    /// AVX-512 F/BW/VL/DQ must be present.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn quantize_q8_0(src: &[f32], dst: &mut [u8]) {
+        for (x, out) in src
+            .chunks_exact(QK8_0)
+            .zip(dst.chunks_exact_mut(Q8_0_BYTES))
+        {
+            // SAFETY: `x` holds 32 values.
+            let (a, b) = unsafe {
+                (
+                    _mm512_loadu_ps(x.as_ptr()),
+                    _mm512_loadu_ps(x.as_ptr().add(16)),
+                )
+            };
+            let amax = _mm512_reduce_max_ps(abs_max(b, abs_max(a, _mm512_setzero_ps())));
+            let d = amax / 127.0;
+            let id = _mm512_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+            let qa = to_i8(_mm512_mul_ps(a, id));
+            let qb = to_i8(_mm512_mul_ps(b, id));
+            out[0..2].copy_from_slice(&f16::from_f32(d).to_bits().to_le_bytes());
+            // SAFETY: `out` holds 34 bytes: 2 of scale, 32 of quants.
+            unsafe {
+                _mm_storeu_si128(out.as_mut_ptr().add(2) as *mut __m128i, qa);
+                _mm_storeu_si128(out.as_mut_ptr().add(18) as *mut __m128i, qb);
+            }
+        }
+    }
+
+    /// # Safety
+    /// AVX-512 F/BW/VL/DQ must be present.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq")]
+    pub(super) unsafe fn quantize_q8_k(src: &[f32], dst: &mut [u8]) {
+        for (x, out) in src.chunks_exact(QK_K).zip(dst.chunks_exact_mut(Q8_K_BYTES)) {
+            // SAFETY: `x` holds 256 values, 16 at each of these offsets.
+            let v: [__m512; 16] =
+                std::array::from_fn(|i| unsafe { _mm512_loadu_ps(x.as_ptr().add(16 * i)) });
+            let mut m = _mm512_setzero_ps();
+            for &vi in &v {
+                m = abs_max(vi, m);
+            }
+            let amax = _mm512_reduce_max_ps(m);
+            out.fill(0);
+            if amax == 0.0 {
+                continue;
+            }
+            // The first value of that magnitude, as the scalar scan finds it.
+            let max = x.iter().copied().find(|v| v.abs() == amax).unwrap_or(amax);
+            let iscale = -127.0 / max;
+            let is = _mm512_set1_ps(iscale);
+            out[0..4].copy_from_slice(&(1.0 / iscale).to_le_bytes());
+            for (i, &vi) in v.iter().enumerate() {
+                let q = to_i8(_mm512_mul_ps(vi, is));
+                // SAFETY: quants i*16..i*16+16 lie at bytes 4.. of the block.
+                unsafe { _mm_storeu_si128(out.as_mut_ptr().add(4 + 16 * i) as *mut __m128i, q) };
+                let sum = _mm512_reduce_add_epi32(_mm512_cvtepi8_epi32(q)) as i16;
+                let at = 4 + QK_K + 2 * i;
+                out[at..at + 2].copy_from_slice(&sum.to_le_bytes());
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The vector quantizers equal the scalar ones, ties, zeros and
+    /// non-finite values included.
+    #[test]
+    fn vector_quantizers_equal_scalar() {
+        let mut x = data(8 * QK_K, 21);
+        // Ties at 127 / amax scale, a zero block, a huge and a NaN value.
+        for (i, v) in [127.0f32, 0.5, 1.5, -2.5, 3.5, -127.0].iter().enumerate() {
+            x[i] = *v;
+        }
+        x[QK_K..QK_K + 32].fill(0.0);
+        x[2 * QK_K + 5] = f32::NAN;
+        x[3 * QK_K + 7] = 3.0e38;
+        x[4 * QK_K + 9] = -2.0;
+        x[4 * QK_K + 10] = 2.0;
+        let mut a = vec![0u8; 8 * QK_K / QK8_0 * Q8_0_BYTES];
+        let mut b = a.clone();
+        quantize_q8_0(&x, &mut a);
+        quantize_q8_0_scalar(&x, &mut b);
+        assert_eq!(a, b, "Q8_0");
+        let mut a = vec![0u8; 8 * Q8_K_BYTES];
+        let mut b = a.clone();
+        quantize_q8_k(&x, &mut a);
+        quantize_q8_k_scalar(&x, &mut b);
+        assert_eq!(a, b, "Q8_K");
+    }
 
     fn data(n: usize, seed: u32) -> Vec<f32> {
         let mut s = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
