@@ -13,7 +13,7 @@ use ggml_core::quants::KVALUES_IQ4NL;
 use ggml_core::Type;
 
 use super::avx2::{
-    dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, k4_scales, load_f16x8, load_f32x8,
+    dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, load_f16x8, load_f32x8,
 };
 use super::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{by_tile, check_tile, Kernels};
@@ -317,6 +317,26 @@ q8_0_kernel!(
 
 // ------------------------------------------------------ K-quants x Q8_K
 
+/// The 6-bit scales and mins of a Q4_K / Q5_K block from its 12 packed
+/// bytes, as 8 bytes each (scale or min `g` in byte `g`): groups 0..4
+/// keep theirs in the low 6 bits of bytes 0..4 (scales) and 4..8 (mins);
+/// groups 4..8 have their low 4 bits in bytes 8..12 (scale low nibble, min
+/// high nibble) and their top 2 bits in the top bits of bytes 0..8.
+#[inline]
+pub(super) fn k4_scale_bytes(b: &[u8]) -> (u64, u64) {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let (w0, w1, w2) = (w(0), w(4), w(8));
+    let sc_hi = (w2 & LOW4) | (((w0 >> 6) & LOW2) << 4);
+    let m_hi = ((w2 >> 4) & LOW4) | (((w1 >> 6) & LOW2) << 4);
+    (
+        u64::from(w0 & LOW6) | (u64::from(sc_hi) << 32),
+        u64::from(w1 & LOW6) | (u64::from(m_hi) << 32),
+    )
+}
+
 /// Q4_K / Q5_K: one 64-weight chunk (two groups of 32) per 512-bit step.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
@@ -336,17 +356,23 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     for ib in 0..nb {
         let mut d = [_mm512_setzero_ps(); R];
         let mut dmin = [_mm256_setzero_ps(); R];
-        let mut sc = [[0i16; 8]; R];
+        let mut sc = [_mm512_setzero_si512(); R];
         let mut mins = [_mm256_setzero_si256(); R];
         pf.ahead(xs, ib * bytes, bytes);
         for r in 0..R {
             let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
-            d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 0));
-            dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 2));
-            let (s, m2) = k4_scales(&xb[4..16]);
-            sc[r] = s;
-            // SAFETY: a 16-element local array.
-            mins[r] = unsafe { _mm256_loadu_si256(m2.as_ptr() as *const __m256i) };
+            let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from_le_bytes([
+                xb[0], xb[1], xb[2], xb[3],
+            ])));
+            d[r] = _mm512_broadcastss_ps(dm);
+            dmin[r] = _mm256_broadcastss_ps(_mm_movehdup_ps(dm));
+            let (s8, m8) = k4_scale_bytes(&xb[4..16]);
+            // The 8 scales as i16 in every 128-bit lane, to be picked
+            // per chunk by a byte shuffle.
+            sc[r] = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(s8 as i64)));
+            // Each min twice, against the Q8_K sums of 16.
+            let m = _mm_cvtsi64_si128(m8 as i64);
+            mins[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
         }
         let mut dy = [_mm512_setzero_ps(); C];
         for c in 0..C {
@@ -369,6 +395,11 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
         for j in 0..4 {
             let mut qx = [_mm512_setzero_si512(); R];
             let mut s = [_mm512_setzero_si512(); R];
+            // Byte pairs of scale 2j (low half) and 2j + 1 (high half).
+            let pick = join(
+                _mm256_set1_epi16(0x0100 + 0x0202 * (2 * j as i16)),
+                _mm256_set1_epi16(0x0100 + 0x0202 * (2 * j as i16 + 1)),
+            );
             for r in 0..R {
                 let xb = xs[r].as_ptr();
                 let qo = ib * bytes + if FIVE { 48 } else { 16 } + 32 * j;
@@ -391,10 +422,7 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
                     hi = _mm256_or_si256(hi, _mm256_slli_epi16(b1, 4));
                 }
                 qx[r] = join(lo, hi);
-                s[r] = join(
-                    _mm256_set1_epi16(sc[r][2 * j]),
-                    _mm256_set1_epi16(sc[r][2 * j + 1]),
-                );
+                s[r] = _mm512_shuffle_epi8(sc[r], pick);
             }
             for c in 0..C {
                 // SAFETY: 64 quants of chunk j inside the Q8_K block (checked).

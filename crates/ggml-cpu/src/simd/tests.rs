@@ -308,3 +308,18 @@ fn exp_is_within_two_ulp() {
     assert_eq!(scalar::exp_f32(100.0), f32::INFINITY);
     assert!(scalar::exp_f32(f32::NAN).is_nan());
 }
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn packed_k4_scales_unpack_like_the_scalar_path() {
+    let mut rng = Rng(0x1357);
+    for _ in 0..2000 {
+        let b: Vec<u8> = (0..12).map(|_| (rng.f() * 128.0 + 128.0) as u8).collect();
+        let (sc, m) = super::avx512::k4_scale_bytes(&b);
+        for g in 0..8 {
+            let (s, mm) = scalar::scale_min_k4(g, &b);
+            assert_eq!((sc >> (8 * g)) as u8, s, "scale {g} of {b:?}");
+            assert_eq!((m >> (8 * g)) as u8, mm, "min {g} of {b:?}");
+        }
+    }
+}
