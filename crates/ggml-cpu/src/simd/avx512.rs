@@ -493,14 +493,19 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
     let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm512_setzero_ps(); R];
-        let mut sc = [[0i16; 16]; R];
+        let mut sc = [_mm512_setzero_si512(); R];
         // Several rows are streamed at once: ask for what follows
         // explicitly, since a block's scales sit at its end.
         pf.ahead(xs, ib * 210, 210);
         for r in 0..R {
             let xb = &xs[r][ib * 210..(ib + 1) * 210];
-            d[r] = _mm512_set1_ps(super::scalar::f16_at(xb, 208));
-            sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
+            // SAFETY: the f16 scale at 208 and the 16 i8 scales at 192 lie
+            // inside the block.
+            unsafe {
+                d[r] = _mm512_set1_ps(f16_at(xb.as_ptr().add(208)));
+                let s8 = _mm_loadu_si128(xb.as_ptr().add(192) as *const __m128i);
+                sc[r] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(s8));
+            }
         }
         let mut sumi = [[_mm512_setzero_si512(); C]; R];
         for h in 0..2 {
@@ -531,15 +536,14 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
                     ),
                 ];
+                // Scales g..g+4 of the 16-weight groups, each over 8 lanes.
                 s[r] = std::array::from_fn(|k| {
-                    let g = 8 * h + 4 * k;
-                    let lo =
-                        _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]));
-                    let hi = _mm256_set_m128i(
-                        _mm_set1_epi16(sc[r][g + 3]),
-                        _mm_set1_epi16(sc[r][g + 2]),
+                    let g = (8 * h + 4 * k) as i16;
+                    let pick = join(
+                        _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
+                        _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
                     );
-                    join(lo, hi)
+                    _mm512_permutexvar_epi16(pick, sc[r])
                 });
             }
             for c in 0..C {
