@@ -175,13 +175,10 @@ fn run() -> Result<()> {
                     };
                     let mut ctx = Context::new(&model, params)?;
                     let n_vocab = model.hparams.n_vocab;
-                    // Warm-up run.
-                    run_test(
-                        &mut ctx,
-                        n_prompt.min(32).max(usize::from(n_gen > 0)),
-                        0,
-                        n_vocab,
-                    )?;
+                    // Warm-up run, as llama.cpp's: the whole prompt (so that
+                    // the compute buffers are touched once before timing)
+                    // and one generated token.
+                    run_test(&mut ctx, n_prompt, usize::from(n_gen > 0), n_vocab)?;
                     let mut samples = Vec::new();
                     for _ in 0..reps {
                         let t = Instant::now();
