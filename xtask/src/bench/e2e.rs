@@ -54,8 +54,6 @@ pub const QUICK_N_LAYER: u32 = 2;
 pub const N_BATCH: usize = 2048;
 /// Tokens per graph computation.
 pub const N_UBATCH: usize = 512;
-/// Tokens of the pp warm-up (llama-bench's).
-const WARMUP_PROMPT: usize = 32;
 /// Seed of the generated models and of the token sequence.
 const SEED: u64 = 1;
 
@@ -317,9 +315,10 @@ pub fn run_case(case: &Case) -> Result<CaseResult> {
         Ok(())
     };
     let prompt = case.n_prompt > 0;
-    // Warm-up: pages the weights in and fills the caches, as llama-bench's.
+    // Warm-up, as llama.cpp's llama-bench: pages the weights in, touches
+    // the compute buffers of the full prompt once and fills the caches.
     if prompt {
-        run(&mut ctx, &toks[..WARMUP_PROMPT.min(n_tokens)], true)?;
+        run(&mut ctx, &toks, true)?;
     } else {
         run(&mut ctx, &toks[..1], false)?;
     }
