@@ -21,12 +21,17 @@ use std::arch::x86_64::*;
 use ggml_core::Type;
 
 use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
+use crate::features::cpu_features;
 
 /// Installs the float panel kernels (the caller checked AVX-512).
 pub(super) fn install(k: &mut Kernels) {
     k.set_gemm(Type::F32, &F32_GEMM);
     k.set_gemm(Type::F16, &F16_GEMM);
-    k.set_gemm(Type::BF16, &BF16_GEMM);
+    if cpu_features().avx512_bf16 {
+        k.set_gemm(Type::BF16, &BF16_DOT_GEMM);
+    } else {
+        k.set_gemm(Type::BF16, &BF16_GEMM);
+    }
 }
 
 /// Element types of weight rows and activation rows.
@@ -367,10 +372,8 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
     let mut p = 0;
     while p + 8 <= np {
         for c in 0..C {
-            // SAFETY: a prefetch is only a hint, it never faults.
-            unsafe {
-                _mm_prefetch::<_MM_HINT_T0>(y[c].wrapping_add(p + PREFETCH_PAIRS) as *const i8)
-            };
+            // A hint only: it never faults, even past the column.
+            _mm_prefetch::<_MM_HINT_T0>(y[c].wrapping_add(p + PREFETCH_PAIRS) as *const i8);
         }
         for i in 0..8 {
             step(p + i);
@@ -415,6 +418,182 @@ fn run<const HALF: bool>(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]
             6 => run_tile::<6, HALF>(n, p, cols, out),
             7 => run_tile::<7, HALF>(n, p, cols, out),
             _ => run_tile::<8, HALF>(n, p, cols, out),
+        }
+    }
+}
+
+// ------------------------------------------------- BF16 with AVX-512 BF16
+
+/// BF16 weights on CPUs with AVX-512 BF16: VDPBF16PS adds the products of
+/// a lane's two bf16 pairs (each product exact in f32) to its f32
+/// accumulator, so elements go by quads. Panel layout, per quad: the 16
+/// rows' four weights side by side, as bf16 (128 bytes: rows 0-7, then
+/// rows 8-15); lane `2r + j` of a register holds row `r`'s pair `j` of
+/// the quad. A prepared column is the bf16 row padded with zeros to whole
+/// quads; a quad is broadcast as one 64-bit value, and the two lanes of a
+/// row are added at the end. VDPBF16PS takes denormal inputs as zero and
+/// flushes denormal results (bf16 denormals lie below 1.2e-38). Twice the
+/// FMA path's rate: run() on one panel, n=2048, 8 columns, ~465 against
+/// ~232 GFLOP/s.
+static BF16_DOT_GEMM: Gemm = Gemm {
+    panel_bytes: |n| quads(n) * 8 * PANEL_ROWS,
+    pack: pack_bf16_quads,
+    act_bytes: |n| quads(n) * 8,
+    prep: prep_bf16_quads,
+    run: run_bf16_dot,
+};
+
+/// Quads of an `n`-element row.
+const fn quads(n: usize) -> usize {
+    n.div_ceil(4)
+}
+
+/// # Safety
+/// The slices must have been checked as in [`pack_bf16_quads`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn pack_bf16_quads_avx512(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    let qb = 8 * PANEL_ROWS;
+    let o = out.as_mut_ptr();
+    // A quad is 64 bits: 8 quads of rows 0-7, then of rows 8-15, per
+    // transpose.
+    let mut q = 0;
+    while 4 * (q + 8) <= n {
+        for g in 0..2 {
+            let x: [__m512d; 8] = std::array::from_fn(|i| match rows.get(8 * g + i) {
+                // SAFETY: every row holds n elements (checked), and
+                // 4q + 32 <= n.
+                Some(row) => unsafe { _mm512_loadu_pd(row.as_ptr().add(8 * q) as *const f64) },
+                None => _mm512_setzero_pd(),
+            });
+            for (i, v) in transpose8x64(x).into_iter().enumerate() {
+                // SAFETY: out holds quads(n) quads (checked), q + i < n / 4.
+                unsafe { _mm512_storeu_pd(o.add((q + i) * qb + 64 * g) as *mut f64, v) };
+            }
+        }
+        q += 8;
+    }
+    // The last quads, one element at a time.
+    for q in q..quads(n) {
+        let dst = &mut out[q * qb..(q + 1) * qb];
+        dst.fill(0);
+        for (r, row) in rows.iter().enumerate() {
+            for k in 4 * q..n.min(4 * q + 4) {
+                let at = 4 * r + k - 4 * q;
+                dst[2 * at..2 * at + 2].copy_from_slice(&row[2 * k..2 * k + 2]);
+            }
+        }
+    }
+}
+
+/// Packs 1 to 16 BF16 rows of `n` elements into a quad panel.
+fn pack_bf16_quads(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    assert!(
+        (1..=PANEL_ROWS).contains(&rows.len())
+            && rows.iter().all(|r| r.len() >= 2 * n)
+            && out.len() >= quads(n) * 8 * PANEL_ROWS,
+        "panel pack: {} rows of {n} elements into {} bytes",
+        rows.len(),
+        out.len()
+    );
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ; the slices
+    // were checked.
+    unsafe { pack_bf16_quads_avx512(n, rows, out) }
+}
+
+/// Prepares a BF16 activation row: the row, padded with zeros to whole
+/// quads.
+fn prep_bf16_quads(n: usize, y: &[u8], out: &mut [u8]) {
+    let bytes = quads(n) * 8;
+    assert!(
+        y.len() >= 2 * n && out.len() >= bytes,
+        "panel prep: {n} elements from {} bytes into {}",
+        y.len(),
+        out.len()
+    );
+    out[..2 * n].copy_from_slice(&y[..2 * n]);
+    out[2 * n..bytes].fill(0);
+}
+
+/// # Safety
+/// AVX-512 BF16 must be present; `panel` holds the quads of `n` elements,
+/// `cols` has `C` prepared columns of `n` elements and `out` room for `C`
+/// x 16 values (see [`run_bf16_dot`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512bf16")]
+unsafe fn run_bf16_dot_tile<const C: usize>(
+    n: usize,
+    panel: *const u8,
+    cols: &[&[u8]],
+    out: &mut [f32],
+) {
+    let y: [*const u64; C] = std::array::from_fn(|c| cols[c].as_ptr() as *const u64);
+    let mut lo = [_mm512_setzero_ps(); C];
+    let mut hi = [_mm512_setzero_ps(); C];
+    let nq = quads(n);
+    let mut step = |q: usize| {
+        // SAFETY: quad q lies in the panel and in every column (caller);
+        // the transmutes reinterpret 512 bits as 32 bf16.
+        unsafe {
+            let w = panel.add(q * 8 * PANEL_ROWS);
+            let wl: __m512bh = std::mem::transmute(_mm512_loadu_si512(w as *const __m512i));
+            let wh: __m512bh = std::mem::transmute(_mm512_loadu_si512(w.add(64) as *const __m512i));
+            for c in 0..C {
+                let yv: __m512bh =
+                    std::mem::transmute(_mm512_set1_epi64(y[c].add(q).read_unaligned() as i64));
+                lo[c] = _mm512_dpbf16_ps(lo[c], wl, yv);
+                hi[c] = _mm512_dpbf16_ps(hi[c], wh, yv);
+            }
+        }
+    };
+    // Eight quads (a cache line of every column) at a time, asking for the
+    // columns' lines 1 KiB ahead as in `run_tile`.
+    let mut q = 0;
+    while q + 8 <= nq {
+        for c in 0..C {
+            // A hint only: it never faults, even past the column.
+            _mm_prefetch::<_MM_HINT_T0>(y[c].wrapping_add(q + PREFETCH_PAIRS) as *const i8);
+        }
+        for i in 0..8 {
+            step(q + i);
+        }
+        q += 8;
+    }
+    for q in q..nq {
+        step(q);
+    }
+    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    for c in 0..C {
+        let s = _mm512_add_ps(
+            _mm512_permutex2var_ps(lo[c], even, hi[c]),
+            _mm512_permutex2var_ps(lo[c], odd, hi[c]),
+        );
+        // SAFETY: out holds C x 16 values (caller).
+        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(c * PANEL_ROWS), s) };
+    }
+}
+
+/// `out[c * 16 + r] = dot(row r of the quad panel, column c)`.
+fn run_bf16_dot(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+    assert!(
+        (1..=GEMM_COLS).contains(&cols.len())
+            && panel.len() >= quads(n) * 8 * PANEL_ROWS
+            && cols.iter().all(|c| c.len() >= quads(n) * 8)
+            && out.len() >= cols.len() * PANEL_ROWS,
+        "panel kernel: slices shorter than {n} elements"
+    );
+    let p = panel.as_ptr();
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and BF16; the
+    // slices were checked.
+    unsafe {
+        match cols.len() {
+            1 => run_bf16_dot_tile::<1>(n, p, cols, out),
+            2 => run_bf16_dot_tile::<2>(n, p, cols, out),
+            3 => run_bf16_dot_tile::<3>(n, p, cols, out),
+            4 => run_bf16_dot_tile::<4>(n, p, cols, out),
+            5 => run_bf16_dot_tile::<5>(n, p, cols, out),
+            6 => run_bf16_dot_tile::<6>(n, p, cols, out),
+            7 => run_bf16_dot_tile::<7>(n, p, cols, out),
+            _ => run_bf16_dot_tile::<8>(n, p, cols, out),
         }
     }
 }
@@ -505,5 +684,9 @@ mod bench {
         }
         throughput("F32", Type::F32, &F32_GEMM, 2048);
         throughput("BF16", Type::BF16, &BF16_GEMM, 2048);
+        if crate::features::cpu_features().avx512_bf16 {
+            throughput("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM, 2048);
+            throughput("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM, 5632);
+        }
     }
 }
