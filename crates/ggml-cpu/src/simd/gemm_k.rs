@@ -86,6 +86,180 @@ fn put4(out: &mut [u8], o: usize, r: usize, v: [u8; 4]) {
     out[o + 4 * r..o + 4 * r + 4].copy_from_slice(&v);
 }
 
+/// Stores the 16x16 transpose of `m` (16 rows of 16 dwords): vector `c`
+/// at `dst + c * VEC` holds dword `c` of every row, row `r` in lane `r`.
+///
+/// # Safety
+/// `dst` must be writable for 16 vectors.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn transpose_store(m: &[__m512i; 16], dst: *mut u8) {
+    // Dwords of row pairs, then quads, interleaved within 128-bit blocks:
+    // u[4i + k] holds, in block b, dword 4b + k of rows 4i..4i + 4.
+    let t: [__m512i; 16] = std::array::from_fn(|x| {
+        let (a, b) = (m[x & !1], m[x | 1]);
+        if x % 2 == 0 {
+            _mm512_unpacklo_epi32(a, b)
+        } else {
+            _mm512_unpackhi_epi32(a, b)
+        }
+    });
+    let u: [__m512i; 16] = std::array::from_fn(|x| {
+        let (i, k) = (x / 4, x % 4);
+        let (a, b) = (t[4 * i + k / 2], t[4 * i + 2 + k / 2]);
+        if k % 2 == 0 {
+            _mm512_unpacklo_epi64(a, b)
+        } else {
+            _mm512_unpackhi_epi64(a, b)
+        }
+    });
+    // Then a 4x4 transpose of 128-bit blocks for each k.
+    for k in 0..4 {
+        let a = _mm512_shuffle_i32x4::<0x44>(u[k], u[4 + k]);
+        let b = _mm512_shuffle_i32x4::<0xee>(u[k], u[4 + k]);
+        let c = _mm512_shuffle_i32x4::<0x44>(u[8 + k], u[12 + k]);
+        let d = _mm512_shuffle_i32x4::<0xee>(u[8 + k], u[12 + k]);
+        let o = [
+            _mm512_shuffle_i32x4::<0x88>(a, c),
+            _mm512_shuffle_i32x4::<0xdd>(a, c),
+            _mm512_shuffle_i32x4::<0x88>(b, d),
+            _mm512_shuffle_i32x4::<0xdd>(b, d),
+        ];
+        for (bl, v) in o.iter().enumerate() {
+            // SAFETY: vector 4 * bl + k of the 16 (caller).
+            unsafe { _mm512_storeu_si512(dst.add((4 * bl + k) * VEC) as *mut __m512i, *v) };
+        }
+    }
+}
+
+/// Packs the levels of `rows` (1 to 16, `bytes` per block): for each of
+/// the `chunks` 64-byte chunks of a block that `level(block, chunk)` gives
+/// as unsigned bytes, 16 panel vectors at `chunk * 16 * VEC` in the panel
+/// super-block (`sb` bytes); missing rows get zeros.
+///
+/// # Safety
+/// AVX-512; `level` reads only inside the block it is given; `out` holds
+/// `nb` panel super-blocks and every row `nb` blocks (checked by
+/// [`check_pack`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn pack_levels(
+    nb: usize,
+    rows: &[&[u8]],
+    out: &mut [u8],
+    bytes: usize,
+    sb: usize,
+    chunks: usize,
+    level: unsafe fn(*const u8, usize) -> __m512i,
+) {
+    for ib in 0..nb {
+        for k in 0..chunks {
+            let m: [__m512i; 16] = std::array::from_fn(|r| match rows.get(r) {
+                // SAFETY: block ib of row r (checked).
+                Some(x) => unsafe { level(x.as_ptr().add(ib * bytes), k) },
+                None => _mm512_setzero_si512(),
+            });
+            // SAFETY: vectors 16k..16k + 16 of panel super-block ib.
+            unsafe { transpose_store(&m, out.as_mut_ptr().add(ib * sb + k * 16 * VEC)) };
+        }
+    }
+}
+
+/// # Safety
+/// `p` must be readable for 32 bytes.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn load256(p: *const u8) -> __m256i {
+    // SAFETY: 32 readable bytes (caller).
+    unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+fn join(lo: __m256i, hi: __m256i) -> __m512i {
+    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
+}
+
+/// Q4_K: bytes `64k..64k + 64` of the block's `qs` as they are.
+///
+/// # Safety
+/// `b` must be readable for a Q4_K block, `k < 2`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn q4k_chunk(b: *const u8, k: usize) -> __m512i {
+    // SAFETY: 64 bytes of qs (caller).
+    unsafe { load(b.add(16 + 64 * k)) }
+}
+
+/// Q5_K: the levels (0..31) of weights `64j..64j + 64`.
+///
+/// # Safety
+/// `b` must be readable for a Q5_K block, `j < 4`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn q5k_chunk(b: *const u8, j: usize) -> __m512i {
+    // SAFETY: qh (32 bytes at 16) and 32 bytes of qs (at 48 + 32j).
+    let (qh, q) = unsafe { (load256(b.add(16)), load256(b.add(48 + 32 * j))) };
+    let m4 = _mm256_set1_epi8(0x0f);
+    let bit4 = _mm256_set1_epi8(0x10);
+    // Bit 2j (2j + 1) of qh moved to bit 4.
+    let at4 = |bit: usize| {
+        let v = if bit <= 4 {
+            _mm256_sll_epi16(qh, _mm_cvtsi32_si128(4 - bit as i32))
+        } else {
+            _mm256_srl_epi16(qh, _mm_cvtsi32_si128(bit as i32 - 4))
+        };
+        _mm256_and_si256(v, bit4)
+    };
+    let lo = _mm256_or_si256(_mm256_and_si256(q, m4), at4(2 * j));
+    let hi = _mm256_or_si256(
+        _mm256_and_si256(_mm256_srli_epi16::<4>(q), m4),
+        at4(2 * j + 1),
+    );
+    join(lo, hi)
+}
+
+/// Q6_K: the levels (0..63) of weights `64k..64k + 64`.
+///
+/// # Safety
+/// `b` must be readable for a Q6_K block, `k < 4`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn q6k_chunk(b: *const u8, k: usize) -> __m512i {
+    let h = k / 2;
+    // SAFETY: ql (64 bytes at 64h) and qh (32 bytes at 128 + 32h).
+    let (a, c, qh) = unsafe {
+        (
+            load256(b.add(64 * h)),
+            load256(b.add(64 * h + 32)),
+            load256(b.add(128 + 32 * h)),
+        )
+    };
+    let m4 = _mm256_set1_epi8(0x0f);
+    let m30 = _mm256_set1_epi8(0x30);
+    let (lo, hi) = if k % 2 == 0 {
+        (
+            _mm256_or_si256(
+                _mm256_and_si256(a, m4),
+                _mm256_and_si256(_mm256_slli_epi16::<4>(qh), m30),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(c, m4),
+                _mm256_and_si256(_mm256_slli_epi16::<2>(qh), m30),
+            ),
+        )
+    } else {
+        (
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(a), m4),
+                _mm256_and_si256(qh, m30),
+            ),
+            _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16::<4>(c), m4),
+                _mm256_and_si256(_mm256_srli_epi16::<2>(qh), m30),
+            ),
+        )
+    };
+    join(lo, hi)
+}
+
 /// Checks what a `run` relies on (an internal invariant of the caller, so
 /// a failure is a bug): whole super-blocks, a full panel, 1 to
 /// [`GEMM_COLS`] prepared columns and room for the results.
@@ -206,33 +380,15 @@ fn qk_pack<const FIVE: bool>(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     if rows.len() < PANEL_ROWS {
         out[..nb * sb].fill(0);
     }
+    let (level, chunks): (unsafe fn(*const u8, usize) -> __m512i, usize) =
+        if FIVE { (q5k_chunk, 4) } else { (q4k_chunk, 2) };
+    // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
+    unsafe { pack_levels(nb, rows, out, bytes, sb, chunks, level) };
     for ib in 0..nb {
         let o = &mut out[ib * sb..(ib + 1) * sb];
         for (r, x) in rows.iter().enumerate() {
             let r = r % PANEL_ROWS;
             let b = &x[ib * bytes..(ib + 1) * bytes];
-            if FIVE {
-                let (qh, qs) = (&b[16..48], &b[48..176]);
-                for j in 0..4 {
-                    for i in 0..8 {
-                        let (mut lo, mut hi) = ([0u8; 4], [0u8; 4]);
-                        for t in 0..4 {
-                            let (l, q) = (4 * i + t, qs[32 * j + 4 * i + t]);
-                            lo[t] = (q & 15) | ((qh[l] >> (2 * j)) & 1) << 4;
-                            hi[t] = (q >> 4) | ((qh[l] >> (2 * j + 1)) & 1) << 4;
-                        }
-                        let at = (16 * j + i) * VEC + 4 * r;
-                        o[at..at + 4].copy_from_slice(&lo);
-                        let at = at + 8 * VEC;
-                        o[at..at + 4].copy_from_slice(&hi);
-                    }
-                }
-            } else {
-                for (v, q) in b[16..144].chunks_exact(4).enumerate() {
-                    let at = v * VEC + 4 * r;
-                    o[at..at + 4].copy_from_slice(q);
-                }
-            }
             let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
             for g in 0..8 {
                 let (s, m) = scale_min_k4(g, &b[4..16]);
@@ -388,42 +544,19 @@ static Q6_K_GEMM: Gemm = Gemm {
 };
 
 /// The unsigned levels (0..63) of a Q6_K block.
-fn q6k_levels(b: &[u8]) -> [u8; QK] {
-    let mut q = [0u8; QK];
-    for half in 0..2 {
-        let (ql, qh) = (
-            &b[64 * half..64 * half + 64],
-            &b[128 + 32 * half..160 + 32 * half],
-        );
-        let o = 128 * half;
-        for l in 0..32 {
-            q[o + l] = (ql[l] & 15) | ((qh[l] & 3) << 4);
-            q[o + l + 32] = (ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4);
-            q[o + l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
-            q[o + l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
-        }
-    }
-    q
-}
-
 fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     check_pack(n, rows, Q6K_BYTES, out, Q6K_SB);
     let nb = n / QK;
-    out[..nb * Q6K_SB].fill(0);
+    if rows.len() < PANEL_ROWS {
+        out[..nb * Q6K_SB].fill(0);
+    }
+    // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
+    unsafe { pack_levels(nb, rows, out, Q6K_BYTES, Q6K_SB, 4, q6k_chunk) };
     for (r, x) in rows.iter().enumerate() {
         for ib in 0..nb {
             let b = &x[ib * Q6K_BYTES..(ib + 1) * Q6K_BYTES];
             let o = &mut out[ib * Q6K_SB..(ib + 1) * Q6K_SB];
-            let q = q6k_levels(b);
             let d = f16_at(b, 208);
-            for v in 0..64 {
-                put4(
-                    o,
-                    Q6K_QS + v * VEC,
-                    r,
-                    q[4 * v..4 * v + 4].try_into().unwrap(),
-                );
-            }
             for g in 0..16 {
                 let s = b[192 + g] as i8;
                 put4(o, Q6K_DSC + g * VEC, r, (d * f32::from(s)).to_le_bytes());
