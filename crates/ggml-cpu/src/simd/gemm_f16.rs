@@ -675,9 +675,34 @@ mod bench {
         );
     }
 
+    /// GB/s of weights read by `pack` from a matrix larger than the caches
+    /// (n=2048, 16384 rows).
+    fn pack_from_memory(name: &str, ty: Type, g: &Gemm) {
+        let (n, nrows) = (2048, 16384);
+        let rb = n * ty.type_size();
+        let mut m = vec![0u8; nrows * rb];
+        for (i, b) in m.iter_mut().enumerate() {
+            *b = (i * 7 % 251) as u8 & 0x3f;
+        }
+        let mut panel = vec![0u8; (g.panel_bytes)(n)];
+        let mut best = 0f64;
+        for _ in 0..3 {
+            let t = Instant::now();
+            for rows16 in m.chunks_exact(PANEL_ROWS * rb) {
+                let rows: Vec<&[u8]> = rows16.chunks_exact(rb).collect();
+                (g.pack)(n, &rows, &mut panel);
+                std::hint::black_box(&panel);
+            }
+            best = best.max(m.len() as f64 / t.elapsed().as_secs_f64());
+        }
+        println!("{name}: pack from memory {:.1} GB/s of weights", best / 1e9);
+    }
+
     #[test]
     #[ignore]
     fn float_gemm_throughput() {
+        pack_from_memory("F16", Type::F16, &F16_GEMM);
+        pack_from_memory("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM);
         for n in [2048, 5632] {
             throughput("F16 (f16 panel)", Type::F16, &F16_GEMM, n);
             throughput("F16 (f32 panel)", Type::F16, &F16_WIDE, n);
@@ -687,6 +712,69 @@ mod bench {
         if crate::features::cpu_features().avx512_bf16 {
             throughput("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM, 2048);
             throughput("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM, 5632);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ggml_core::Type;
+
+    use super::super::tests::{lengths, quantize, Rng};
+    use super::super::{scalar, GEMM_COLS, PANEL_ROWS};
+    use super::*;
+    use crate::features::{is_available, Isa};
+
+    /// The FMA BF16 kernel, which CPUs with AVX-512 BF16 do not install:
+    /// within f32 rounding of the scalar row kernel, and the same with one
+    /// column per call.
+    #[test]
+    fn bf16_fma_panel_kernel_matches_the_row_kernel() {
+        if !is_available(Isa::Avx512) {
+            return;
+        }
+        let g = &BF16_GEMM;
+        for n in lengths(Type::BF16) {
+            let mut rng = Rng(0x3779 ^ n as u64);
+            let xs: Vec<Vec<u8>> = (0..PANEL_ROWS)
+                .map(|_| quantize(Type::BF16, &rng.vec(n)))
+                .collect();
+            let ys: Vec<Vec<u8>> = (0..GEMM_COLS)
+                .map(|_| quantize(Type::BF16, &rng.vec(n)))
+                .collect();
+            let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
+            let mut panel = vec![0xa5u8; (g.panel_bytes)(n)];
+            (g.pack)(n, &rows, &mut panel);
+            let prepped: Vec<Vec<u8>> = ys
+                .iter()
+                .map(|y| {
+                    let mut p = vec![0x5au8; (g.act_bytes)(n)];
+                    (g.prep)(n, y, &mut p);
+                    p
+                })
+                .collect();
+            let cols: Vec<&[u8]> = prepped.iter().map(|v| &v[..]).collect();
+            let mut out = vec![f32::NAN; GEMM_COLS * PANEL_ROWS];
+            (g.run)(n, &panel, &cols, &mut out);
+            for (c, y) in ys.iter().enumerate() {
+                let mut one = [f32::NAN; PANEL_ROWS];
+                (g.run)(n, &panel, &cols[c..c + 1], &mut one);
+                for (r, x) in xs.iter().enumerate() {
+                    let got = out[c * PANEL_ROWS + r];
+                    let mut want = [0f32];
+                    scalar::reference_dot(Type::BF16, n, &[x], &[y], &mut want);
+                    let mag: f64 = (0..n)
+                        .map(|i| f64::from((elem::<SRC_BF16>(x, i) * elem::<SRC_BF16>(y, i)).abs()))
+                        .sum();
+                    let tol = 4e-6 * mag + 1e-6;
+                    assert!(
+                        f64::from((got - want[0]).abs()) <= tol,
+                        "n={n} ({r},{c}): {got} vs {}",
+                        want[0]
+                    );
+                    assert_eq!(one[r].to_bits(), got.to_bits(), "n={n} ({r},{c}) alone");
+                }
+            }
         }
     }
 }
