@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
-use super::scalar::{f16_at, q8k_bsum, scale_min_k4, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
+use super::scalar::{f16_at, q8k_bsum, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
 use crate::features::cpu_features;
 
@@ -377,29 +377,85 @@ fn qk_pack<const FIVE: bool>(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     let sb = qk_sb(FIVE);
     check_pack(n, rows, bytes, out, sb);
     let nb = n / QK;
-    if rows.len() < PANEL_ROWS {
-        out[..nb * sb].fill(0);
-    }
+    // Every byte of the panel is written below (zeros for missing rows).
     let (level, chunks): (unsafe fn(*const u8, usize) -> __m512i, usize) =
         if FIVE { (q5k_chunk, 4) } else { (q4k_chunk, 2) };
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
     unsafe { pack_levels(nb, rows, out, bytes, sb, chunks, level) };
     for ib in 0..nb {
-        let o = &mut out[ib * sb..(ib + 1) * sb];
-        for (r, x) in rows.iter().enumerate() {
-            let r = r % PANEL_ROWS;
-            let b = &x[ib * bytes..(ib + 1) * bytes];
-            let (d, dmin) = (f16_at(b, 0), f16_at(b, 2));
-            for g in 0..8 {
-                let (s, m) = scale_min_k4(g, &b[4..16]);
-                let at = qk_dsc(FIVE) + g * VEC + 4 * r;
-                o[at..at + 4].copy_from_slice(&(d * f32::from(s)).to_le_bytes());
-                let at = qk_min(FIVE) + (g / 2) * VEC + 4 * r + 2 * (g % 2);
-                o[at..at + 2].copy_from_slice(&u16::from(m).to_le_bytes());
-            }
-            let at = qk_dmin(FIVE) + 4 * r;
-            o[at..at + 4].copy_from_slice(&dmin.to_le_bytes());
+        // SAFETY: as above; panel super-block ib is inside `out`.
+        unsafe { qk_pack_scales::<FIVE>(rows, ib * bytes, out.as_mut_ptr().add(ib * sb)) };
+    }
+}
+
+/// Packs d * scale, the mins and dmin of the 16 rows' blocks at byte `at`
+/// (zeros for missing rows) into the panel super-block at `o`, all rows at
+/// once: the first 16 bytes of a block (d, dmin, the 12 bytes of 6-bit
+/// scales and mins) are transposed to 4 vectors of one row per lane.
+///
+/// # Safety
+/// AVX-512; every row readable for 16 bytes at `at`; `o` writable for a
+/// panel super-block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn qk_pack_scales<const FIVE: bool>(rows: &[&[u8]], at: usize, o: *mut u8) {
+    let m: [__m512i; 16] = std::array::from_fn(|r| match rows.get(r) {
+        Some(x) => {
+            // SAFETY: 16 bytes at `at` (caller).
+            let v = unsafe { _mm_loadu_si128(x.as_ptr().add(at) as *const __m128i) };
+            _mm512_castsi128_si512(v)
         }
+        None => _mm512_setzero_si512(),
+    });
+    let mut t = [0u8; 16 * VEC];
+    // SAFETY: t holds 16 vectors; vectors 0..4 are read back below.
+    let (dd, s0, s1, s2) = unsafe {
+        transpose_store(&m, t.as_mut_ptr());
+        (
+            load(t.as_ptr()),
+            load(t.as_ptr().add(VEC)),
+            load(t.as_ptr().add(2 * VEC)),
+            load(t.as_ptr().add(3 * VEC)),
+        )
+    };
+    let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
+    let dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd)));
+    let (m63, m15, ff) = (
+        _mm512_set1_epi32(63),
+        _mm512_set1_epi32(15),
+        _mm512_set1_epi32(255),
+    );
+    let byte = |v: __m512i, k: usize| {
+        _mm512_and_si512(_mm512_srl_epi32(v, _mm_cvtsi32_si128(8 * k as i32)), ff)
+    };
+    let mut sc = [_mm512_setzero_si512(); 8];
+    let mut mn = [_mm512_setzero_si512(); 8];
+    // As scale_min_k4: bytes 0..4 hold scales 0..4 (and the top bits of
+    // scales 4..8), bytes 4..8 mins 0..4 (and the top bits of mins 4..8),
+    // bytes 8..12 the low bits of scales and mins 4..8.
+    for k in 0..4 {
+        let (a, b, c) = (byte(s0, k), byte(s1, k), byte(s2, k));
+        sc[k] = _mm512_and_si512(a, m63);
+        mn[k] = _mm512_and_si512(b, m63);
+        sc[k + 4] = _mm512_or_si512(
+            _mm512_and_si512(c, m15),
+            _mm512_slli_epi32::<4>(_mm512_srli_epi32::<6>(a)),
+        );
+        mn[k + 4] = _mm512_or_si512(
+            _mm512_srli_epi32::<4>(c),
+            _mm512_slli_epi32::<4>(_mm512_srli_epi32::<6>(b)),
+        );
+    }
+    // SAFETY: the vectors below lie inside the panel super-block (caller).
+    unsafe {
+        for (g, s) in sc.iter().enumerate() {
+            let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(*s));
+            _mm512_storeu_ps(o.add(qk_dsc(FIVE) + g * VEC) as *mut f32, v);
+        }
+        for q in 0..4 {
+            let v = _mm512_or_si512(mn[2 * q], _mm512_slli_epi32::<16>(mn[2 * q + 1]));
+            _mm512_storeu_si512(o.add(qk_min(FIVE) + q * VEC) as *mut __m512i, v);
+        }
+        _mm512_storeu_ps(o.add(qk_dmin(FIVE)) as *mut f32, dmin);
     }
 }
 
@@ -699,7 +755,12 @@ mod bench {
     /// The ceiling: only the VPDPBUSDs of the Q4_K kernel (same loads
     /// and broadcasts, no unpacking, scales or mins).
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni")]
-    unsafe fn dpbusd_only(nb: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+    unsafe fn dpbusd_only<const REGS: bool>(
+        nb: usize,
+        panel: &[u8],
+        cols: &[&[u8]],
+        out: &mut [f32],
+    ) {
         use std::arch::x86_64::*;
         let mut acc = [_mm512_setzero_si512(); 8];
         for ib in 0..nb {
@@ -708,11 +769,24 @@ mod bench {
                 let p = panel.as_ptr().add(ib * super::qk_sb(false));
                 let y: [*const u8; 8] =
                     std::array::from_fn(|c| cols[c].as_ptr().add(ib * super::A4_SB));
-                for v in 0..64 {
-                    let w = _mm512_loadu_si512(p.add((v % 32) * 64) as *const __m512i);
-                    for c in 0..8 {
-                        let b = _mm512_set1_epi32((y[c].add(4 * v) as *const i32).read_unaligned());
-                        acc[c] = _mm512_dpbusd_epi32(acc[c], w, b);
+                if REGS {
+                    let bs: [__m512i; 8] = std::array::from_fn(|c| {
+                        _mm512_set1_epi32((y[c] as *const i32).read_unaligned())
+                    });
+                    for v in 0..64 {
+                        let w = _mm512_loadu_si512(p.add((v % 32) * 64) as *const __m512i);
+                        for c in 0..8 {
+                            acc[c] = _mm512_dpbusd_epi32(acc[c], w, bs[c]);
+                        }
+                    }
+                } else {
+                    for v in 0..64 {
+                        let w = _mm512_loadu_si512(p.add((v % 32) * 64) as *const __m512i);
+                        for c in 0..8 {
+                            let b =
+                                _mm512_set1_epi32((y[c].add(4 * v) as *const i32).read_unaligned());
+                            acc[c] = _mm512_dpbusd_epi32(acc[c], w, b);
+                        }
                     }
                 }
             }
@@ -726,12 +800,22 @@ mod bench {
 
     fn dpbusd_ceiling(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
         // SAFETY: VNNI checked by the caller; the Q4_K lengths.
-        unsafe { dpbusd_only(n / 256, panel, cols, out) }
+        unsafe { dpbusd_only::<false>(n / 256, panel, cols, out) }
+    }
+
+    fn dpbusd_ceiling_regs(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+        // SAFETY: VNNI checked by the caller; the Q4_K lengths.
+        unsafe { dpbusd_only::<true>(n / 256, panel, cols, out) }
     }
 
     #[test]
     #[ignore]
     fn gemm_k_ceiling() {
+        let g = Gemm {
+            run: dpbusd_ceiling_regs,
+            ..Q4_K_GEMM
+        };
+        throughput("dpbusd only, registers", Type::Q4_K, &g);
         let g = Gemm {
             run: dpbusd_ceiling,
             ..Q4_K_GEMM
