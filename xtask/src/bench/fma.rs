@@ -31,6 +31,9 @@ const ADD: f32 = 1e-6;
 pub enum Isa {
     /// 512-bit FMA.
     Avx512,
+    /// 512-bit 8-bit integer multiply-adds (VPDPBUSD), what the quantized
+    /// matrix kernels run on.
+    Avx512Vnni,
     /// 256-bit FMA.
     Avx2,
     /// Plain multiply and add, left to the compiler.
@@ -42,6 +45,7 @@ impl Isa {
     pub fn name(self) -> &'static str {
         match self {
             Isa::Avx512 => "avx512 fma",
+            Isa::Avx512Vnni => INT8_CASE,
             Isa::Avx2 => "avx2 fma",
             Isa::Portable => "portable mul+add",
         }
@@ -51,6 +55,7 @@ impl Isa {
     pub fn flops_per_iter(self) -> u64 {
         match self {
             Isa::Avx512 => 12 * 16 * 2,
+            Isa::Avx512Vnni => 12 * 64 * 2,
             Isa::Avx2 => 12 * 8 * 2,
             Isa::Portable => 8 * 2,
         }
@@ -63,6 +68,9 @@ impl Isa {
         {
             if is_x86_feature_detected!("avx512f") {
                 v.push(Isa::Avx512);
+            }
+            if is_x86_feature_detected!("avx512vnni") {
+                v.push(Isa::Avx512Vnni);
             }
             if is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") {
                 v.push(Isa::Avx2);
@@ -80,6 +88,10 @@ impl Isa {
             // SAFETY: `Isa::Avx512` is only listed by `available()` when the
             // CPU reports avx512f.
             Isa::Avx512 => unsafe { x86::fma_avx512(iters) },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: listed only when the CPU reports avx512vnni (and so
+            // avx512f).
+            Isa::Avx512Vnni => unsafe { x86::dpbusd_avx512(iters) },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: `Isa::Avx2` is only listed when the CPU reports avx2 and fma.
             Isa::Avx2 => unsafe { x86::fma_avx2(iters) },
@@ -121,6 +133,24 @@ mod x86 {
             .iter()
             .fold(_mm512_setzero_ps(), |s, &a| _mm512_add_ps(s, a));
         _mm512_reduce_add_ps(sum)
+    }
+
+    /// Twelve independent 512-bit chains of 8-bit multiply-adds (64
+    /// multiplies and adds each).
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    pub fn dpbusd_avx512(iters: u64) -> f32 {
+        let a = black_box(_mm512_set1_epi8(3));
+        let b = black_box(_mm512_set1_epi8(-2));
+        let mut acc = [black_box(_mm512_setzero_si512()); 12];
+        for _ in 0..iters {
+            for s in acc.iter_mut() {
+                *s = _mm512_dpbusd_epi32(*s, a, b);
+            }
+        }
+        let sum = acc
+            .iter()
+            .fold(_mm512_setzero_si512(), |s, &v| _mm512_add_epi32(s, v));
+        _mm512_reduce_add_epi32(sum) as f32
     }
 
     /// Twelve independent 256-bit FMA chains.
@@ -170,6 +200,9 @@ pub fn measure(isa: Isa, threads: usize, iters: u64) -> Duration {
     }
 }
 
+/// Case name of the 8-bit integer peak.
+pub const INT8_CASE: &str = "avx512 vnni int8";
+
 /// The FMA suite.
 pub struct PeakFma;
 
@@ -192,13 +225,17 @@ impl Suite for PeakFma {
                     .unwrap_or_default();
                 let flops = (isa.flops_per_iter() * iters * threads as u64) as f64;
                 let gflops = flops / best.as_secs_f64().max(1e-9) / 1e9;
-                let note = format!("f32, {iters} iterations per thread, best of {REPS}");
+                let (kind, unit) = match isa {
+                    Isa::Avx512Vnni => ("int8 x int8 -> int32", "GOP/s"),
+                    _ => ("f32", "GFLOP/s"),
+                };
+                let note = format!("{kind}, {iters} iterations per thread, best of {REPS}");
                 rows.push(Row::new(
                     self.name(),
                     isa.name(),
                     Some(threads),
                     gflops,
-                    "GFLOP/s",
+                    unit,
                     note,
                 ));
             }
@@ -215,6 +252,11 @@ mod tests {
     fn every_isa_computes_the_same() {
         let want = portable(1000);
         for isa in Isa::available() {
+            if isa == Isa::Avx512Vnni {
+                // 12 chains x 16 lanes x 1000 steps of 4 x (3 x -2).
+                assert_eq!(isa.run(1000), (12 * 16 * 1000 * 4 * -6) as f32);
+                continue;
+            }
             let got = isa.run(1000);
             let lanes = (isa.flops_per_iter() / 2) as f32;
             // Each lane converges the same way; compare the per-lane mean.

@@ -14,9 +14,10 @@
 //! * matmul (512 columns): what prompt processing does. It is compute
 //!   bound: GFLOP/s (2 k m n per product), compared with the peak f32 FMA
 //!   rate at the same thread count from the same run. The quantized types
-//!   multiply 8-bit integers (the activations are quantized to Q8), which
-//!   some CPUs do faster than f32 FMAs, so for them the peak is a reference
-//!   rather than a ceiling.
+//!   multiply 8-bit integers (the activations are quantized to Q8), so
+//!   where the CPU has 8-bit multiply-add instructions (AVX-512 VNNI) their
+//!   peak from the same run is the bound; elsewhere the f32 peak is a
+//!   reference rather than a ceiling.
 //!
 //! Each figure is the best sample after a warm-up, like STREAM's.
 
@@ -31,7 +32,7 @@ use ggml_core::{quants, Type};
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
 
 use super::report::Row;
-use super::{host, peak_fma, read_bandwidth, BenchOptions, Suite};
+use super::{host, peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::{Error, Result};
 
 /// The weight types measured by default, in ggml's order.
@@ -363,7 +364,11 @@ pub fn run_config(cfg: &Config, prior: &[Row]) -> Result<Vec<Row>> {
                         "GFLOP/s",
                         note,
                     )
-                    .with_bound(peak_fma(prior, *t)),
+                    .with_bound(if ty.is_quantized() {
+                        peak_int8(prior, *t).or_else(|| peak_fma(prior, *t))
+                    } else {
+                        peak_fma(prior, *t)
+                    }),
                 );
             }
         }

@@ -145,7 +145,16 @@ pub fn read_bandwidth(rows: &[Row], threads: usize) -> Option<f64> {
 /// The peak FMA rate (GFLOP/s, best instruction set) at `threads` among `rows`.
 pub fn peak_fma(rows: &[Row], threads: usize) -> Option<f64> {
     rows.iter()
-        .filter(|r| r.suite == "fma" && r.threads == Some(threads))
+        .filter(|r| r.suite == "fma" && r.case != fma::INT8_CASE && r.threads == Some(threads))
+        .map(|r| r.value)
+        .reduce(f64::max)
+}
+
+/// The peak 8-bit integer multiply-add rate (GOP/s) measured at `threads`,
+/// where the CPU has such instructions.
+pub fn peak_int8(rows: &[Row], threads: usize) -> Option<f64> {
+    rows.iter()
+        .filter(|r| r.suite == "fma" && r.case == fma::INT8_CASE && r.threads == Some(threads))
         .map(|r| r.value)
         .reduce(f64::max)
 }
