@@ -18,9 +18,10 @@
 //! The bounds: generation streams every weight once per token, so it can
 //! go no faster than the read-only STREAM bandwidth divided by the bytes of
 //! weights per token; prompt processing is compute bound, at best the peak
-//! f32 FMA rate divided by the floating-point operations per token (2 per
-//! weight of the repeating layers, plus causal attention, plus the output
-//! layer once per prompt). Both bounds come from the same run.
+//! f32 FMA rate (for quantized weights the 8-bit multiply-add peak, where
+//! the CPU has one) divided by the operations per token (2 per weight of
+//! the repeating layers, plus causal attention, plus the output layer once
+//! per prompt). Both bounds come from the same run.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,7 +31,7 @@ use llama::{Batch, Context, ContextParams, Model, ModelParams, Token};
 use serde_json::{json, Value};
 
 use super::report::Row;
-use super::{peak_fma, read_bandwidth, BenchOptions, Suite};
+use super::{peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::{Error, Result};
 use crate::gen_model::shape::{Preset, Shape, ShapeOverrides};
 use crate::gen_model::types::OutType;
@@ -473,7 +474,17 @@ pub fn row(case: &Case, r: &CaseResult, prior: &[Row]) -> Row {
         .unwrap_or_else(|| "peak RSS unknown".into());
     let cpu = r.backend == "CPU";
     let (bound, work) = if case.n_prompt > 0 {
-        let b = peak_fma(prior, case.threads).map(|g| g * 1e9 / r.flops_per_token);
+        // Quantized weights multiply 8-bit integers: their bound is the
+        // 8-bit multiply-add peak where the CPU has one.
+        let float_weights = ["F32", "F16", "BF16"]
+            .iter()
+            .any(|t| r.model_desc.ends_with(&format!(" {t}")));
+        let peak = if float_weights {
+            peak_fma(prior, case.threads)
+        } else {
+            peak_int8(prior, case.threads).or_else(|| peak_fma(prior, case.threads))
+        };
+        let b = peak.map(|g| g * 1e9 / r.flops_per_token);
         (b, format!("{:.2} GFLOP/token", r.flops_per_token / 1e9))
     } else {
         let b = read_bandwidth(prior, case.threads).map(|g| g * 1e9 / r.bytes_per_token);
