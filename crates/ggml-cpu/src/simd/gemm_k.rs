@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
-use super::scalar::{f16_at, q8k_bsum, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
+use super::scalar::{q8k_bsum, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
 use crate::features::cpu_features;
 
@@ -79,11 +79,6 @@ unsafe fn bcast(p: *const u8) -> __m512i {
 unsafe fn bcast_ps(p: *const u8) -> __m512 {
     // SAFETY: 4 readable bytes (caller).
     _mm512_set1_ps(unsafe { (p as *const f32).read_unaligned() })
-}
-
-/// Writes `v` into the 4 bytes of lane `r` of the panel vector at `o`.
-fn put4(out: &mut [u8], o: usize, r: usize, v: [u8; 4]) {
-    out[o + 4 * r..o + 4 * r + 4].copy_from_slice(&v);
 }
 
 /// Stores the 16x16 transpose of `m` (16 rows of 16 dwords): vector `c`
@@ -603,24 +598,70 @@ static Q6_K_GEMM: Gemm = Gemm {
 fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     check_pack(n, rows, Q6K_BYTES, out, Q6K_SB);
     let nb = n / QK;
-    if rows.len() < PANEL_ROWS {
-        out[..nb * Q6K_SB].fill(0);
-    }
+    // Every byte of the panel is written below (zeros for missing rows).
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
     unsafe { pack_levels(nb, rows, out, Q6K_BYTES, Q6K_SB, 4, q6k_chunk) };
-    for (r, x) in rows.iter().enumerate() {
-        for ib in 0..nb {
-            let b = &x[ib * Q6K_BYTES..(ib + 1) * Q6K_BYTES];
-            let o = &mut out[ib * Q6K_SB..(ib + 1) * Q6K_SB];
-            let d = f16_at(b, 208);
-            for g in 0..16 {
-                let s = b[192 + g] as i8;
-                put4(o, Q6K_DSC + g * VEC, r, (d * f32::from(s)).to_le_bytes());
-                let at = Q6K_CORR + (g / 2) * VEC + 4 * r + 2 * (g % 2);
-                o[at..at + 2].copy_from_slice(&(-32 * i16::from(s)).to_le_bytes());
-            }
-            put4(o, Q6K_D, r, d.to_le_bytes());
+    for ib in 0..nb {
+        let mut d = [0u16; PANEL_ROWS];
+        for (dr, x) in d.iter_mut().zip(rows) {
+            let o = ib * Q6K_BYTES + 208;
+            *dr = u16::from_le_bytes([x[o], x[o + 1]]);
         }
+        // SAFETY: as above; panel super-block ib is inside `out`.
+        unsafe { q6k_pack_scales(rows, ib * Q6K_BYTES, &d, out.as_mut_ptr().add(ib * Q6K_SB)) };
+    }
+}
+
+/// Packs d * scale, the offset pairs and d of the 16 rows' Q6_K blocks at
+/// byte `at` (d given as f16 bits; zeros for missing rows) into the panel
+/// super-block at `o`: the 16 scales of every row are transposed to 4
+/// vectors of one row per lane.
+///
+/// # Safety
+/// AVX-512; every row readable for a Q6_K block at `at`; `o` writable for
+/// a panel super-block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn q6k_pack_scales(rows: &[&[u8]], at: usize, d: &[u16; PANEL_ROWS], o: *mut u8) {
+    let m: [__m512i; 16] = std::array::from_fn(|r| match rows.get(r) {
+        Some(x) => {
+            // SAFETY: the 16 scales at 192 of the block (caller).
+            let v = unsafe { _mm_loadu_si128(x.as_ptr().add(at + 192) as *const __m128i) };
+            _mm512_castsi128_si512(v)
+        }
+        None => _mm512_setzero_si512(),
+    });
+    let mut t = [0u8; 16 * VEC];
+    // SAFETY: t holds 16 vectors, d 16 halves; vectors 0..4 are read back.
+    let (sv, d) = unsafe {
+        transpose_store(&m, t.as_mut_ptr());
+        let sv: [__m512i; 4] = std::array::from_fn(|k| load(t.as_ptr().add(k * VEC)));
+        (
+            sv,
+            _mm512_cvtph_ps(_mm256_loadu_si256(d.as_ptr() as *const __m256i)),
+        )
+    };
+    // Scale g, sign-extended: byte g % 4 of vector g / 4.
+    let scale = |g: usize| {
+        let v = _mm512_sll_epi32(sv[g / 4], _mm_cvtsi32_si128(24 - 8 * (g % 4) as i32));
+        _mm512_srai_epi32::<24>(v)
+    };
+    let low16 = _mm512_set1_epi32(0xffff);
+    // SAFETY: the vectors below lie inside the panel super-block (caller).
+    unsafe {
+        for g in 0..16 {
+            let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale(g)));
+            _mm512_storeu_ps(o.add(Q6K_DSC + g * VEC) as *mut f32, v);
+        }
+        for q in 0..8 {
+            let lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<5>(scale(2 * q)));
+            let hi = _mm512_sub_epi32(
+                _mm512_setzero_si512(),
+                _mm512_slli_epi32::<5>(scale(2 * q + 1)),
+            );
+            let v = _mm512_or_si512(_mm512_and_si512(lo, low16), _mm512_slli_epi32::<16>(hi));
+            _mm512_storeu_si512(o.add(Q6K_CORR + q * VEC) as *mut __m512i, v);
+        }
+        _mm512_storeu_ps(o.add(Q6K_D) as *mut f32, d);
     }
 }
 
