@@ -98,20 +98,89 @@ fn pack_with(n: usize, rows: &[&[u8]], out: &mut [u8], bytes: usize, groups: usi
         nb,
         out.len()
     );
-    if rows.len() < PANEL_ROWS {
-        out[..nb * pb].fill(0);
-    }
-    for (r, row) in rows.iter().enumerate() {
-        for (xb, o) in row
-            .chunks_exact(bytes)
-            .zip(out.chunks_exact_mut(pb))
-            .take(nb)
-        {
-            o[2 * r..2 * r + 2].copy_from_slice(&xb[..2]);
-            let (quants, groups_out) = (&xb[2..2 + 4 * groups], &mut o[SCALES..]);
-            for (q, d) in quants.chunks_exact(4).zip(groups_out.chunks_exact_mut(64)) {
-                let v = u32::from_le_bytes([q[0], q[1], q[2], q[3]]) ^ flip;
-                d[4 * r..4 * r + 4].copy_from_slice(&v.to_le_bytes());
+    // SAFETY: AVX-512 F is present (the panel kernels are installed only
+    // with it); the lengths were checked above.
+    unsafe { pack_blocks(nb, rows, out, bytes, groups, flip) };
+}
+
+/// The packing proper: per block, the quants of 4 rows at a time fill one
+/// register (16 bytes a row), and four registers are transposed into the
+/// 4-byte groups of all 16 rows.
+///
+/// # Safety
+/// AVX-512 F must be present; every row holds `nb` blocks of `bytes` bytes
+/// and `out` `nb` panel blocks.
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_blocks(
+    nb: usize,
+    rows: &[&[u8]],
+    out: &mut [u8],
+    bytes: usize,
+    groups: usize,
+    flip: u32,
+) {
+    /// Quants of a missing row (zero, scale zero).
+    static ZERO: [u8; 16] = [0; 16];
+    let pb = SCALES + groups * 64;
+    let flip = _mm512_set1_epi32(flip as i32);
+    // Output group g takes lane 4j + g of the rows' registers: rows 4k..4k+4
+    // from one register, two registers per permute.
+    let pick: [__m512i; 4] = std::array::from_fn(|g| {
+        let g = g as i32;
+        _mm512_setr_epi32(
+            g,
+            4 + g,
+            8 + g,
+            12 + g,
+            16 + g,
+            20 + g,
+            24 + g,
+            28 + g,
+            g,
+            4 + g,
+            8 + g,
+            12 + g,
+            16 + g,
+            20 + g,
+            24 + g,
+            28 + g,
+        )
+    });
+    let quants = |r: usize, at: usize| -> *const __m128i {
+        match rows.get(r) {
+            // SAFETY: `at + 16` is inside the row's `nb` blocks (caller).
+            Some(row) => unsafe { row.as_ptr().add(at) as *const __m128i },
+            None => ZERO.as_ptr() as *const __m128i,
+        }
+    };
+    for b in 0..nb {
+        let o = out[b * pb..(b + 1) * pb].as_mut_ptr();
+        for r in 0..PANEL_ROWS {
+            let d = rows
+                .get(r)
+                .map_or([0, 0], |row| [row[b * bytes], row[b * bytes + 1]]);
+            // SAFETY: the scales take the first 32 bytes of the panel block.
+            unsafe { o.add(2 * r).copy_from_nonoverlapping(d.as_ptr(), 2) };
+        }
+        for half in 0..groups / 4 {
+            let at = b * bytes + 2 + 16 * half;
+            // SAFETY: 16 readable bytes at every `quants` pointer.
+            let a: [__m512i; 4] = std::array::from_fn(|k| unsafe {
+                let v = _mm512_castsi128_si512(_mm_loadu_si128(quants(4 * k, at)));
+                let v = _mm512_inserti32x4::<1>(v, _mm_loadu_si128(quants(4 * k + 1, at)));
+                let v = _mm512_inserti32x4::<2>(v, _mm_loadu_si128(quants(4 * k + 2, at)));
+                let v = _mm512_inserti32x4::<3>(v, _mm_loadu_si128(quants(4 * k + 3, at)));
+                _mm512_xor_si512(v, flip)
+            });
+            for (g, p) in pick.iter().enumerate() {
+                let lo = _mm512_permutex2var_epi32(a[0], *p, a[1]);
+                let hi = _mm512_permutex2var_epi32(a[2], *p, a[3]);
+                let v = _mm512_inserti64x4::<1>(lo, _mm512_castsi512_si256(hi));
+                // SAFETY: group 4 half + g of the panel block is 64 bytes
+                // inside it.
+                unsafe {
+                    _mm512_storeu_si512(o.add(SCALES + 64 * (4 * half + g)) as *mut __m512i, v)
+                };
             }
         }
     }
