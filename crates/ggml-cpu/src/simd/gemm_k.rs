@@ -5,14 +5,26 @@
 //! group of 4 consecutive weights (a k-group), the rows' 4 levels sit side
 //! by side in one 64-byte vector, as unsigned bytes, so that `VPDPBUSD`
 //! with the column's 4 activation bytes broadcast to every lane adds the
-//! k-group's dot product to all 16 rows at once. Each super-block of the
-//! panel also carries its rows' scales (and mins), laid out as 16-lane
-//! vectors, so that the epilogue is vectorized over the rows too.
+//! k-group's dot product to all 16 rows at once. Q4_K keeps its nibbles:
+//! one vector holds a k-group of a sub-block in its low nibbles and the
+//! same k-group of the next sub-block in its high nibbles, used masked in
+//! place (16 times the level, which the packed scale divides by 16). Each
+//! super-block of the panel also carries its rows' scales as 16-lane
+//! vectors: d times each sub-block scale as f32, the mins (Q4_K, Q5_K) or
+//! -32 times the scales (Q6_K) as i16 pairs, dmin or d as f32.
 //!
-//! Integer sums are exact per super-block; per super-block and column one
-//! conversion and one fused multiply-add per term take them into the f32
-//! accumulator of each (row, column) lane, the same operations in the same
-//! order whatever the number of columns of a call.
+//! Per sub-block and column the integer sum is exact (and exactly
+//! converted); one FMA adds it, times d * scale, to the super-block's f32
+//! sum. The mins, or the -32 offset of Q6_K's levels, come once per
+//! super-block from the activations' block sums with `VPDPWSSD`; one FMA
+//! per super-block and column then adds the activation scale times that
+//! sum to the lane's accumulator. Every lane sees the same operations in
+//! the same order whatever the number of columns of a call. Applying the
+//! scales in f32 measured faster than in integers (`VPDPWSSD` per 16
+//! weights, or `VPMULLD`).
+//!
+//! Packing decodes 64 levels of a row at a time and transposes the 16
+//! rows in registers, and decodes the rows' scales 16 at a time.
 //!
 //! Every `unsafe fn` here is compiled for AVX-512 VNNI and reached only
 //! through [`install`], which registers the kernels only on CPUs with it;
@@ -307,7 +319,8 @@ macro_rules! by_cols {
 /// of the first 32 holds bytes `4v..4v + 4` of each row's `qs`: its low
 /// nibbles are weights `64j + 4i ..` (`v = 8j + i`), its high nibbles the
 /// same plus 32. Q5_K: vector `v` of the first 64 holds weights `4v..4v + 4`
-/// as levels 0..31.
+/// as levels 0..31. Then the scales (all 16 lanes written, zeros for
+/// missing rows).
 const fn qk_qs_vecs(five: bool) -> usize {
     if five {
         64
@@ -323,7 +336,8 @@ const fn qk_min(five: bool) -> usize {
 const fn qk_dmin(five: bool) -> usize {
     qk_min(five) + 4 * VEC
 }
-/// 8 vectors: d times the scale of sub-block `b` (32 weights), as f32.
+/// 8 vectors: d times the scale of sub-block `b` (32 weights), as f32
+/// (for Q4_K's odd sub-blocks, the high nibbles, divided by 16).
 const fn qk_dsc(five: bool) -> usize {
     qk_dmin(five) + VEC
 }
@@ -443,7 +457,12 @@ unsafe fn qk_pack_scales<const FIVE: bool>(rows: &[&[u8]], at: usize, o: *mut u8
     // SAFETY: the vectors below lie inside the panel super-block (caller).
     unsafe {
         for (g, s) in sc.iter().enumerate() {
-            let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(*s));
+            let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(*s));
+            if !FIVE && g % 2 == 1 {
+                // Q4_K's odd sub-blocks are the high nibbles, which the
+                // kernel leaves in place (16 times the level).
+                v = _mm512_mul_ps(v, _mm512_set1_ps(1.0 / 16.0));
+            }
             _mm512_storeu_ps(o.add(qk_dsc(FIVE) + g * VEC) as *mut f32, v);
         }
         for q in 0..4 {
@@ -514,6 +533,7 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
     out: &mut [f32],
 ) {
     let m4 = _mm512_set1_epi8(0x0f);
+    let mf0 = _mm512_set1_epi8(0xf0u8 as i8);
     let mut acc = [_mm512_setzero_ps(); C];
     for ib in 0..nb {
         // SAFETY: super-block ib of the panel and of every column (checked);
@@ -524,17 +544,20 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
             let mut fsum = [_mm512_setzero_ps(); C];
             for j in 0..4 {
                 for nib in 0..2 {
-                    // 32 weights: exact sums, exactly converted.
+                    // 32 weights: exact sums, exactly converted (below
+                    // 2^24 in magnitude, also 16 times a high-nibble sum).
                     let mut isub = [_mm512_setzero_si512(); C];
                     for i in 0..8 {
                         let w = if FIVE {
                             load(p.add((16 * j + 8 * nib + i) * VEC))
                         } else {
                             let v = load(p.add((8 * j + i) * VEC));
+                            // The high nibbles stay in place: 16 times
+                            // the level.
                             if nib == 0 {
                                 _mm512_and_si512(v, m4)
                             } else {
-                                _mm512_and_si512(_mm512_srli_epi16(v, 4), m4)
+                                _mm512_and_si512(v, mf0)
                             }
                         };
                         let at = A4_QS + 64 * j + 32 * nib + 4 * i;
