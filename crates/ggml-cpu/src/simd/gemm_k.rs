@@ -139,31 +139,50 @@ unsafe fn transpose_store(m: &[__m512i; 16], dst: *mut u8) {
     }
 }
 
-/// Packs the levels of `rows` (1 to 16, `bytes` per block): for each of
-/// the `chunks` 64-byte chunks of a block that `level(block, chunk)` gives
-/// as unsigned bytes, 16 panel vectors at `chunk * 16 * VEC` in the panel
-/// super-block (`sb` bytes); missing rows get zeros.
+/// Blocks ahead of the one being packed that the rows' bytes are asked for.
+const PACK_AHEAD: usize = 4;
+
+/// Packs the levels of `rows` (1 to 16, `bytes` per block) of Q`T`_K: for
+/// each of the `chunks` 64-weight chunks of a block, as unsigned bytes, 16
+/// panel vectors at `chunk * 16 * VEC` in the panel super-block (`sb`
+/// bytes); missing rows get zeros.
 ///
 /// # Safety
-/// AVX-512; `level` reads only inside the block it is given; `out` holds
+/// AVX-512; `out` holds
 /// `nb` panel super-blocks and every row `nb` blocks (checked by
 /// [`check_pack`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
-unsafe fn pack_levels(
+unsafe fn pack_levels<const T: u8>(
     nb: usize,
     rows: &[&[u8]],
     out: &mut [u8],
     bytes: usize,
     sb: usize,
     chunks: usize,
-    level: unsafe fn(*const u8, usize) -> __m512i,
 ) {
     for ib in 0..nb {
+        // The rows are read as 16 streams: ask for their blocks a few
+        // blocks ahead.
+        for x in rows {
+            let ahead = x.as_ptr().wrapping_add((ib + PACK_AHEAD) * bytes);
+            for o in (0..bytes).step_by(64) {
+                // SAFETY: a prefetch is only a hint: it never faults and
+                // reads nothing the program sees.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(o) as *const i8) };
+            }
+        }
         for k in 0..chunks {
             let m: [__m512i; 16] = std::array::from_fn(|r| match rows.get(r) {
                 // SAFETY: block ib of row r (checked).
-                Some(x) => unsafe { level(x.as_ptr().add(ib * bytes), k) },
+                Some(x) => unsafe {
+                    let b = x.as_ptr().add(ib * bytes);
+                    match T {
+                        4 => q4k_chunk(b, k),
+                        5 => q5k_chunk(b, k),
+                        _ => q6k_chunk(b, k),
+                    }
+                },
                 None => _mm512_setzero_si512(),
             });
             // SAFETY: vectors 16k..16k + 16 of panel super-block ib.
@@ -191,6 +210,7 @@ fn join(lo: __m256i, hi: __m256i) -> __m512i {
 ///
 /// # Safety
 /// `b` must be readable for a Q4_K block, `k < 2`.
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn q4k_chunk(b: *const u8, k: usize) -> __m512i {
     // SAFETY: 64 bytes of qs (caller).
@@ -201,6 +221,7 @@ unsafe fn q4k_chunk(b: *const u8, k: usize) -> __m512i {
 ///
 /// # Safety
 /// `b` must be readable for a Q5_K block, `j < 4`.
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn q5k_chunk(b: *const u8, j: usize) -> __m512i {
     // SAFETY: qh (32 bytes at 16) and 32 bytes of qs (at 48 + 32j).
@@ -228,6 +249,7 @@ unsafe fn q5k_chunk(b: *const u8, j: usize) -> __m512i {
 ///
 /// # Safety
 /// `b` must be readable for a Q6_K block, `k < 4`.
+#[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn q6k_chunk(b: *const u8, k: usize) -> __m512i {
     let h = k / 2;
@@ -387,10 +409,14 @@ fn qk_pack<const FIVE: bool>(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     check_pack(n, rows, bytes, out, sb);
     let nb = n / QK;
     // Every byte of the panel is written below (zeros for missing rows).
-    let (level, chunks): (unsafe fn(*const u8, usize) -> __m512i, usize) =
-        if FIVE { (q5k_chunk, 4) } else { (q4k_chunk, 2) };
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
-    unsafe { pack_levels(nb, rows, out, bytes, sb, chunks, level) };
+    unsafe {
+        if FIVE {
+            pack_levels::<5>(nb, rows, out, bytes, sb, 4)
+        } else {
+            pack_levels::<4>(nb, rows, out, bytes, sb, 2)
+        }
+    };
     for ib in 0..nb {
         // SAFETY: as above; panel super-block ib is inside `out`.
         unsafe { qk_pack_scales::<FIVE>(rows, ib * bytes, out.as_mut_ptr().add(ib * sb)) };
@@ -623,7 +649,7 @@ fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     let nb = n / QK;
     // Every byte of the panel is written below (zeros for missing rows).
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
-    unsafe { pack_levels(nb, rows, out, Q6K_BYTES, Q6K_SB, 4, q6k_chunk) };
+    unsafe { pack_levels::<6>(nb, rows, out, Q6K_BYTES, Q6K_SB, 4) };
     for ib in 0..nb {
         let mut d = [0u16; PANEL_ROWS];
         for (dr, x) in d.iter_mut().zip(rows) {
