@@ -167,9 +167,9 @@ unsafe fn pack_levels<const T: u8>(
         for x in rows {
             let ahead = x.as_ptr().wrapping_add((ib + PACK_AHEAD) * bytes);
             for o in (0..bytes).step_by(64) {
-                // SAFETY: a prefetch is only a hint: it never faults and
-                // reads nothing the program sees.
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(o) as *const i8) };
+                // A prefetch is only a hint: it never faults, so the
+                // address may lie past the row.
+                _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(o) as *const i8);
             }
         }
         for k in 0..chunks {
