@@ -143,14 +143,13 @@ unsafe fn transpose_store(m: &[__m512i; 16], dst: *mut u8) {
 const PACK_AHEAD: usize = 4;
 
 /// Packs the levels of `rows` (1 to 16, `bytes` per block) of Q`T`_K: for
-/// each of the `chunks` 64-weight chunks of a block, as unsigned bytes, 16
-/// panel vectors at `chunk * 16 * VEC` in the panel super-block (`sb`
-/// bytes); missing rows get zeros.
+/// each of the `chunks` 64-byte chunks of a block's levels (unsigned bytes,
+/// or Q4_K's nibble pairs), 16 panel vectors at `chunk * 16 * VEC` in the
+/// panel super-block (`sb` bytes); missing rows get zeros.
 ///
 /// # Safety
-/// AVX-512; `out` holds
-/// `nb` panel super-blocks and every row `nb` blocks (checked by
-/// [`check_pack`]).
+/// AVX-512; `out` holds `nb` panel super-blocks and every row `nb` blocks
+/// (checked by [`check_pack`]).
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn pack_levels<const T: u8>(
@@ -643,7 +642,6 @@ static Q6_K_GEMM: Gemm = Gemm {
     run: q6k_run,
 };
 
-/// The unsigned levels (0..63) of a Q6_K block.
 fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     check_pack(n, rows, Q6K_BYTES, out, Q6K_SB);
     let nb = n / QK;
