@@ -362,7 +362,7 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
     let mut lo = [_mm512_setzero_ps(); C];
     let mut hi = [_mm512_setzero_ps(); C];
     let np = pairs(n);
-    let mut step = |p: usize| {
+    let step = |p: usize| {
         // SAFETY: pair p lies in the panel and in every column (caller).
         unsafe {
             let (wl, wh) = weights::<HALF>(panel, p);
@@ -373,23 +373,45 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
             }
         }
     };
-    // Eight pairs (a cache line of every column) at a time, asking for
-    // the columns' lines PREFETCH_PAIRS ahead.
-    let mut p = 0;
-    while p + 8 <= np {
-        for c in 0..C {
-            // A hint only: it never faults, even past the column.
-            _mm_prefetch::<_MM_HINT_T0>(y[c].wrapping_add(p + PREFETCH_PAIRS) as *const i8);
+    stream_steps(np, &y, step);
+    // SAFETY: out holds C x 16 values (caller).
+    unsafe { store_row_sums(&lo, &hi, out) };
+}
+
+/// Runs `step(i)` for every `i < steps`, where a step reads 8 bytes of
+/// every column: eight steps (a cache line of every column) at a time,
+/// asking for the columns' lines [`PREFETCH_PAIRS`] steps ahead.
+#[inline(always)]
+fn stream_steps<T, const C: usize>(steps: usize, y: &[*const T; C], mut step: impl FnMut(usize)) {
+    let mut i = 0;
+    while i + 8 <= steps {
+        for yc in y {
+            // SAFETY: a prefetch is only a hint: it never faults, even past
+            // the column, and SSE is part of every x86-64 CPU.
+            unsafe {
+                _mm_prefetch::<_MM_HINT_T0>(
+                    (*yc as *const u8).wrapping_add(8 * (i + PREFETCH_PAIRS)) as *const i8,
+                )
+            };
         }
-        for i in 0..8 {
-            step(p + i);
+        for k in 0..8 {
+            step(i + k);
         }
-        p += 8;
+        i += 8;
     }
-    for p in p..np {
-        step(p);
+    for k in i..steps {
+        step(k);
     }
-    // Each row's two lanes: even lanes + odd lanes.
+}
+
+/// Stores, for each column c, the 16 rows' sums of their two lanes (the
+/// even lanes of `lo:hi` plus the odd ones) at `out[16 c..]`.
+///
+/// # Safety
+/// AVX-512 F must be present and `out` hold `C` x 16 values.
+#[inline]
+#[target_feature(enable = "avx512f")]
+unsafe fn store_row_sums<const C: usize>(lo: &[__m512; C], hi: &[__m512; C], out: &mut [f32]) {
     let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
     let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
     for c in 0..C {
@@ -535,7 +557,7 @@ unsafe fn run_bf16_dot_tile<const C: usize>(
     let mut lo = [_mm512_setzero_ps(); C];
     let mut hi = [_mm512_setzero_ps(); C];
     let nq = quads(n);
-    let mut step = |q: usize| {
+    let step = |q: usize| {
         // SAFETY: quad q lies in the panel and in every column (caller);
         // the transmutes reinterpret 512 bits as 32 bf16.
         unsafe {
@@ -550,32 +572,9 @@ unsafe fn run_bf16_dot_tile<const C: usize>(
             }
         }
     };
-    // Eight quads (a cache line of every column) at a time, asking for the
-    // columns' lines 1 KiB ahead as in `run_tile`.
-    let mut q = 0;
-    while q + 8 <= nq {
-        for c in 0..C {
-            // A hint only: it never faults, even past the column.
-            _mm_prefetch::<_MM_HINT_T0>(y[c].wrapping_add(q + PREFETCH_PAIRS) as *const i8);
-        }
-        for i in 0..8 {
-            step(q + i);
-        }
-        q += 8;
-    }
-    for q in q..nq {
-        step(q);
-    }
-    let even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    let odd = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    for c in 0..C {
-        let s = _mm512_add_ps(
-            _mm512_permutex2var_ps(lo[c], even, hi[c]),
-            _mm512_permutex2var_ps(lo[c], odd, hi[c]),
-        );
-        // SAFETY: out holds C x 16 values (caller).
-        unsafe { _mm512_storeu_ps(out.as_mut_ptr().add(c * PANEL_ROWS), s) };
-    }
+    stream_steps(nq, &y, step);
+    // SAFETY: out holds C x 16 values (caller).
+    unsafe { store_row_sums(&lo, &hi, out) };
 }
 
 /// `out[c * 16 + r] = dot(row r of the quad panel, column c)`.
@@ -726,61 +725,19 @@ mod bench {
 mod tests {
     use ggml_core::Type;
 
-    use super::super::tests::{lengths, quantize, Rng};
-    use super::super::{scalar, GEMM_COLS, PANEL_ROWS};
+    use super::super::gemm_tests;
     use super::*;
     use crate::features::{is_available, Isa};
 
     /// The FMA BF16 kernel, which CPUs with AVX-512 BF16 do not install:
-    /// within f32 rounding of the scalar row kernel, and the same with one
-    /// column per call.
+    /// within f32 rounding of the scalar row kernel, and independent of the
+    /// tiling, as every installed panel kernel.
     #[test]
     fn bf16_fma_panel_kernel_matches_the_row_kernel() {
         if !is_available(Isa::Avx512) {
             return;
         }
-        let g = &BF16_GEMM;
-        for n in lengths(Type::BF16) {
-            let mut rng = Rng(0x3779 ^ n as u64);
-            let xs: Vec<Vec<u8>> = (0..PANEL_ROWS)
-                .map(|_| quantize(Type::BF16, &rng.vec(n)))
-                .collect();
-            let ys: Vec<Vec<u8>> = (0..GEMM_COLS)
-                .map(|_| quantize(Type::BF16, &rng.vec(n)))
-                .collect();
-            let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
-            let mut panel = vec![0xa5u8; (g.panel_bytes)(n)];
-            (g.pack)(n, &rows, &mut panel);
-            let prepped: Vec<Vec<u8>> = ys
-                .iter()
-                .map(|y| {
-                    let mut p = vec![0x5au8; (g.act_bytes)(n)];
-                    (g.prep)(n, y, &mut p);
-                    p
-                })
-                .collect();
-            let cols: Vec<&[u8]> = prepped.iter().map(|v| &v[..]).collect();
-            let mut out = vec![f32::NAN; GEMM_COLS * PANEL_ROWS];
-            (g.run)(n, &panel, &cols, &mut out);
-            for (c, y) in ys.iter().enumerate() {
-                let mut one = [f32::NAN; PANEL_ROWS];
-                (g.run)(n, &panel, &cols[c..c + 1], &mut one);
-                for (r, x) in xs.iter().enumerate() {
-                    let got = out[c * PANEL_ROWS + r];
-                    let mut want = [0f32];
-                    scalar::reference_dot(Type::BF16, n, &[x], &[y], &mut want);
-                    let mag: f64 = (0..n)
-                        .map(|i| f64::from((elem::<SRC_BF16>(x, i) * elem::<SRC_BF16>(y, i)).abs()))
-                        .sum();
-                    let tol = 4e-6 * mag + 1e-6;
-                    assert!(
-                        f64::from((got - want[0]).abs()) <= tol,
-                        "n={n} ({r},{c}): {got} vs {}",
-                        want[0]
-                    );
-                    assert_eq!(one[r].to_bits(), got.to_bits(), "n={n} ({r},{c}) alone");
-                }
-            }
-        }
+        gemm_tests::check_against_row_kernels(Type::BF16, &BF16_GEMM, "FMA");
+        gemm_tests::check_tiling_independence(Type::BF16, &BF16_GEMM, "FMA");
     }
 }

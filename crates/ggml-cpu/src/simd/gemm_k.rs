@@ -798,17 +798,8 @@ mod bench {
         let ys: Vec<Vec<u8>> = (0..GEMM_COLS)
             .map(|_| quantize(Type::Q8_K, &rng.vec(n)))
             .collect();
+        let (mut panel, prepped) = super::super::gemm_tests::packed(g, n, &xs, &ys);
         let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
-        let mut panel = vec![0u8; (g.panel_bytes)(n)];
-        (g.pack)(n, &rows, &mut panel);
-        let prepped: Vec<Vec<u8>> = ys
-            .iter()
-            .map(|y| {
-                let mut p = vec![0u8; (g.act_bytes)(n)];
-                (g.prep)(n, y, &mut p);
-                p
-            })
-            .collect();
         let cols: Vec<&[u8]> = prepped.iter().map(|v| &v[..]).collect();
         let mut out = vec![0f32; GEMM_COLS * PANEL_ROWS];
         // The best of several short runs, as other work shares the cores.

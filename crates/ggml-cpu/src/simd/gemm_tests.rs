@@ -9,6 +9,28 @@ use super::{kernels_for, scalar, GEMM_COLS, PANEL_ROWS};
 use crate::convert;
 use crate::features::available_isas;
 
+/// A panel of the weight rows `xs` (packed over garbage) and the
+/// activation rows `ys` prepared for `g` (over garbage too).
+pub(super) fn packed(
+    g: &super::Gemm,
+    n: usize,
+    xs: &[Vec<u8>],
+    ys: &[Vec<u8>],
+) -> (Vec<u8>, Vec<Vec<u8>>) {
+    let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
+    let mut panel = vec![0xa5u8; (g.panel_bytes)(n)];
+    (g.pack)(n, &rows, &mut panel);
+    let prepped = ys
+        .iter()
+        .map(|y| {
+            let mut p = vec![0x5au8; (g.act_bytes)(n)];
+            (g.prep)(n, y, &mut p);
+            p
+        })
+        .collect();
+    (panel, prepped)
+}
+
 /// Panel results for `rows` weight rows x all of `ys`, one call per
 /// `per_call` columns; indexed [r][c].
 fn run_gemm(
@@ -18,17 +40,7 @@ fn run_gemm(
     ys: &[Vec<u8>],
     per_call: usize,
 ) -> Vec<Vec<f32>> {
-    let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
-    let mut panel = vec![0xa5u8; (g.panel_bytes)(n)];
-    (g.pack)(n, &rows, &mut panel);
-    let prepped: Vec<Vec<u8>> = ys
-        .iter()
-        .map(|y| {
-            let mut p = vec![0x5au8; (g.act_bytes)(n)];
-            (g.prep)(n, y, &mut p);
-            p
-        })
-        .collect();
+    let (panel, prepped) = packed(g, n, xs, ys);
     let mut got = vec![vec![0f32; ys.len()]; xs.len()];
     for (ci, chunk) in prepped.chunks(per_call).enumerate() {
         let cols: Vec<&[u8]> = chunk.iter().map(|v| &v[..]).collect();
@@ -47,6 +59,63 @@ fn random_rows(ty: Type, n: usize, count: usize, rng: &mut Rng) -> Vec<Vec<u8>> 
     (0..count).map(|_| quantize(ty, &rng.vec(n))).collect()
 }
 
+/// `g`, the panel kernel for `ty` (`label` names it in failures), is
+/// within f32 rounding of the scalar row kernel at every test length.
+pub(super) fn check_against_row_kernels(ty: Type, g: &super::Gemm, label: &str) {
+    let vt = super::vec_dot_type(ty).unwrap();
+    for n in lengths(ty) {
+        let mut rng = Rng(0x9e37_79b9 ^ n as u64);
+        let xs = random_rows(ty, n, PANEL_ROWS, &mut rng);
+        let ys = random_rows(vt, n, GEMM_COLS + 3, &mut rng);
+        let got = run_gemm(g, n, &xs, &ys, GEMM_COLS);
+        for (r, x) in xs.iter().enumerate() {
+            let mut xf = vec![0f32; n];
+            convert::to_f32(ty, x, &mut xf).unwrap();
+            for (c, y) in ys.iter().enumerate() {
+                let mut want = [0f32];
+                scalar::reference_dot(ty, n, &[x], &[y], &mut want);
+                let mut yf = vec![0f32; n];
+                convert::to_f32(vt, y, &mut yf).unwrap();
+                let mag: f64 = xf
+                    .iter()
+                    .zip(&yf)
+                    .map(|(a, b)| f64::from(a.abs() * b.abs()))
+                    .sum();
+                let tol = 4e-6 * mag + 1e-6;
+                let err = f64::from((got[r][c] - want[0]).abs());
+                assert!(
+                    err <= tol,
+                    "{ty} {label} n={n} ({r},{c}): {} vs {} (tol {tol:e})",
+                    got[r][c],
+                    want[0]
+                );
+            }
+        }
+    }
+}
+
+/// `g`'s results do not depend on the columns per call nor on where a row
+/// sits in its panel.
+pub(super) fn check_tiling_independence(ty: Type, g: &super::Gemm, label: &str) {
+    let vt = super::vec_dot_type(ty).unwrap();
+    for n in lengths(ty) {
+        let mut rng = Rng(0x5151 ^ n as u64);
+        let xs = random_rows(ty, n, PANEL_ROWS, &mut rng);
+        let ys = random_rows(vt, n, GEMM_COLS, &mut rng);
+        let all = run_gemm(g, n, &xs, &ys, GEMM_COLS);
+        for per_call in 1..GEMM_COLS {
+            assert_eq!(
+                run_gemm(g, n, &xs, &ys, per_call),
+                all,
+                "{ty} {label} n={n} {per_call} columns per call"
+            );
+        }
+        // Three rows alone in a panel, starting at row 5.
+        let some = run_gemm(g, n, &xs[5..8], &ys, GEMM_COLS);
+        assert_eq!(some[..], all[5..8], "{ty} {label} n={n} partial panel");
+    }
+}
+
 #[test]
 fn panel_kernels_match_the_row_kernels() {
     let mut tested = 0;
@@ -55,36 +124,7 @@ fn panel_kernels_match_the_row_kernels() {
         for &ty in TYPES {
             let Some(g) = k.gemm(ty) else { continue };
             tested += 1;
-            let vt = super::vec_dot_type(ty).unwrap();
-            for n in lengths(ty) {
-                let mut rng = Rng(0x9e37_79b9 ^ n as u64);
-                let xs = random_rows(ty, n, PANEL_ROWS, &mut rng);
-                let ys = random_rows(vt, n, GEMM_COLS + 3, &mut rng);
-                let got = run_gemm(g, n, &xs, &ys, GEMM_COLS);
-                for (r, x) in xs.iter().enumerate() {
-                    let mut xf = vec![0f32; n];
-                    convert::to_f32(ty, x, &mut xf).unwrap();
-                    for (c, y) in ys.iter().enumerate() {
-                        let mut want = [0f32];
-                        scalar::reference_dot(ty, n, &[x], &[y], &mut want);
-                        let mut yf = vec![0f32; n];
-                        convert::to_f32(vt, y, &mut yf).unwrap();
-                        let mag: f64 = xf
-                            .iter()
-                            .zip(&yf)
-                            .map(|(a, b)| f64::from(a.abs() * b.abs()))
-                            .sum();
-                        let tol = 4e-6 * mag + 1e-6;
-                        let err = f64::from((got[r][c] - want[0]).abs());
-                        assert!(
-                            err <= tol,
-                            "{ty} {isa:?} n={n} ({r},{c}): {} vs {} (tol {tol:e})",
-                            got[r][c],
-                            want[0]
-                        );
-                    }
-                }
-            }
+            check_against_row_kernels(ty, g, &format!("{isa:?}"));
         }
     }
     // CPUs with AVX-512 VNNI have panel kernels for at least Q4_0 and Q8_0.
@@ -98,23 +138,8 @@ fn panel_results_do_not_depend_on_columns_per_call_or_rows_per_panel() {
     for isa in available_isas() {
         let k = kernels_for(isa).unwrap();
         for &ty in TYPES {
-            let Some(g) = k.gemm(ty) else { continue };
-            let vt = super::vec_dot_type(ty).unwrap();
-            for n in lengths(ty) {
-                let mut rng = Rng(0x5151 ^ n as u64);
-                let xs = random_rows(ty, n, PANEL_ROWS, &mut rng);
-                let ys = random_rows(vt, n, GEMM_COLS, &mut rng);
-                let all = run_gemm(g, n, &xs, &ys, GEMM_COLS);
-                for per_call in 1..GEMM_COLS {
-                    assert_eq!(
-                        run_gemm(g, n, &xs, &ys, per_call),
-                        all,
-                        "{ty} {isa:?} n={n} {per_call} columns per call"
-                    );
-                }
-                // Three rows alone in a panel, starting at row 5.
-                let some = run_gemm(g, n, &xs[5..8], &ys, GEMM_COLS);
-                assert_eq!(some[..], all[5..8], "{ty} {isa:?} n={n} partial panel");
+            if let Some(g) = k.gemm(ty) {
+                check_tiling_independence(ty, g, &format!("{isa:?}"));
             }
         }
     }
@@ -131,17 +156,7 @@ fn missing_panel_rows_are_zero() {
             let mut rng = Rng(77);
             let xs = random_rows(ty, n, 2, &mut rng);
             let ys = random_rows(vt, n, 2, &mut rng);
-            let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
-            let mut panel = vec![0xffu8; (g.panel_bytes)(n)];
-            (g.pack)(n, &rows, &mut panel);
-            let prepped: Vec<Vec<u8>> = ys
-                .iter()
-                .map(|y| {
-                    let mut p = vec![0u8; (g.act_bytes)(n)];
-                    (g.prep)(n, y, &mut p);
-                    p
-                })
-                .collect();
+            let (panel, prepped) = packed(g, n, &xs, &ys);
             let cols: Vec<&[u8]> = prepped.iter().map(|v| &v[..]).collect();
             let mut out = vec![f32::NAN; 2 * PANEL_ROWS];
             (g.run)(n, &panel, &cols, &mut out);
