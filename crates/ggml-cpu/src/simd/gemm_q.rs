@@ -126,25 +126,9 @@ unsafe fn pack_blocks(
     // Output group g takes lane 4j + g of the rows' registers: rows 4k..4k+4
     // from one register, two registers per permute.
     let pick: [__m512i; 4] = std::array::from_fn(|g| {
-        let g = g as i32;
-        _mm512_setr_epi32(
-            g,
-            4 + g,
-            8 + g,
-            12 + g,
-            16 + g,
-            20 + g,
-            24 + g,
-            28 + g,
-            g,
-            4 + g,
-            8 + g,
-            12 + g,
-            16 + g,
-            20 + g,
-            24 + g,
-            28 + g,
-        )
+        let lanes: [i32; 16] = std::array::from_fn(|l| (4 * (l % 8) + g) as i32);
+        // SAFETY: 64 readable bytes of a local array.
+        unsafe { _mm512_loadu_si512(lanes.as_ptr() as *const __m512i) }
     });
     let quants = |r: usize, at: usize| -> *const __m128i {
         match rows.get(r) {

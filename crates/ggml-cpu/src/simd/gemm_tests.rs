@@ -4,7 +4,7 @@
 
 use ggml_core::Type;
 
-use super::tests::{lengths, quantize, Rng, TYPES};
+use super::tests::{lengths, magnitude, quantize, Rng, TYPES};
 use super::{kernels_for, scalar, GEMM_COLS, PANEL_ROWS};
 use crate::convert;
 use crate::features::available_isas;
@@ -74,14 +74,7 @@ pub(super) fn check_against_row_kernels(ty: Type, g: &super::Gemm, label: &str) 
             for (c, y) in ys.iter().enumerate() {
                 let mut want = [0f32];
                 scalar::reference_dot(ty, n, &[x], &[y], &mut want);
-                let mut yf = vec![0f32; n];
-                convert::to_f32(vt, y, &mut yf).unwrap();
-                let mag: f64 = xf
-                    .iter()
-                    .zip(&yf)
-                    .map(|(a, b)| f64::from(a.abs() * b.abs()))
-                    .sum();
-                let tol = 4e-6 * mag + 1e-6;
+                let tol = 4e-6 * magnitude(&xf, vt, y) + 1e-6;
                 let err = f64::from((got[r][c] - want[0]).abs());
                 assert!(
                     err <= tol,

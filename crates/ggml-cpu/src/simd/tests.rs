@@ -76,6 +76,17 @@ pub(super) fn unit_scales(ty: Type, row: &mut [u8]) {
     }
 }
 
+/// Magnitude of the terms of a dot product of the f32 weights `xf` with
+/// the row `y` of type `vt`: the dot of the absolute values.
+pub(super) fn magnitude(xf: &[f32], vt: Type, y: &[u8]) -> f64 {
+    let mut yf = vec![0f32; xf.len()];
+    convert::to_f32(vt, y, &mut yf).unwrap();
+    xf.iter()
+        .zip(&yf)
+        .map(|(a, b)| f64::from(a.abs() * b.abs()))
+        .sum()
+}
+
 /// Random weight rows and activation rows of `n` elements.
 fn setup(ty: Type, n: usize, seed: u64, unit: bool) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let mut rng = Rng(seed | 1);
@@ -205,15 +216,7 @@ fn vector_paths_match_scalar_within_rounding() {
                     let mut xf = vec![0f32; n];
                     convert::to_f32(ty, x, &mut xf).unwrap();
                     for (c, y) in ys.iter().enumerate() {
-                        // Magnitude of the terms: dot of the absolute values.
-                        let mut yf = vec![0f32; n];
-                        convert::to_f32(vt, y, &mut yf).unwrap();
-                        let mag: f64 = xf
-                            .iter()
-                            .zip(&yf)
-                            .map(|(a, b)| f64::from(a.abs() * b.abs()))
-                            .sum();
-                        let tol = 2e-6 * mag + 1e-6;
+                        let tol = 2e-6 * magnitude(&xf, vt, y) + 1e-6;
                         let err = f64::from((got[r][c] - want[r][c]).abs());
                         assert!(
                             err <= tol,
