@@ -94,24 +94,16 @@ pub(crate) fn mul_mat_with(
     if !direct {
         convert_rows(b, vt, y_row, &mut ws.act[..need])?;
     }
-    let act: &[u8] = &ws.act[..need];
-    let y_ptr = |col: usize, i2: usize, i3: usize| -> *const u8 {
-        if direct {
-            b.row_ptr([col, i2, i3])
-        } else {
-            act[((i3 * b.ne[2] + i2) * b.ne[1] + col) * y_row..].as_ptr()
-        }
+    let ys = ColumnSource {
+        b,
+        direct,
+        act: &ws.act[..need],
+        y_row,
     };
 
     let (ne01, ne11) = (a.ne[1], b.ne[1]);
     if ne11 >= GEMM_MIN_COLS {
         if let Some(g) = kern.gemm(a.ty) {
-            let ys = ColumnSource {
-                b,
-                direct,
-                act,
-                y_row,
-            };
             return mul_mat_panels(a, &ys, d, g, &mut ws.prep);
         }
     }
@@ -132,7 +124,6 @@ pub(crate) fn mul_mat_with(
     let n_tiles = n_batch * col_tiles * row_tiles;
 
     let dptr = d.ptr;
-    let aptr = a.ptr;
     let tile = |t: usize| {
         let rt = t % row_tiles;
         let ct = (t / row_tiles) % col_tiles;
@@ -145,11 +136,9 @@ pub(crate) fn mul_mat_with(
         let mut c0 = cols.start;
         while c0 < cols.end {
             let nc = (cols.end - c0).min(MAX_COLS);
-            let mut ys: [&[u8]; MAX_COLS] = [&[]; MAX_COLS];
-            for (j, y) in ys.iter_mut().enumerate().take(nc) {
-                // SAFETY: column c0 + j of batch (i2, i3) is a row of
-                // `y_row` bytes, in src1 (validated) or in the workspace.
-                *y = unsafe { std::slice::from_raw_parts(y_ptr(c0 + j, i2, i3), y_row) };
+            let mut yr: [&[u8]; MAX_COLS] = [&[]; MAX_COLS];
+            for (j, y) in yr.iter_mut().enumerate().take(nc) {
+                *y = ys.row(c0 + j, i2, i3);
             }
             let mut r0 = rows.start;
             while r0 < rows.end {
@@ -160,12 +149,7 @@ pub(crate) fn mul_mat_with(
                 };
                 let mut xs: [&[u8]; MAX_ROWS] = [&[]; MAX_ROWS];
                 for (i, x) in xs.iter_mut().enumerate().take(nr) {
-                    let xo = (r0 + i) * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
-                    // SAFETY: weight row (r0 + i, a2, a3) lies inside src0
-                    // (validated, dense rows) and is not written meanwhile.
-                    *x = unsafe {
-                        std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row)
-                    };
+                    *x = weight_row(a, r0 + i, a2, a3);
                 }
                 // A full group of back-to-back rows has the kernel ask for
                 // the rows after it (see `simd::RowPrefetch`); otherwise
@@ -177,14 +161,9 @@ pub(crate) fn mul_mat_with(
                     r0 + nr..(r0 + 2 * nr).min(rows.end)
                 };
                 for i in next_rows {
-                    let xo = i * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
-                    // SAFETY: weight row (i, a2, a3) lies inside src0.
-                    let next = unsafe {
-                        std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row)
-                    };
-                    simd::prefetch_row_start(next);
+                    simd::prefetch_row_start(weight_row(a, i, a2, a3));
                 }
-                dot.run(k, &xs[..nr], &ys[..nc], &mut out[..nr * nc]);
+                dot.run(k, &xs[..nr], &yr[..nc], &mut out[..nr * nc]);
                 for i in 0..nr {
                     for j in 0..nc {
                         let o =
@@ -207,6 +186,15 @@ pub(crate) fn mul_mat_with(
         (0..n_tiles).into_par_iter().for_each(tile);
     }
     Ok(())
+}
+
+/// Weight row `(i1, i2, i3)` of `a` (dense rows, validated, not written
+/// while MUL_MAT runs).
+fn weight_row(a: &View, i1: usize, i2: usize, i3: usize) -> &[u8] {
+    let xo = i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3];
+    // SAFETY: the row lies inside src0, whose view was validated against
+    // its buffer, and its `row_bytes` are contiguous (dense rows).
+    unsafe { std::slice::from_raw_parts(a.ptr.get().add(xo) as *const u8, a.row_bytes()) }
 }
 
 /// Where activation column `col` of batch `(i2, i3)` is, in the weight
@@ -287,8 +275,6 @@ fn mul_mat_panels(
     let n_tiles = n_batch * row_tiles;
 
     let dptr = d.ptr;
-    let aptr = a.ptr;
-    let x_row = a.row_bytes();
     let tile = |buf: &mut Vec<u8>, t: usize| {
         let rt = t % row_tiles;
         let bt = t / row_tiles;
@@ -304,10 +290,7 @@ fn mul_mat_panels(
             let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
             let nr = PANEL_ROWS.min(ne01 - r0);
             for (i, x) in rows.iter_mut().enumerate().take(nr) {
-                let xo = (r0 + i) * a.nb[1] + a2 * a.nb[2] + a3 * a.nb[3];
-                // SAFETY: weight row (r0 + i, a2, a3) lies inside src0
-                // (validated, dense rows) and is not written meanwhile.
-                *x = unsafe { std::slice::from_raw_parts(aptr.get().add(xo) as *const u8, x_row) };
+                *x = weight_row(a, r0 + i, a2, a3);
             }
             (g.pack)(k, &rows[..nr], dst);
         }

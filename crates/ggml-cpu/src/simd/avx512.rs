@@ -53,8 +53,8 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 /// # Safety
 /// `p` must be readable for 32 bytes.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn load256(p: *const u8) -> __m256i {
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn load256(p: *const u8) -> __m256i {
     // SAFETY: 32 readable bytes (caller).
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
 }
@@ -62,16 +62,29 @@ unsafe fn load256(p: *const u8) -> __m256i {
 /// # Safety
 /// `p` must be readable for 64 bytes.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn load512(p: *const u8) -> __m512i {
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn load512(p: *const u8) -> __m512i {
     // SAFETY: 64 readable bytes (caller).
     unsafe { _mm512_loadu_si512(p as *const __m512i) }
 }
 
+/// `lo` in the low half and `hi` in the high half.
 #[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-fn join(lo: __m256i, hi: __m256i) -> __m512i {
+#[target_feature(enable = "avx512f")]
+pub(super) fn join(lo: __m256i, hi: __m256i) -> __m512i {
     _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1)
+}
+
+/// The 4 bytes at `p` in every 32-bit lane (an embedded broadcast once
+/// folded into the instruction that uses it).
+///
+/// # Safety
+/// `p` must be readable for 4 bytes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+pub(super) unsafe fn bcast4(p: *const u8) -> __m512i {
+    // SAFETY: 4 readable bytes (caller).
+    _mm512_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
 }
 
 #[inline]

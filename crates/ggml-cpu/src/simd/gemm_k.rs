@@ -34,6 +34,7 @@ use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
+use super::avx512::{bcast4, join, load256, load512};
 use super::scalar::{q8k_bsum, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
 use crate::features::cpu_features;
@@ -56,30 +57,9 @@ pub(super) fn install(k: &mut Kernels) {
 /// `p` must be readable for 64 bytes.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
-unsafe fn load(p: *const u8) -> __m512i {
-    // SAFETY: 64 readable bytes (caller).
-    unsafe { _mm512_loadu_si512(p as *const __m512i) }
-}
-
-/// # Safety
-/// `p` must be readable for 64 bytes.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn load_ps(p: *const u8) -> __m512 {
     // SAFETY: 64 readable bytes (caller).
     unsafe { _mm512_loadu_ps(p as *const f32) }
-}
-
-/// The 4 bytes at `p` in every 32-bit lane (an embedded broadcast once
-/// folded into the instruction that uses it).
-///
-/// # Safety
-/// `p` must be readable for 4 bytes.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
-unsafe fn bcast(p: *const u8) -> __m512i {
-    // SAFETY: 4 readable bytes (caller).
-    _mm512_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
 }
 
 /// The f32 at `p` in every lane.
@@ -190,21 +170,6 @@ unsafe fn pack_levels<const T: u8>(
     }
 }
 
-/// # Safety
-/// `p` must be readable for 32 bytes.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
-unsafe fn load256(p: *const u8) -> __m256i {
-    // SAFETY: 32 readable bytes (caller).
-    unsafe { _mm256_loadu_si256(p as *const __m256i) }
-}
-
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
-fn join(lo: __m256i, hi: __m256i) -> __m512i {
-    _mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi)
-}
-
 /// Q4_K: bytes `64k..64k + 64` of the block's `qs` as they are.
 ///
 /// # Safety
@@ -213,7 +178,7 @@ fn join(lo: __m256i, hi: __m256i) -> __m512i {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
 unsafe fn q4k_chunk(b: *const u8, k: usize) -> __m512i {
     // SAFETY: 64 bytes of qs (caller).
-    unsafe { load(b.add(16 + 64 * k)) }
+    unsafe { load512(b.add(16 + 64 * k)) }
 }
 
 /// Q5_K: the levels (0..31) of weights `64j..64j + 64`.
@@ -445,10 +410,10 @@ unsafe fn qk_pack_scales<const FIVE: bool>(rows: &[&[u8]], at: usize, o: *mut u8
     let (dd, s0, s1, s2) = unsafe {
         transpose_store(&m, t.as_mut_ptr());
         (
-            load(t.as_ptr()),
-            load(t.as_ptr().add(VEC)),
-            load(t.as_ptr().add(2 * VEC)),
-            load(t.as_ptr().add(3 * VEC)),
+            load512(t.as_ptr()),
+            load512(t.as_ptr().add(VEC)),
+            load512(t.as_ptr().add(2 * VEC)),
+            load512(t.as_ptr().add(3 * VEC)),
         )
     };
     let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
@@ -574,9 +539,9 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
                     let mut isub = [_mm512_setzero_si512(); C];
                     for i in 0..8 {
                         let w = if FIVE {
-                            load(p.add((16 * j + 8 * nib + i) * VEC))
+                            load512(p.add((16 * j + 8 * nib + i) * VEC))
                         } else {
-                            let v = load(p.add((8 * j + i) * VEC));
+                            let v = load512(p.add((8 * j + i) * VEC));
                             // The high nibbles stay in place: 16 times
                             // the level.
                             if nib == 0 {
@@ -587,7 +552,7 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
                         };
                         let at = A4_QS + 64 * j + 32 * nib + 4 * i;
                         for c in 0..C {
-                            isub[c] = _mm512_dpbusd_epi32(isub[c], w, bcast(y[c].add(at)));
+                            isub[c] = _mm512_dpbusd_epi32(isub[c], w, bcast4(y[c].add(at)));
                         }
                     }
                     let dsc = load_ps(p.add(qk_dsc(FIVE) + (2 * j + nib) * VEC));
@@ -602,8 +567,8 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
                 for q in 0..4 {
                     m = _mm512_dpwssd_epi32(
                         m,
-                        load(p.add(qk_min(FIVE) + q * VEC)),
-                        bcast(y[c].add(A4_SUM + 4 * q)),
+                        load512(p.add(qk_min(FIVE) + q * VEC)),
+                        bcast4(y[c].add(A4_SUM + 4 * q)),
                     );
                 }
                 let t = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(m), fsum[c]);
@@ -681,7 +646,7 @@ unsafe fn q6k_pack_scales(rows: &[&[u8]], at: usize, d: &[u16; PANEL_ROWS], o: *
     // SAFETY: t holds 16 vectors, d 16 halves; vectors 0..4 are read back.
     let (sv, d) = unsafe {
         transpose_store(&m, t.as_mut_ptr());
-        let sv: [__m512i; 4] = std::array::from_fn(|k| load(t.as_ptr().add(k * VEC)));
+        let sv: [__m512i; 4] = std::array::from_fn(|k| load512(t.as_ptr().add(k * VEC)));
         (
             sv,
             _mm512_cvtph_ps(_mm256_loadu_si256(d.as_ptr() as *const __m256i)),
@@ -745,10 +710,10 @@ unsafe fn q6k_kernel<const C: usize>(nb: usize, panel: &[u8], cols: &[&[u8]], ou
                 // 16 weights: exact sums, exactly converted.
                 let mut isub = [_mm512_setzero_si512(); C];
                 for i in 0..4 {
-                    let w = load(p.add(Q6K_QS + (4 * g + i) * VEC));
+                    let w = load512(p.add(Q6K_QS + (4 * g + i) * VEC));
                     let at = Q8K_QS + 16 * g + 4 * i;
                     for c in 0..C {
-                        isub[c] = _mm512_dpbusd_epi32(isub[c], w, bcast(y[c].add(at)));
+                        isub[c] = _mm512_dpbusd_epi32(isub[c], w, bcast4(y[c].add(at)));
                     }
                 }
                 let dsc = load_ps(p.add(Q6K_DSC + g * VEC));
@@ -763,8 +728,8 @@ unsafe fn q6k_kernel<const C: usize>(nb: usize, panel: &[u8], cols: &[&[u8]], ou
                 for q in 0..8 {
                     m = _mm512_dpwssd_epi32(
                         m,
-                        load(p.add(Q6K_CORR + q * VEC)),
-                        bcast(y[c].add(Q8K_BSUMS + 4 * q)),
+                        load512(p.add(Q6K_CORR + q * VEC)),
+                        bcast4(y[c].add(Q8K_BSUMS + 4 * q)),
                     );
                 }
                 let t = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(m), fsum[c]);

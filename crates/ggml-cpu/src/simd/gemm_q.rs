@@ -21,6 +21,7 @@ use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
+use super::avx512::bcast4;
 use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
 use crate::features::cpu_features;
 
@@ -188,17 +189,6 @@ fn check_run(nb: usize, pb: usize, panel: &[u8], cols: &[&[u8]], out: &[f32]) {
             && out.len() >= cols.len() * PANEL_ROWS,
         "panel kernel: slices shorter than {nb} blocks"
     );
-}
-
-/// Four activation quants at `p` broadcast to every lane.
-///
-/// # Safety
-/// `p` must be readable for 4 bytes.
-#[inline]
-#[target_feature(enable = "avx512f")]
-unsafe fn bcast4(p: *const u8) -> __m512i {
-    // SAFETY: 4 readable bytes (caller).
-    _mm512_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
 }
 
 /// # Safety
