@@ -1,11 +1,17 @@
 //! Panel matrix x matrix kernels ([`super::Gemm`]) for Q4_0 and Q8_0
 //! weights, with AVX-512 VNNI.
 //!
-//! Panel layout, per 32-weight block: the 16 rows' f16 scales (64 bytes
-//! with padding, so that the quants stay 64-byte aligned), then the
-//! quants in groups of 4 weights, 16 rows x 4 bytes = 64 bytes per group
-//! (one register, one row per lane), as unsigned bytes since VPDPBUSD takes
-//! its unsigned operand from a register. Q4_0 keeps its nibble bytes (the
+//! Panel layout: a panel is exactly as large as its 16 rows (16 x 18
+//! bytes per 32-weight block for Q4_0, 16 x 34 for Q8_0), so that weights
+//! can be stored packed. Per block, the 16 rows' f16 scales (32 bytes) and
+//! the quants in groups of 4 weights, 16 rows x 4 bytes = 64 bytes per
+//! group (one register, one row per lane). Blocks go in pairs: the two
+//! blocks' scales (64 bytes), then their quants, so that the quant groups
+//! stay 64-byte aligned relative to the panel and the panel is read front
+//! to back; an odd last block puts its quants before its scales. Panels
+//! themselves may start at any even address (loads are unaligned). The
+//! quants are unsigned bytes since VPDPBUSD takes its unsigned operand
+//! from a register. Q4_0 keeps its nibble bytes (the
 //! byte at `i` holds weights `i` and `i + 16` of the block), so that one
 //! load gives two groups; Q8_0 stores `q + 128`. The offset (8 or 128)
 //! times the activation block's sum is taken off through the prepared
@@ -30,11 +36,33 @@ const Q4_0_BYTES: usize = 18;
 const Q8_0_BYTES: usize = 34;
 /// Bytes of one prepared activation block: scale, offset sum, 32 quants.
 const ACT_BLOCK: usize = 40;
-/// Bytes of the 16 rows' f16 scales, padded, at the start of a panel block.
-const SCALES: usize = 4 * PANEL_ROWS;
-/// Bytes of one panel block.
-const Q4_0_PANEL_BLOCK: usize = SCALES + 4 * 64;
-const Q8_0_PANEL_BLOCK: usize = SCALES + 8 * 64;
+/// Bytes of the 16 rows' f16 scales of one block.
+const SCALES: usize = 2 * PANEL_ROWS;
+/// Bytes of one block's quants for all 16 rows.
+const Q4_0_QUANTS: usize = 4 * 64;
+const Q8_0_QUANTS: usize = 8 * 64;
+/// Bytes ahead of the block being read that a run asks the cache for.
+/// Token generation streams stored panels from memory, each byte once;
+/// of 0 to 12 KiB, 4 to 6 KiB read Q4_0 fastest (Q8_0 the same with or
+/// without), and 8 columns from cache do not slow down.
+const PREFETCH: usize = 6144;
+/// Bytes of one block of a panel, quants and scales (16 rows' worth of
+/// blocks: as compact as the rows).
+const Q4_0_PANEL_BLOCK: usize = Q4_0_QUANTS + SCALES;
+const Q8_0_PANEL_BLOCK: usize = Q8_0_QUANTS + SCALES;
+
+/// Offsets in a panel of `nb` blocks of block `b`'s quants (`qb` bytes)
+/// and scales: blocks go in pairs, the pair's two scale sets (64 bytes)
+/// then its two blocks' quants; an odd last block puts its quants first.
+#[inline(always)]
+fn block_at(nb: usize, qb: usize, b: usize) -> (usize, usize) {
+    let pair = (b / 2) * (2 * qb + 2 * SCALES);
+    if b < nb & !1 {
+        (pair + 2 * SCALES + (b % 2) * qb, pair + (b % 2) * SCALES)
+    } else {
+        (pair, pair + qb)
+    }
+}
 
 /// Installs the panel kernels (the caller checked AVX-512 F/BW/VL/DQ).
 pub(super) fn install(k: &mut Kernels) {
@@ -89,7 +117,7 @@ fn prep(offset: i32, n: usize, y: &[u8], out: &mut [u8]) {
 /// quant bytes, each 4-byte group xor-ed with `flip`) into panel blocks.
 fn pack_with(n: usize, rows: &[&[u8]], out: &mut [u8], bytes: usize, groups: usize, flip: u32) {
     let nb = n / 32;
-    let pb = SCALES + groups * 64;
+    let pb = groups * 64 + SCALES;
     assert!(
         rows.len() <= PANEL_ROWS
             && rows.iter().all(|r| r.len() >= nb * bytes)
@@ -122,7 +150,7 @@ unsafe fn pack_blocks(
 ) {
     /// Quants of a missing row (zero, scale zero).
     static ZERO: [u8; 16] = [0; 16];
-    let pb = SCALES + groups * 64;
+    let qb = groups * 64;
     let flip = _mm512_set1_epi32(flip as i32);
     // Output group g takes lane 4j + g of the rows' registers: rows 4k..4k+4
     // from one register, two registers per permute.
@@ -139,14 +167,16 @@ unsafe fn pack_blocks(
         }
     };
     for b in 0..nb {
-        let o = out[b * pb..(b + 1) * pb].as_mut_ptr();
-        for r in 0..PANEL_ROWS {
-            let d = rows
-                .get(r)
-                .map_or([0, 0], |row| [row[b * bytes], row[b * bytes + 1]]);
-            // SAFETY: the scales take the first 32 bytes of the panel block.
-            unsafe { o.add(2 * r).copy_from_nonoverlapping(d.as_ptr(), 2) };
+        let (qo, so) = block_at(nb, qb, b);
+        let s = &mut out[so..so + SCALES];
+        for (r, d) in s.chunks_exact_mut(2).enumerate() {
+            if let Some(row) = rows.get(r) {
+                d.copy_from_slice(&row[b * bytes..b * bytes + 2]);
+            } else {
+                d.fill(0);
+            }
         }
+        let o = out[qo..qo + qb].as_mut_ptr();
         for half in 0..groups / 4 {
             let at = b * bytes + 2 + 16 * half;
             // SAFETY: 16 readable bytes at every `quants` pointer.
@@ -161,11 +191,9 @@ unsafe fn pack_blocks(
                 let lo = _mm512_permutex2var_epi32(a[0], *p, a[1]);
                 let hi = _mm512_permutex2var_epi32(a[2], *p, a[3]);
                 let v = _mm512_inserti64x4::<1>(lo, _mm512_castsi512_si256(hi));
-                // SAFETY: group 4 half + g of the panel block is 64 bytes
-                // inside it.
-                unsafe {
-                    _mm512_storeu_si512(o.add(SCALES + 64 * (4 * half + g)) as *mut __m512i, v)
-                };
+                // SAFETY: group 4 half + g of the block's quants is 64 bytes
+                // inside them.
+                unsafe { _mm512_storeu_si512(o.add(64 * (4 * half + g)) as *mut __m512i, v) };
             }
         }
     }
@@ -202,24 +230,32 @@ unsafe fn run_tile<const C: usize, const Q4: bool>(
     cols: &[&[u8]],
     out: &mut [f32],
 ) {
-    let pb = if Q4 {
-        Q4_0_PANEL_BLOCK
-    } else {
-        Q8_0_PANEL_BLOCK
-    };
+    let qb = if Q4 { Q4_0_QUANTS } else { Q8_0_QUANTS };
     let y: [*const u8; C] = std::array::from_fn(|c| cols[c].as_ptr());
     let nibble = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
+        if b % 2 == 0 {
+            // The panel is read in order, a block pair (a whole number of
+            // cache lines) at a time: ask for the pair PREFETCH bytes on,
+            // which near the end lies in the next panel. A prefetch is only
+            // a hint: it never faults and reads nothing the program sees,
+            // so the address may lie past the panel.
+            let at = panel.wrapping_add(b * (qb + SCALES) + PREFETCH);
+            for l in 0..2 * (qb + SCALES) / 64 {
+                _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(64 * l) as *const i8);
+            }
+        }
+        let (qo, so) = block_at(nb, qb, b);
         // SAFETY: block b of the panel and of every column lies inside the
         // slices (caller).
         unsafe {
-            let p = panel.add(b * pb);
+            let p = panel.add(qo);
             let ya: [*const u8; C] = std::array::from_fn(|c| y[c].add(b * ACT_BLOCK));
             let mut sum: [__m512i; C] = std::array::from_fn(|c| bcast4(ya[c].add(4)));
             if Q4 {
                 for g in 0..4 {
-                    let w = _mm512_loadu_si512(p.add(SCALES + 64 * g) as *const __m512i);
+                    let w = _mm512_loadu_si512(p.add(64 * g) as *const __m512i);
                     let lo = _mm512_and_si512(w, nibble);
                     let hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nibble);
                     for c in 0..C {
@@ -229,13 +265,13 @@ unsafe fn run_tile<const C: usize, const Q4: bool>(
                 }
             } else {
                 for g in 0..8 {
-                    let w = _mm512_loadu_si512(p.add(SCALES + 64 * g) as *const __m512i);
+                    let w = _mm512_loadu_si512(p.add(64 * g) as *const __m512i);
                     for c in 0..C {
                         sum[c] = _mm512_dpbusd_epi32(sum[c], w, bcast4(ya[c].add(8 + 4 * g)));
                     }
                 }
             }
-            let dx = _mm512_cvtph_ps(_mm256_loadu_si256(p as *const __m256i));
+            let dx = _mm512_cvtph_ps(_mm256_loadu_si256(panel.add(so) as *const __m256i));
             for c in 0..C {
                 let dy = _mm512_set1_ps((ya[c] as *const f32).read_unaligned());
                 acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum[c]), _mm512_mul_ps(dx, dy), acc[c]);
