@@ -8,9 +8,14 @@
 //! k-group's dot product to all 16 rows at once. Q4_K keeps its nibbles:
 //! one vector holds a k-group of a sub-block in its low nibbles and the
 //! same k-group of the next sub-block in its high nibbles, used masked in
-//! place (16 times the level, which the packed scale divides by 16). Each
+//! place (16 times the level, which the scale divides by 16). Each
 //! super-block of the panel also carries its rows' scales as 16-lane
-//! vectors: d times each sub-block scale as f32, the mins (Q4_K, Q5_K) or
+//! vectors. Q4_K keeps its rows' 16-byte block headers as they are (d and
+//! dmin as f16, the 12 bytes of packed 6-bit scales and mins as 3 vectors
+//! of dwords), so that its panel is exactly as large as its rows and can
+//! be stored in place of them; the kernel decodes the 16 rows' scales and
+//! mins per super-block with a few vector operations. Q5_K and Q6_K carry
+//! them decoded: d times each sub-block scale as f32, the mins (Q5_K) or
 //! -32 times the scales (Q6_K) as i16 pairs, dmin or d as f32.
 //!
 //! Per sub-block and column the integer sum is exact (and exactly
@@ -23,8 +28,13 @@
 //! scales in f32 measured faster than in integers (`VPDPWSSD` per 16
 //! weights, or `VPMULLD`).
 //!
+//! A call with few columns of Q4_K (token generation: a matrix x vector
+//! streaming the panels from memory) reads each vector once for both its
+//! nibbles and prefetches the panel stream ahead.
+//!
 //! Packing decodes 64 levels of a row at a time and transposes the 16
-//! rows in registers, and decodes the rows' scales 16 at a time.
+//! rows in registers, and transposes (Q4_K) or decodes the rows' scales 16
+//! at a time.
 //!
 //! Every `unsafe fn` here is compiled for AVX-512 VNNI and reached only
 //! through [`install`], which registers the kernels only on CPUs with it;
@@ -124,8 +134,8 @@ const PACK_AHEAD: usize = 4;
 
 /// Packs the levels of `rows` (1 to 16, `bytes` per block) of Q`T`_K: for
 /// each of the `chunks` 64-byte chunks of a block's levels (unsigned bytes,
-/// or Q4_K's nibble pairs), 16 panel vectors at `chunk * 16 * VEC` in the
-/// panel super-block (`sb` bytes); missing rows get zeros.
+/// or Q4_K's nibble pairs), 16 panel vectors at `qs + chunk * 16 * VEC` in
+/// the panel super-block (`sb` bytes); missing rows get zeros.
 ///
 /// # Safety
 /// AVX-512; `out` holds `nb` panel super-blocks and every row `nb` blocks
@@ -138,6 +148,7 @@ unsafe fn pack_levels<const T: u8>(
     out: &mut [u8],
     bytes: usize,
     sb: usize,
+    qs: usize,
     chunks: usize,
 ) {
     for ib in 0..nb {
@@ -165,7 +176,7 @@ unsafe fn pack_levels<const T: u8>(
                 None => _mm512_setzero_si512(),
             });
             // SAFETY: vectors 16k..16k + 16 of panel super-block ib.
-            unsafe { transpose_store(&m, out.as_mut_ptr().add(ib * sb + k * 16 * VEC)) };
+            unsafe { transpose_store(&m, out.as_mut_ptr().add(ib * sb + qs + k * 16 * VEC)) };
         }
     }
 }
@@ -301,38 +312,39 @@ macro_rules! by_cols {
 
 // ----------------------------------------------------------- Q4_K, Q5_K
 
-/// Q4_K / Q5_K panel super-block layout (`FIVE` for Q5_K). Q4_K: vector `v`
-/// of the first 32 holds bytes `4v..4v + 4` of each row's `qs`: its low
-/// nibbles are weights `64j + 4i ..` (`v = 8j + i`), its high nibbles the
-/// same plus 32. Q5_K: vector `v` of the first 64 holds weights `4v..4v + 4`
-/// as levels 0..31. Then the scales (all 16 lanes written, zeros for
-/// missing rows).
-const fn qk_qs_vecs(five: bool) -> usize {
-    if five {
-        64
-    } else {
-        32
-    }
-}
-/// 4 vectors: the mins of sub-blocks `2p` and `2p + 1` as an i16 pair.
-const fn qk_min(five: bool) -> usize {
-    qk_qs_vecs(five) * VEC
-}
-/// dmin as f32.
-const fn qk_dmin(five: bool) -> usize {
-    qk_min(five) + 4 * VEC
-}
-/// 8 vectors: d times the scale of sub-block `b` (32 weights), as f32
-/// (for Q4_K's odd sub-blocks, the high nibbles, divided by 16).
-const fn qk_dsc(five: bool) -> usize {
-    qk_dmin(five) + VEC
-}
-/// Bytes of a panel super-block.
-const fn qk_sb(five: bool) -> usize {
-    qk_dsc(five) + 8 * VEC
-}
+/// Q4_K: one panel super-block, exactly as many bytes as its 16 rows'
+/// blocks. First the rows' 16-byte block headers: d of the 16 rows as f16
+/// (row `r` at `2r`),
+const Q4K_D: usize = 0;
+/// then their dmin as f16 (row `r` at 32 + `2r`),
+const Q4K_DMIN: usize = 32;
+/// then 3 vectors: vector `k` holds bytes `4k..4k + 4` of each row's 12
+/// bytes of packed 6-bit scales and mins (as ggml's `get_scale_min_k4`
+/// reads them: bytes 0..4 scales 0..4, bytes 4..8 mins 0..4, the low bits
+/// of scales and mins 4..8 in bytes 8..12 and their top bits in bits 6..8
+/// of bytes 0..8).
+const Q4K_SC: usize = VEC;
+/// then 32 vectors: vector `v` holds bytes `4v..4v + 4` of each row's
+/// `qs`: its low nibbles are weights `64j + 4i ..` (`v = 8j + i`), its high
+/// nibbles the same plus 32.
+const Q4K_QS: usize = 4 * VEC;
+/// Bytes of a panel super-block (16 Q4_K blocks).
+const Q4K_SB: usize = Q4K_QS + 32 * VEC;
 /// Bytes of a Q4_K block.
 const Q4K_BYTES: usize = 144;
+const _: () = assert!(Q4K_SB == PANEL_ROWS * Q4K_BYTES);
+
+/// Q5_K: one panel super-block. Vector `v` of the first 64 holds weights
+/// `4v..4v + 4` of each row as levels 0..31.
+const Q5K_QS: usize = 0;
+/// 4 vectors: the mins of sub-blocks `2p` and `2p + 1` as an i16 pair.
+const Q5K_MIN: usize = Q5K_QS + 64 * VEC;
+/// dmin as f32.
+const Q5K_DMIN: usize = Q5K_MIN + 4 * VEC;
+/// 8 vectors: d times the scale of sub-block `b` (32 weights), as f32.
+const Q5K_DSC: usize = Q5K_DMIN + VEC;
+/// Bytes of a panel super-block.
+const Q5K_SB: usize = Q5K_DSC + 8 * VEC;
 /// Bytes of a Q5_K block.
 const Q5K_BYTES: usize = 176;
 
@@ -343,8 +355,19 @@ const A4_SUM: usize = 256;
 const A4_D: usize = 272;
 const A4_SB: usize = 288;
 
+/// Q4_K: at most this many columns make a call read each panel byte once
+/// (token generation, a matrix x vector, streams the panels from memory).
+const Q4K_FEW: usize = 4;
+/// Bytes ahead of the super-block being read that such a call asks the
+/// cache for: panels of a matrix lie back to back and a thread walks
+/// consecutive ones, so the stream runs on into the next panel. Measured
+/// best of 2 to 8 KiB on a matrix larger than the last-level cache. With
+/// more columns (compute-bound, a panel read again for each group of
+/// columns) the prefetches measured slower.
+const Q4K_PREFETCH: usize = 6144;
+
 static Q4_K_GEMM: Gemm = Gemm {
-    panel_bytes: |n| n / QK * qk_sb(false),
+    panel_bytes: |n| n / QK * Q4K_SB,
     pack: q4k_pack,
     act_bytes: |n| n / QK * A4_SB,
     prep: q4k_prep,
@@ -352,7 +375,7 @@ static Q4_K_GEMM: Gemm = Gemm {
 };
 
 static Q5_K_GEMM: Gemm = Gemm {
-    panel_bytes: |n| n / QK * qk_sb(true),
+    panel_bytes: |n| n / QK * Q5K_SB,
     pack: q5k_pack,
     act_bytes: |n| n / QK * A4_SB,
     prep: q4k_prep,
@@ -360,43 +383,38 @@ static Q5_K_GEMM: Gemm = Gemm {
 };
 
 fn q4k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    qk_pack::<false>(n, rows, out)
-}
-
-fn q5k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    qk_pack::<true>(n, rows, out)
-}
-
-fn qk_pack<const FIVE: bool>(n: usize, rows: &[&[u8]], out: &mut [u8]) {
-    let bytes = if FIVE { Q5K_BYTES } else { Q4K_BYTES };
-    let sb = qk_sb(FIVE);
-    check_pack(n, rows, bytes, out, sb);
+    check_pack(n, rows, Q4K_BYTES, out, Q4K_SB);
     let nb = n / QK;
     // Every byte of the panel is written below (zeros for missing rows).
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
-    unsafe {
-        if FIVE {
-            pack_levels::<5>(nb, rows, out, bytes, sb, 4)
-        } else {
-            pack_levels::<4>(nb, rows, out, bytes, sb, 2)
-        }
-    };
+    unsafe { pack_levels::<4>(nb, rows, out, Q4K_BYTES, Q4K_SB, Q4K_QS, 2) };
     for ib in 0..nb {
         // SAFETY: as above; panel super-block ib is inside `out`.
-        unsafe { qk_pack_scales::<FIVE>(rows, ib * bytes, out.as_mut_ptr().add(ib * sb)) };
+        unsafe { q4k_pack_header(rows, ib * Q4K_BYTES, out.as_mut_ptr().add(ib * Q4K_SB)) };
     }
 }
 
-/// Packs d * scale, the mins and dmin of the 16 rows' blocks at byte `at`
-/// (zeros for missing rows) into the panel super-block at `o`, all rows at
-/// once: the first 16 bytes of a block (d, dmin, the 12 bytes of 6-bit
-/// scales and mins) are transposed to 4 vectors of one row per lane.
+fn q5k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    check_pack(n, rows, Q5K_BYTES, out, Q5K_SB);
+    let nb = n / QK;
+    // Every byte of the panel is written below (zeros for missing rows).
+    // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
+    unsafe { pack_levels::<5>(nb, rows, out, Q5K_BYTES, Q5K_SB, Q5K_QS, 4) };
+    for ib in 0..nb {
+        // SAFETY: as above; panel super-block ib is inside `out`.
+        unsafe { q5k_pack_scales(rows, ib * Q5K_BYTES, out.as_mut_ptr().add(ib * Q5K_SB)) };
+    }
+}
+
+/// The first 16 bytes (d, dmin, the 12 bytes of 6-bit scales and mins) of
+/// the 16 rows' blocks at byte `at` (zeros for missing rows), transposed to
+/// 4 vectors of one row per lane.
 ///
 /// # Safety
-/// AVX-512; every row readable for 16 bytes at `at`; `o` writable for a
-/// panel super-block.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
-unsafe fn qk_pack_scales<const FIVE: bool>(rows: &[&[u8]], at: usize, o: *mut u8) {
+/// AVX-512; every row readable for 16 bytes at `at`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn block_headers(rows: &[&[u8]], at: usize) -> [__m512i; 4] {
     let m: [__m512i; 16] = std::array::from_fn(|r| match rows.get(r) {
         Some(x) => {
             // SAFETY: 16 bytes at `at` (caller).
@@ -406,16 +424,47 @@ unsafe fn qk_pack_scales<const FIVE: bool>(rows: &[&[u8]], at: usize, o: *mut u8
         None => _mm512_setzero_si512(),
     });
     let mut t = [0u8; 16 * VEC];
-    // SAFETY: t holds 16 vectors; vectors 0..4 are read back below.
-    let (dd, s0, s1, s2) = unsafe {
+    // SAFETY: t holds 16 vectors; vectors 0..4 are read back.
+    unsafe {
         transpose_store(&m, t.as_mut_ptr());
-        (
-            load512(t.as_ptr()),
-            load512(t.as_ptr().add(VEC)),
-            load512(t.as_ptr().add(2 * VEC)),
-            load512(t.as_ptr().add(3 * VEC)),
-        )
-    };
+        std::array::from_fn(|k| load512(t.as_ptr().add(k * VEC)))
+    }
+}
+
+/// Packs the headers of the 16 rows' Q4_K blocks at byte `at` (zeros for
+/// missing rows) into the panel super-block at `o`: d and dmin as f16, the
+/// scale bytes as they are.
+///
+/// # Safety
+/// AVX-512; every row readable for a Q4_K block at `at`; `o` writable for
+/// a panel super-block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn q4k_pack_header(rows: &[&[u8]], at: usize, o: *mut u8) {
+    // SAFETY: the block headers (caller).
+    let [dd, s0, s1, s2] = unsafe { block_headers(rows, at) };
+    // SAFETY: the vectors below lie inside the panel super-block (caller).
+    unsafe {
+        let d = _mm512_cvtepi32_epi16(dd);
+        let dmin = _mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd));
+        _mm256_storeu_si256(o.add(Q4K_D) as *mut __m256i, d);
+        _mm256_storeu_si256(o.add(Q4K_DMIN) as *mut __m256i, dmin);
+        for (k, s) in [s0, s1, s2].iter().enumerate() {
+            _mm512_storeu_si512(o.add(Q4K_SC + k * VEC) as *mut __m512i, *s);
+        }
+    }
+}
+
+/// Packs d * scale, the mins and dmin of the 16 rows' Q5_K blocks at byte
+/// `at` (zeros for missing rows) into the panel super-block at `o`, all
+/// rows at once.
+///
+/// # Safety
+/// AVX-512; every row readable for a Q5_K block at `at`; `o` writable for
+/// a panel super-block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn q5k_pack_scales(rows: &[&[u8]], at: usize, o: *mut u8) {
+    // SAFETY: the block headers (caller).
+    let [dd, s0, s1, s2] = unsafe { block_headers(rows, at) };
     let d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(dd));
     let dmin = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32::<16>(dd)));
     let (m63, m15, ff) = (
@@ -447,19 +496,14 @@ unsafe fn qk_pack_scales<const FIVE: bool>(rows: &[&[u8]], at: usize, o: *mut u8
     // SAFETY: the vectors below lie inside the panel super-block (caller).
     unsafe {
         for (g, s) in sc.iter().enumerate() {
-            let mut v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(*s));
-            if !FIVE && g % 2 == 1 {
-                // Q4_K's odd sub-blocks are the high nibbles, which the
-                // kernel leaves in place (16 times the level).
-                v = _mm512_mul_ps(v, _mm512_set1_ps(1.0 / 16.0));
-            }
-            _mm512_storeu_ps(o.add(qk_dsc(FIVE) + g * VEC) as *mut f32, v);
+            let v = _mm512_mul_ps(d, _mm512_cvtepi32_ps(*s));
+            _mm512_storeu_ps(o.add(Q5K_DSC + g * VEC) as *mut f32, v);
         }
         for q in 0..4 {
             let v = _mm512_or_si512(mn[2 * q], _mm512_slli_epi32::<16>(mn[2 * q + 1]));
-            _mm512_storeu_si512(o.add(qk_min(FIVE) + q * VEC) as *mut __m512i, v);
+            _mm512_storeu_si512(o.add(Q5K_MIN + q * VEC) as *mut __m512i, v);
         }
-        _mm512_storeu_ps(o.add(qk_dmin(FIVE)) as *mut f32, dmin);
+        _mm512_storeu_ps(o.add(Q5K_DMIN) as *mut f32, dmin);
     }
 }
 
@@ -484,13 +528,13 @@ fn q4k_prep(n: usize, y: &[u8], out: &mut [u8]) {
 }
 
 fn q4k_run(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
-    check_run(n, panel, qk_sb(false), cols, A4_SB, out);
+    check_run(n, panel, Q4K_SB, cols, A4_SB, out);
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
     unsafe { by_cols!(q4k_kernel, n / QK, panel, cols, out) }
 }
 
 fn q5k_run(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
-    check_run(n, panel, qk_sb(true), cols, A4_SB, out);
+    check_run(n, panel, Q5K_SB, cols, A4_SB, out);
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
     unsafe { by_cols!(q5k_kernel, n / QK, panel, cols, out) }
 }
@@ -511,6 +555,122 @@ unsafe fn q5k_kernel<const C: usize>(nb: usize, panel: &[u8], cols: &[&[u8]], ou
     unsafe { qk_kernel::<C, true>(nb, panel, cols, out) }
 }
 
+/// A `VPSHUFB` control that moves byte `k` of every dword to the dword's
+/// low byte and zeroes the others.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+fn byte_to_dword(k: i32) -> __m512i {
+    let base = _mm512_set4_epi32(
+        0x8080_800c_u32 as i32,
+        0x8080_8008_u32 as i32,
+        0x8080_8004_u32 as i32,
+        0x8080_8000_u32 as i32,
+    );
+    _mm512_add_epi32(base, _mm512_set1_epi32(k))
+}
+
+/// A `VPSHUFB` control that moves bytes `2h` and `2h + 1` of every dword
+/// to its two i16 halves, zero-extended.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+fn bytes_to_words(h: i32) -> __m512i {
+    let base = _mm512_set4_epi32(
+        0x800d_800c_u32 as i32,
+        0x8009_8008_u32 as i32,
+        0x8005_8004_u32 as i32,
+        0x8001_8000_u32 as i32,
+    );
+    _mm512_add_epi32(base, _mm512_set1_epi32(0x0002_0002 * h))
+}
+
+/// The scales of a Q4_K panel super-block, decoded for all 16 rows.
+#[derive(Clone, Copy)]
+struct Q4kScales {
+    /// d as f32.
+    d: __m512,
+    /// d / 16, for the odd sub-blocks: the high nibbles, which the kernel
+    /// leaves in place (16 times the level).
+    d16: __m512,
+    /// Byte `k` of a lane: the row's scale of sub-block `k` (6 bits).
+    s03: __m512i,
+    /// Byte `k` of a lane: the row's scale of sub-block `4 + k`.
+    s47: __m512i,
+}
+
+impl Q4kScales {
+    /// # Safety
+    /// AVX-512; `p` readable for a Q4_K panel super-block.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+    unsafe fn new(p: *const u8) -> Q4kScales {
+        // SAFETY: d and scale bytes 0..4 and 8..12 of the super-block (caller).
+        let (dh, s0, s2) = unsafe {
+            (
+                _mm256_loadu_si256(p.add(Q4K_D) as *const __m256i),
+                load512(p.add(Q4K_SC)),
+                load512(p.add(Q4K_SC + 2 * VEC)),
+            )
+        };
+        let d = _mm512_cvtph_ps(dh);
+        let m3f = _mm512_set1_epi8(0x3f);
+        // Scales 4..8: the low 4 bits from bytes 8..12, the top 2 bits from
+        // bits 6..8 of bytes 0..4.
+        let top = _mm512_and_si512(_mm512_srli_epi32::<2>(s0), _mm512_set1_epi8(0x30));
+        Q4kScales {
+            d,
+            d16: _mm512_mul_ps(d, _mm512_set1_ps(1.0 / 16.0)),
+            s03: _mm512_and_si512(s0, m3f),
+            // (s2 & 0x0f) | top
+            s47: _mm512_ternarylogic_epi32::<0xf8>(top, s2, _mm512_set1_epi8(0x0f)),
+        }
+    }
+
+    /// d times the scale of sub-block `g` (32 weights), as f32 (for the odd
+    /// sub-blocks, the high nibbles, divided by 16). d has 11 significant
+    /// bits and the scale 6, so every product is exact, as a packed one.
+    #[inline]
+    #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+    fn dsc(&self, g: usize) -> __m512 {
+        let s = if g < 4 { self.s03 } else { self.s47 };
+        let v = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(s, byte_to_dword(g as i32 % 4)));
+        _mm512_mul_ps(if g % 2 == 0 { self.d } else { self.d16 }, v)
+    }
+}
+
+/// The mins of a Q4_K panel super-block: vector `q` holds those of
+/// sub-blocks `2q` and `2q + 1` as an i16 pair; and dmin as f32.
+///
+/// # Safety
+/// AVX-512; `p` readable for a Q4_K panel super-block.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn q4k_mins(p: *const u8) -> ([__m512i; 4], __m512) {
+    // SAFETY: dmin and scale bytes 4..12 of the super-block (caller).
+    let (dh, s1, s2) = unsafe {
+        (
+            _mm256_loadu_si256(p.add(Q4K_DMIN) as *const __m256i),
+            load512(p.add(Q4K_SC + VEC)),
+            load512(p.add(Q4K_SC + 2 * VEC)),
+        )
+    };
+    let m03 = _mm512_and_si512(s1, _mm512_set1_epi8(0x3f));
+    // Mins 4..8: the high 4 bits of bytes 8..12, the top 2 bits from bits
+    // 6..8 of bytes 4..8.
+    let top = _mm512_and_si512(_mm512_srli_epi32::<2>(s1), _mm512_set1_epi8(0x30));
+    let m47 =
+        _mm512_ternarylogic_epi32::<0xf8>(top, _mm512_srli_epi32::<4>(s2), _mm512_set1_epi8(0x0f));
+    let (lo, hi) = (bytes_to_words(0), bytes_to_words(1));
+    (
+        [
+            _mm512_shuffle_epi8(m03, lo),
+            _mm512_shuffle_epi8(m03, hi),
+            _mm512_shuffle_epi8(m47, lo),
+            _mm512_shuffle_epi8(m47, hi),
+        ],
+        _mm512_cvtph_ps(dh),
+    )
+}
+
 /// # Safety
 /// AVX-512 VNNI; `nb` super-blocks in `panel` and in every column, `C`
 /// columns, `C * PANEL_ROWS` results (checked by [`check_run`]).
@@ -524,24 +684,85 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
 ) {
     let m4 = _mm512_set1_epi8(0x0f);
     let mf0 = _mm512_set1_epi8(0xf0u8 as i8);
+    let sb = if FIVE { Q5K_SB } else { Q4K_SB };
+    // Q4_K with few columns reads the panel once, both nibbles of a vector
+    // at a time (see below).
+    let few = !FIVE && C <= Q4K_FEW;
     let mut acc = [_mm512_setzero_ps(); C];
     for ib in 0..nb {
         // SAFETY: super-block ib of the panel and of every column (checked);
         // every offset below stays inside them.
         unsafe {
-            let p = panel.as_ptr().add(ib * qk_sb(FIVE));
+            let p = panel.as_ptr().add(ib * sb);
+            if few {
+                let ahead = p.wrapping_add(Q4K_PREFETCH);
+                for o in (0..Q4K_SB).step_by(64) {
+                    // A prefetch is only a hint: it never faults, so the
+                    // address may lie past the panel (the next panel of
+                    // the matrix, when there is one).
+                    _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(o) as *const i8);
+                }
+            }
             let y: [*const u8; C] = std::array::from_fn(|c| cols[c].as_ptr().add(ib * A4_SB));
+            // d * scale of sub-block g: Q5_K's as packed; Q4_K's decoded
+            // next to its use for few columns, all up front for many
+            // (which measured faster: there the columns' sums fill the
+            // registers).
+            let scales = (!FIVE).then(|| Q4kScales::new(p));
+            let many = (!FIVE && !few).then(|| {
+                let s = scales.unwrap();
+                std::array::from_fn::<__m512, 8, _>(|g| s.dsc(g))
+            });
+            let dsc = |g: usize| match (&many, &scales) {
+                (Some(m), _) => m[g],
+                (None, Some(s)) => s.dsc(g),
+                (None, None) => load_ps(p.add(Q5K_DSC + g * VEC)),
+            };
             let mut fsum = [_mm512_setzero_ps(); C];
             for j in 0..4 {
+                if few {
+                    // Each vector once for both its nibbles, the sums of
+                    // a sub-block split over two chains for one column
+                    // (one chain of VPDPBUSDs per sub-block waits on their
+                    // latency).
+                    let chains = if C == 1 { 2 } else { 1 };
+                    let mut part = [[[_mm512_setzero_si512(); C]; 2]; 2];
+                    for i in 0..8 {
+                        let v = load512(p.add(Q4K_QS + (8 * j + i) * VEC));
+                        // The high nibbles stay in place: 16 times the
+                        // level.
+                        let w = [_mm512_and_si512(v, m4), _mm512_and_si512(v, mf0)];
+                        for (nib, wn) in w.iter().enumerate() {
+                            let at = A4_QS + 64 * j + 32 * nib + 4 * i;
+                            let ch = &mut part[nib][i % chains];
+                            for c in 0..C {
+                                ch[c] = _mm512_dpbusd_epi32(ch[c], *wn, bcast4(y[c].add(at)));
+                            }
+                        }
+                    }
+                    for (nib, pn) in part.iter().enumerate() {
+                        let dsc = dsc(2 * j + nib);
+                        for c in 0..C {
+                            // The same exact sum as one chain's.
+                            let isub = if chains == 2 {
+                                _mm512_add_epi32(pn[0][c], pn[1][c])
+                            } else {
+                                pn[0][c]
+                            };
+                            fsum[c] = _mm512_fmadd_ps(dsc, _mm512_cvtepi32_ps(isub), fsum[c]);
+                        }
+                    }
+                    continue;
+                }
                 for nib in 0..2 {
                     // 32 weights: exact sums, exactly converted (below
                     // 2^24 in magnitude, also 16 times a high-nibble sum).
                     let mut isub = [_mm512_setzero_si512(); C];
                     for i in 0..8 {
                         let w = if FIVE {
-                            load512(p.add((16 * j + 8 * nib + i) * VEC))
+                            load512(p.add(Q5K_QS + (16 * j + 8 * nib + i) * VEC))
                         } else {
-                            let v = load512(p.add((8 * j + i) * VEC));
+                            let v = load512(p.add(Q4K_QS + (8 * j + i) * VEC));
                             // The high nibbles stay in place: 16 times
                             // the level.
                             if nib == 0 {
@@ -555,21 +776,24 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
                             isub[c] = _mm512_dpbusd_epi32(isub[c], w, bcast4(y[c].add(at)));
                         }
                     }
-                    let dsc = load_ps(p.add(qk_dsc(FIVE) + (2 * j + nib) * VEC));
+                    let dsc = dsc(2 * j + nib);
                     for c in 0..C {
                         fsum[c] = _mm512_fmadd_ps(dsc, _mm512_cvtepi32_ps(isub[c]), fsum[c]);
                     }
                 }
             }
-            let dmin = load_ps(p.add(qk_dmin(FIVE)));
+            let (mins, dmin) = if FIVE {
+                (
+                    std::array::from_fn(|q| load512(p.add(Q5K_MIN + q * VEC))),
+                    load_ps(p.add(Q5K_DMIN)),
+                )
+            } else {
+                q4k_mins(p)
+            };
             for c in 0..C {
                 let mut m = _mm512_setzero_si512();
-                for q in 0..4 {
-                    m = _mm512_dpwssd_epi32(
-                        m,
-                        load512(p.add(qk_min(FIVE) + q * VEC)),
-                        bcast4(y[c].add(A4_SUM + 4 * q)),
-                    );
+                for (q, mq) in mins.iter().enumerate() {
+                    m = _mm512_dpwssd_epi32(m, *mq, bcast4(y[c].add(A4_SUM + 4 * q)));
                 }
                 let t = _mm512_fnmadd_ps(dmin, _mm512_cvtepi32_ps(m), fsum[c]);
                 acc[c] = _mm512_fmadd_ps(bcast_ps(y[c].add(A4_D)), t, acc[c]);
@@ -612,7 +836,7 @@ fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     let nb = n / QK;
     // Every byte of the panel is written below (zeros for missing rows).
     // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
-    unsafe { pack_levels::<6>(nb, rows, out, Q6K_BYTES, Q6K_SB, 4) };
+    unsafe { pack_levels::<6>(nb, rows, out, Q6K_BYTES, Q6K_SB, Q6K_QS, 4) };
     for ib in 0..nb {
         let mut d = [0u16; PANEL_ROWS];
         for (dr, x) in d.iter_mut().zip(rows) {
@@ -810,7 +1034,7 @@ mod bench {
         for ib in 0..nb {
             // SAFETY: as in q4k_kernel.
             unsafe {
-                let p = panel.as_ptr().add(ib * super::qk_sb(false));
+                let p = panel.as_ptr().add(ib * super::Q4K_SB);
                 let y: [*const u8; 8] =
                     std::array::from_fn(|c| cols[c].as_ptr().add(ib * super::A4_SB));
                 if REGS {
@@ -818,14 +1042,18 @@ mod bench {
                         _mm512_set1_epi32((y[c] as *const i32).read_unaligned())
                     });
                     for v in 0..64 {
-                        let w = _mm512_loadu_si512(p.add((v % 32) * 64) as *const __m512i);
+                        let w = _mm512_loadu_si512(
+                            p.add(super::Q4K_QS + (v % 32) * 64) as *const __m512i
+                        );
                         for c in 0..8 {
                             acc[c] = _mm512_dpbusd_epi32(acc[c], w, bs[c]);
                         }
                     }
                 } else {
                     for v in 0..64 {
-                        let w = _mm512_loadu_si512(p.add((v % 32) * 64) as *const __m512i);
+                        let w = _mm512_loadu_si512(
+                            p.add(super::Q4K_QS + (v % 32) * 64) as *const __m512i
+                        );
                         for c in 0..8 {
                             let b =
                                 _mm512_set1_epi32((y[c].add(4 * v) as *const i32).read_unaligned());
