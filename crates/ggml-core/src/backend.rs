@@ -179,6 +179,14 @@ pub trait BufferType: Send + Sync {
     fn device_name(&self) -> Option<String> {
         None
     }
+    /// True when `weight`, read by node `node` of `graph`, may be stored in
+    /// this type. Plain memory holds anything; a type whose layout only
+    /// some ops can read (repacked weights) accepts the weights of those
+    /// ops alone.
+    fn supports_weight(&self, graph: &Graph, node: TensorId, weight: TensorId) -> bool {
+        let _ = (graph, node, weight);
+        true
+    }
 }
 
 /// An allocated block of memory of one buffer type.

@@ -9,6 +9,8 @@ use rayon::prelude::*;
 
 use crate::matmul;
 use crate::ops;
+use crate::repack::{RepackBuffer, REPACK_NAME};
+use crate::simd::Gemm;
 use crate::tensor::{AlignedBytes, View};
 
 /// Elements of work below which a node runs on the calling thread: waking
@@ -47,6 +49,9 @@ pub(crate) struct NodeCtx<'g> {
     /// `alias[i]`: source i has exactly the result's layout (an in-place
     /// op): its rows must be copied before the result row is written.
     pub alias: Vec<bool>,
+    /// For MUL_MAT weights stored repacked (`CPU_REPACK`): the panel kernel
+    /// whose layout they have.
+    pub packed: Option<&'static Gemm>,
 }
 
 impl NodeCtx<'_> {
@@ -100,6 +105,7 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
         return Ok(());
     }
     validate(graph, id)?;
+    let packed = repacked_weights(graph, id)?;
     let dst = View::of(graph, id, true)?;
     if dst.n_rows() == 0 || dst.ne[0] == 0 {
         return Ok(());
@@ -140,10 +146,46 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
         dst,
         src,
         alias,
+        packed,
     };
     let r = dispatch(&ctx, ws);
     drop(copies);
     r
+}
+
+/// The panel kernel of node `id`'s weights when they are stored repacked;
+/// an error when the node reads or writes repacked memory any other way
+/// (only MUL_MAT can read it, as its whole first source).
+fn repacked_weights(graph: &Graph, id: TensorId) -> Result<Option<&'static Gemm>> {
+    let node = graph.node(id);
+    let in_repack = |t: TensorId| {
+        graph.placement(t).and_then(|p| {
+            p.buffer
+                .as_any()
+                .downcast_ref::<RepackBuffer>()
+                .map(|b| b.packed_at(p.offset, graph.desc(t)))
+        })
+    };
+    let refuse = |t: TensorId, what: &str| {
+        Err(Error::Invalid(format!(
+            "CPU: {} '{}': tensor '{}' is stored repacked ({REPACK_NAME}) and {what}",
+            node.op.name(),
+            node.desc.name,
+            graph.desc(t).name
+        )))
+    };
+    if in_repack(id).is_some() {
+        return refuse(id, "cannot be written");
+    }
+    let mut packed = None;
+    for (i, &s) in node.src.iter().enumerate() {
+        match in_repack(s) {
+            None => {}
+            Some(Some(g)) if i == 0 && node.op == Op::MulMat => packed = Some(g),
+            Some(_) => return refuse(s, "only MUL_MAT can read it, as its whole weight matrix"),
+        }
+    }
+    Ok(packed)
 }
 
 fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {

@@ -173,8 +173,15 @@ impl Device for CpuDevice {
     fn supports_op(&self, graph: &Graph, node: TensorId) -> bool {
         compute::supports(graph, node)
     }
+    fn extra_buffer_types(&self) -> Vec<Arc<dyn BufferType>> {
+        if crate::repack::available() {
+            vec![crate::repack::repack_buffer_type()]
+        } else {
+            Vec::new()
+        }
+    }
     fn supports_buft(&self, buft: &dyn BufferType) -> bool {
-        buft.is_host()
+        buft.is_host() || buft.name() == crate::repack::REPACK_NAME
     }
     fn init_backend(&self) -> Result<Box<dyn Backend>> {
         Ok(Box::new(CpuBackend::new(default_n_threads())?))

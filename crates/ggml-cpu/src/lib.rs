@@ -31,6 +31,11 @@
 //! lane sums its (row, column) pair in a fixed order, so results do not
 //! depend on the tiling either, and agree with the row kernels within f32
 //! rounding.
+//!
+//! Weights can also be stored already packed (`repack.rs`, the
+//! `CPU_REPACK` buffer type that the CPU device offers as an extra type,
+//! as ggml's CPU backend does): MUL_MAT then runs the panel kernels for
+//! every batch size, token generation included, without packing anything.
 
 #![warn(missing_docs)]
 
@@ -40,6 +45,7 @@ mod device;
 pub mod features;
 mod matmul;
 mod ops;
+mod repack;
 mod simd;
 mod tensor;
 
@@ -48,6 +54,7 @@ use std::sync::Arc;
 pub use device::{
     cpu_buffer_type, cpu_device, default_n_threads, CpuBackend, CpuDevice, CpuReg, CPU_NAME,
 };
+pub use repack::{repack_buffer_type, RepackBuffer, RepackBufferType, REPACK_NAME};
 
 /// Registers the CPU backend in ggml-core's registry (idempotent).
 pub fn register() {

@@ -55,7 +55,26 @@ impl RowDot {
 
 /// MUL_MAT with the best kernels of this CPU.
 pub(crate) fn mul_mat(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
-    mul_mat_with(&ctx.src[0], &ctx.src[1], &ctx.dst, ws, simd::kernels())
+    match ctx.packed {
+        Some(g) => mul_mat_stored(&ctx.src[0], &ctx.src[1], &ctx.dst, g, ws),
+        None => mul_mat_with(&ctx.src[0], &ctx.src[1], &ctx.dst, ws, simd::kernels()),
+    }
+}
+
+/// MUL_MAT of weights stored as panels of `g`'s layout (see
+/// `crate::repack`), for any number of columns.
+pub(crate) fn mul_mat_stored(
+    a: &View,
+    b: &View,
+    d: &View,
+    g: &Gemm,
+    ws: &mut Workspace,
+) -> Result<()> {
+    let vt = simd::vec_dot_type(a.ty).ok_or_else(|| {
+        ggml_core::Error::Invalid(format!("CPU: MUL_MAT has no dot product for {}", a.ty))
+    })?;
+    let ys = ColumnSource::new(b, vt, a.ne[0], &mut ws.act)?;
+    mul_mat_panels(a, &ys, d, g, Weights::Stored, &mut ws.prep)
 }
 
 /// MUL_MAT of `a` x `b` into `d` with a given kernel set.
@@ -81,30 +100,12 @@ pub(crate) fn mul_mat_with(
         Some(f) => RowDot::Kernel(f),
         None => RowDot::Reference(a.ty),
     };
-    let y_row = k / vt.block_size() * vt.type_size();
-    let n_y = b.n_rows();
-
-    // Activation rows in the partner type: src1 itself when it already is,
-    // else converted into the workspace.
-    let direct = b.ty == vt && b.dense_rows();
-    let need = if direct { 0 } else { y_row * n_y };
-    if ws.act.len() < need {
-        ws.act.resize(need, 0);
-    }
-    if !direct {
-        convert_rows(b, vt, y_row, &mut ws.act[..need])?;
-    }
-    let ys = ColumnSource {
-        b,
-        direct,
-        act: &ws.act[..need],
-        y_row,
-    };
+    let ys = ColumnSource::new(b, vt, k, &mut ws.act)?;
 
     let (ne01, ne11) = (a.ne[1], b.ne[1]);
     if ne11 >= GEMM_MIN_COLS {
         if let Some(g) = kern.gemm(a.ty) {
-            return mul_mat_panels(a, &ys, d, g, &mut ws.prep);
+            return mul_mat_panels(a, &ys, d, g, Weights::Rows, &mut ws.prep);
         }
     }
     let n_batch = b.ne[2] * b.ne[3];
@@ -206,7 +207,28 @@ struct ColumnSource<'a> {
     y_row: usize,
 }
 
-impl ColumnSource<'_> {
+impl<'a> ColumnSource<'a> {
+    /// The columns of `b` for weights of `k` elements per row whose partner
+    /// type is `vt`: src1 itself when it already is in that type, else
+    /// converted into `act`.
+    fn new(b: &'a View, vt: Type, k: usize, act: &'a mut Vec<u8>) -> Result<ColumnSource<'a>> {
+        let y_row = k / vt.block_size() * vt.type_size();
+        let direct = b.ty == vt && b.dense_rows();
+        let need = if direct { 0 } else { y_row * b.n_rows() };
+        if act.len() < need {
+            act.resize(need, 0);
+        }
+        if !direct {
+            convert_rows(b, vt, y_row, &mut act[..need])?;
+        }
+        Ok(ColumnSource {
+            b,
+            direct,
+            act: &act[..need],
+            y_row,
+        })
+    }
+
     fn row(&self, col: usize, i2: usize, i3: usize) -> &[u8] {
         if self.direct {
             // SAFETY: src1 is validated and holds this row of `y_row` bytes,
@@ -224,15 +246,25 @@ thread_local! {
     static PANELS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Where the panels of a [`mul_mat_panels`] come from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Weights {
+    /// Weight rows in ggml's layout, packed tile by tile.
+    Rows,
+    /// Panels stored one matrix after the other (`crate::repack`).
+    Stored,
+}
+
 /// MUL_MAT through a panel kernel: every activation column is prepared
-/// once; then each tile of weight rows is packed into panels of
-/// [`PANEL_ROWS`] rows that stay in cache while all columns go by,
+/// once; then each tile of weight rows, as panels of [`PANEL_ROWS`] rows
+/// (packed here, or as stored), stays in cache while all columns go by,
 /// [`GEMM_COLS`] at a time.
 fn mul_mat_panels(
     a: &View,
     ys: &ColumnSource<'_>,
     d: &View,
     g: &Gemm,
+    weights: Weights,
     prep: &mut Vec<u8>,
 ) -> Result<()> {
     let b = ys.b;
@@ -268,7 +300,13 @@ fn mul_mat_panels(
     // no larger than a share of L2 once packed.
     let pb = (g.panel_bytes)(k);
     let panels = ne01.div_ceil(PANEL_ROWS);
-    let panels_cache = (TILE_WEIGHT_BYTES / pb.max(1)).max(1);
+    // Stored panels read once per call (a column group or less) need no
+    // cache-sized tiles: each thread streams through its share.
+    let panels_cache = if weights == Weights::Stored && ne11 <= GEMM_COLS {
+        panels
+    } else {
+        (TILE_WEIGHT_BYTES / pb.max(1)).max(1)
+    };
     let per_batch = (threads * TILES_PER_THREAD).div_ceil(n_batch).max(1);
     let panels_per_tile = panels_cache.min(panels.div_ceil(per_batch)).max(1);
     let row_tiles = panels.div_ceil(panels_per_tile);
@@ -282,18 +320,30 @@ fn mul_mat_panels(
         let (a2, a3) = (i2 / r2, i3 / r3);
         let p0 = rt * panels_per_tile;
         let np = panels_per_tile.min(panels - p0);
-        if buf.len() < np * pb {
-            buf.resize(np * pb, 0);
-        }
-        for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
-            let r0 = (p0 + p) * PANEL_ROWS;
-            let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
-            let nr = PANEL_ROWS.min(ne01 - r0);
-            for (i, x) in rows.iter_mut().enumerate().take(nr) {
-                *x = weight_row(a, r0 + i, a2, a3);
+        let tile_panels: &[u8] = match weights {
+            Weights::Rows => {
+                if buf.len() < np * pb {
+                    buf.resize(np * pb, 0);
+                }
+                for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
+                    let r0 = (p0 + p) * PANEL_ROWS;
+                    let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
+                    let nr = PANEL_ROWS.min(ne01 - r0);
+                    for (i, x) in rows.iter_mut().enumerate().take(nr) {
+                        *x = weight_row(a, r0 + i, a2, a3);
+                    }
+                    (g.pack)(k, &rows[..nr], dst);
+                }
+                &buf[..np * pb]
             }
-            (g.pack)(k, &rows[..nr], dst);
-        }
+            Weights::Stored => {
+                let first = (a3 * a.ne[2] + a2) * panels + p0;
+                // SAFETY: the tensor's buffer holds `panels` panels of `pb`
+                // bytes per matrix (its repacked size, checked when it was
+                // placed), read-only while MUL_MAT runs.
+                unsafe { std::slice::from_raw_parts(a.ptr.get().add(first * pb), np * pb) }
+            }
+        };
         let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
         let col_base = (i3 * b.ne[2] + i2) * ne11;
         let mut c0 = 0;
@@ -304,7 +354,7 @@ fn mul_mat_panels(
                 let r = col_base + c0 + j;
                 *c = &prep[r * ab..(r + 1) * ab];
             }
-            for (p, panel) in buf.chunks_exact(pb).take(np).enumerate() {
+            for (p, panel) in tile_panels.chunks_exact(pb).enumerate() {
                 let r0 = (p0 + p) * PANEL_ROWS;
                 let nr = PANEL_ROWS.min(ne01 - r0);
                 (g.run)(k, panel, &cols[..nc], &mut out[..nc * PANEL_ROWS]);
