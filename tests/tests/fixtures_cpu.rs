@@ -122,11 +122,15 @@ fn logit_tolerance(name: &str) -> (f32, f32, usize) {
 }
 
 fn check_logits(name: &str, model_file: &str) {
+    check_logits_with(name, model_file, &cpu_params());
+}
+
+fn check_logits_with(name: &str, model_file: &str, mp: &llama::ModelParams) {
     let Some(fx) = fixtures() else { return };
     let exp = expected(&fx, name);
     let toks = ids(&exp["logits"]["tokens"]);
     let want = read_f32(&fx.join(exp["logits"]["file"].as_str().expect("logits file")));
-    let model = Model::load(fx.join("models").join(model_file), &cpu_params()).expect("load");
+    let model = Model::load(fx.join("models").join(model_file), mp).expect("load");
     let n_vocab = model.hparams.n_vocab;
     let cp = ContextParams {
         n_ctx: 512,
@@ -155,6 +159,26 @@ fn check_logits(name: &str, model_file: &str) {
         agree >= min_agree,
         "{name}: top-1 agreement {agree} below {min_agree}"
     );
+}
+
+/// The same logits with the CPU's weights in ggml's layout (`--no-repack`)
+/// as with the default (repacked where the CPU has panel kernels), for
+/// the types that are repacked.
+#[test]
+fn logits_without_repacking() {
+    let mp = llama::ModelParams {
+        use_extra_bufts: false,
+        ..cpu_params()
+    };
+    for (name, file) in [
+        ("stories260K", "stories260K.gguf"),
+        ("tiny-f16", "tiny-f16.gguf"),
+        ("tiny-q8_0", "tiny-q8_0.gguf"),
+        ("tiny-q4_0", "tiny-q4_0.gguf"),
+        ("tiny-q4_k_m", "tiny-q4_k_m.gguf"),
+    ] {
+        check_logits_with(name, file, &mp);
+    }
 }
 
 macro_rules! logits_tests {

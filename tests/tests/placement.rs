@@ -120,7 +120,7 @@ fn on(gpu: &Arc<dyn Device>, ngl: i32) -> ModelParams {
 /// token embeddings.
 fn expected_buft(l: &Landed, m: &Model, ngl: usize, gpu: Option<&Arc<dyn Device>>) -> String {
     let Some(gpu) = gpu else {
-        return "CPU".into();
+        return cpu_only_buft(l, m);
     };
     let n_layer = m.hparams.n_layer;
     let layer = match l.layer {
@@ -131,12 +131,27 @@ fn expected_buft(l: &Landed, m: &Model, ngl: usize, gpu: Option<&Arc<dyn Device>
     let start = n_layer.saturating_sub(ngl);
     let offloaded = layer >= start && layer < start + ngl;
     let gpu_runs = llama::placement::probe_graph(l.kind, &l.desc, &m.hparams)
-        .is_none_or(|(g, node)| gpu.supports_op(&g, node));
+        .is_none_or(|p| gpu.supports_op(&p.graph, p.node));
     if offloaded && gpu_runs {
         gpu.buffer_type().name().into()
     } else {
         "CPU".into()
     }
+}
+
+/// The buffer type of a weight of a model without GPUs: the CPU's
+/// repacked type when it takes the weight for its op, else the CPU's.
+fn cpu_only_buft(l: &Landed, m: &Model) -> String {
+    let probe = llama::placement::probe_graph(l.kind, &l.desc, &m.hparams);
+    cpu_device()
+        .extra_buffer_types()
+        .into_iter()
+        .find(|b| {
+            probe
+                .as_ref()
+                .is_none_or(|p| b.supports_weight(&p.graph, p.node, p.weight))
+        })
+        .map_or("CPU".into(), |b| b.name().to_string())
 }
 
 #[test]
@@ -177,7 +192,14 @@ fn every_model_loads_with_any_layer_count_and_mmap_setting() {
                         assert_eq!(l.read_only, use_mmap, "{what}: {}", l.name);
                     }
                 }
-                let n_gpu = all.iter().filter(|l| l.buft != "CPU").count();
+                let n_gpu = all.iter().filter(|l| !l.buft.starts_with("CPU")).count();
+                let n_repacked = all.iter().filter(|l| l.buft == "CPU_REPACK").count();
+                assert_eq!(
+                    m.stats.bytes_repacked > 0,
+                    n_repacked > 0,
+                    "{what}: {} bytes repacked for {n_repacked} weights",
+                    m.stats.bytes_repacked
+                );
                 assert_eq!(
                     m.stats.bytes_uploaded > 0,
                     n_gpu > 0,
@@ -203,11 +225,13 @@ fn weight_bytes(w: &llama::Weight) -> Vec<u8> {
 #[test]
 fn split_model_loads_as_one() {
     let Some(fx) = fixtures() else { return };
-    let whole = load(&fx.join("models/tiny-q8_0.gguf"), &params(0));
-    let split = load(
-        &fx.join("models/tiny-q8_0-split-00001-of-00003.gguf"),
-        &params(0),
-    );
+    // Weights in ggml's layout, to compare their bytes.
+    let p = ModelParams {
+        use_extra_bufts: false,
+        ..params(0)
+    };
+    let whole = load(&fx.join("models/tiny-q8_0.gguf"), &p);
+    let split = load(&fx.join("models/tiny-q8_0-split-00001-of-00003.gguf"), &p);
     assert_eq!(split.hparams.n_layer, whole.hparams.n_layer);
     assert_eq!(split.n_elements, whole.n_elements);
     let (a, b) = (landed(&whole), landed(&split));
@@ -349,7 +373,15 @@ fn device_lists_and_split_modes() {
     let m = load(&path, &p);
     assert!(m.devices.is_empty());
     assert!(m.is_cpu_only());
-    check_layers(&m, "-dev none", |_| "CPU");
+    // No GPU: the weights the CPU's repacked type takes are repacked.
+    for l in landed(&m) {
+        assert_eq!(l.buft, cpu_only_buft(&l, &m), "-dev none: {}", l.name);
+    }
+    let p = ModelParams {
+        use_extra_bufts: false,
+        ..p
+    };
+    check_layers(&load(&path, &p), "-dev none --no-repack", |_| "CPU");
 
     // The CPU in the list counts as no GPU.
     let p = ModelParams {
@@ -435,4 +467,53 @@ fn kv_cache_follows_the_layers() {
             }
         }
     }
+}
+
+#[test]
+fn repacked_weights_load_with_and_without_mmap() {
+    let Some(fx) = fixtures() else { return };
+    if cpu_device().extra_buffer_types().is_empty() {
+        eprintln!("skipped: this CPU stores nothing repacked");
+        return;
+    }
+    let path = fx.join("models/tiny-q4_0.gguf");
+    let logits = |p: &ModelParams| {
+        let m = load(&path, p);
+        let n = landed(&m).iter().filter(|l| l.buft == "CPU_REPACK").count();
+        assert!(n > 0, "nothing repacked ({p:?})");
+        assert!(m.stats.bytes_repacked > 0 && m.stats.bytes_uploaded == 0);
+        let cp = ContextParams {
+            n_ctx: 32,
+            n_threads: 2,
+            n_threads_batch: 2,
+            ..ContextParams::default()
+        };
+        let mut ctx = Context::new(&m, cp).expect("context");
+        tests::teacher_forced_logits(&mut ctx, &[1, 5, 9, 200, 7])
+    };
+    let mapped = logits(&tests::cpu_params());
+    for check_tensors in [false, true] {
+        let p = ModelParams {
+            use_mmap: false,
+            check_tensors,
+            ..tests::cpu_params()
+        };
+        assert_eq!(
+            logits(&p),
+            mapped,
+            "mmap off, check_tensors {check_tensors}"
+        );
+    }
+
+    // A weight the repacked type cannot hold, sent there by an override:
+    // an error naming the tensor and the type.
+    let p = ModelParams {
+        tensor_buft_overrides: vec!["token_embd=CPU_REPACK".parse().unwrap()],
+        ..tests::cpu_params()
+    };
+    let e = Model::load(&path, &p).unwrap_err().to_string();
+    assert!(
+        e.contains("token_embd.weight") && e.contains("CPU_REPACK"),
+        "{e}"
+    );
 }

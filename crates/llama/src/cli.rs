@@ -220,6 +220,8 @@ impl CommonArgs {
                 "--list-devices" => a.list_devices = true,
                 "--no-mmap" => a.model_params.use_mmap = false,
                 "--mmap" => a.model_params.use_mmap = true,
+                "-nr" | "--no-repack" => a.model_params.use_extra_bufts = false,
+                "--repack" => a.model_params.use_extra_bufts = true,
                 "--mlock" => a.model_params.use_mlock = true,
                 "--check-tensors" => a.model_params.check_tensors = true,
                 "-ot" | "--override-tensor" => {

@@ -15,7 +15,10 @@
 //!   asynchronous copy to the tensor is queued on a backend of the device,
 //!   so that reading the next piece overlaps the transfer; an event per
 //!   staging buffer says when it may be refilled. Otherwise `set_tensor`
-//!   copies synchronously, piece by piece.
+//!   copies synchronously, piece by piece. A CPU buffer type that is not a
+//!   plain host type (`CPU_REPACK`, which stores weights repacked for the
+//!   CPU's matrix kernels) takes each tensor in one `set_tensor`, from the
+//!   mapping or read whole, and transforms it as it stores it.
 //!
 //! Tensors are loaded in file order, whatever their path, so that the file
 //! is read sequentially. Progress is reported in bytes, per piece for large
@@ -101,6 +104,9 @@ pub struct LoadStats {
     pub bytes_read: u64,
     /// Bytes copied to device buffers (both ways).
     pub bytes_uploaded: u64,
+    /// Bytes stored repacked in a CPU buffer type of its own layout
+    /// (`CPU_REPACK`).
+    pub bytes_repacked: u64,
     /// Of `bytes_uploaded`, the bytes that went through the pinned staging
     /// ring as asynchronous transfers.
     pub bytes_uploaded_async: u64,
@@ -502,23 +508,29 @@ impl Drop for Ring {
 
 /// How a device buffer group is filled.
 enum Uploader {
-    /// `set_tensor`, piece by piece, from the mapping or a staging vector.
-    Sync { staging: Vec<u8> },
+    /// `set_tensor`, piece by piece (or the whole tensor at once when
+    /// `whole`), from the mapping or a staging vector.
+    Sync { staging: Vec<u8>, whole: bool },
     /// Through a ring of pinned staging buffers.
     Async(Ring),
 }
 
 impl Uploader {
     fn new(entry: &BuftEntry, opts: &LoadOptions) -> Uploader {
+        let sync = |whole| Uploader::Sync {
+            staging: Vec::new(),
+            whole,
+        };
+        // A CPU type that is not plain host memory transforms what it
+        // stores, and takes whole tensors.
+        if entry.dev.kind() == DeviceKind::Cpu && !entry.buft.is_host() {
+            return sync(true);
+        }
         if !opts.async_upload {
-            return Uploader::Sync {
-                staging: Vec::new(),
-            };
+            return sync(false);
         }
         let Some(dev) = owning_device(entry) else {
-            return Uploader::Sync {
-                staging: Vec::new(),
-            };
+            return sync(false);
         };
         match Ring::new(&dev, opts.staging_size, opts.staging_count) {
             Ok(r) => {
@@ -532,9 +544,7 @@ impl Uploader {
             }
             Err(why) => {
                 crate::debug!("load_tensors: {}: synchronous uploads: {why}", dev.name());
-                Uploader::Sync {
-                    staging: Vec::new(),
-                }
+                sync(false)
             }
         }
     }
@@ -885,8 +895,13 @@ pub fn load_weights_with(
             Route::Device(u) => {
                 let check_pieces = checks.on && src.is_none();
                 match &mut uploaders[u] {
-                    Uploader::Sync { staging } => {
-                        for (s, n) in pieces(&r.desc, r.size, opts.piece_size) {
+                    Uploader::Sync { staging, whole } => {
+                        let piece = if *whole {
+                            r.size.max(1)
+                        } else {
+                            opts.piece_size
+                        };
+                        for (s, n) in pieces(&r.desc, r.size, piece) {
                             let data: &[u8] = match src {
                                 Some(m) => &m[s..s + n],
                                 None => {
@@ -931,7 +946,10 @@ pub fn load_weights_with(
                 if let (true, Some(m)) = (checks.on, src) {
                     checks.push(reqs, i, m)?;
                 }
-                stats.bytes_uploaded += r.size as u64;
+                match &uploaders[u] {
+                    Uploader::Sync { whole: true, .. } => stats.bytes_repacked += r.size as u64,
+                    _ => stats.bytes_uploaded += r.size as u64,
+                }
             }
         }
     }

@@ -15,7 +15,7 @@ use crate::error::{LlamaError, Result};
 use crate::hparams::{HParams, MetaView};
 use crate::loader::{load_weights, LoadStats, MemLock, WeightRequest};
 use crate::params::ModelParams;
-use crate::placement::{buft_by_name, plan_layers, select_buft, LayerPlan};
+use crate::placement::{buft_by_name, buft_holds, plan_layers, select_buft, LayerPlan};
 use crate::vocab::Vocab;
 
 pub use ggml_core::Placement;
@@ -331,6 +331,13 @@ impl Model {
                                 o.buft
                             ))
                         })?;
+                        if !buft_holds(e.buft.as_ref(), spec.kind, &desc, hp) {
+                            return Err(LlamaError::InvalidParam(format!(
+                                "tensor override for '{name}': buffer type '{}' cannot hold \
+                                 this tensor for the op that reads it",
+                                e.buft.name()
+                            )));
+                        }
                         crate::debug!(
                             "tensor {name} ({}) buffer type overridden to {}",
                             info.ty,
@@ -347,7 +354,9 @@ impl Model {
                                 ))
                             },
                         )?;
-                        if e.buft.name() != layer_dev.bufts[0].buft.name() {
+                        // Falling back to another type of the same device
+                        // (a weight that cannot be repacked) is routine.
+                        if e.dev.name() != layer_dev.bufts[0].dev.name() {
                             *moved
                                 .entry((
                                     layer_dev.bufts[0].buft.name().to_string(),

@@ -140,6 +140,11 @@ pub struct ModelParams {
     pub tensor_split: Vec<f32>,
     /// Memory-map the file (weights on the CPU are used in place).
     pub use_mmap: bool,
+    /// Offer the CPU's extra buffer types (weights repacked for its matrix
+    /// kernels, `CPU_REPACK`) to the weights kept on the CPU, when the
+    /// model uses no GPU (with one, CPU weights stay in ggml's layout so
+    /// that large batches can be offloaded).
+    pub use_extra_bufts: bool,
     /// Lock the weights in RAM.
     pub use_mlock: bool,
     /// Validate every tensor's data (NaN/Inf) while loading.
@@ -165,6 +170,7 @@ impl Default for ModelParams {
             main_gpu: 0,
             tensor_split: Vec::new(),
             use_mmap: true,
+            use_extra_bufts: true,
             use_mlock: false,
             check_tensors: false,
             vocab_only: false,
@@ -191,6 +197,7 @@ impl fmt::Debug for ModelParams {
             .field("main_gpu", &self.main_gpu)
             .field("tensor_split", &self.tensor_split)
             .field("use_mmap", &self.use_mmap)
+            .field("use_extra_bufts", &self.use_extra_bufts)
             .field("use_mlock", &self.use_mlock)
             .field("check_tensors", &self.check_tensors)
             .field("vocab_only", &self.vocab_only)

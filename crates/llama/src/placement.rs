@@ -47,8 +47,9 @@ pub struct LayerPlan {
     pub output_offloaded: bool,
 }
 
-/// CPU buffer types: accelerator types, the CPU's extra (repacked) types, then the CPU.
-pub fn cpu_buft_list(cpu: &Arc<dyn Device>) -> BuftList {
+/// CPU buffer types: accelerator types, the CPU's extra (repacked) types
+/// when `use_extra` (llama.cpp's `use_extra_bufts`), then the CPU.
+pub fn cpu_buft_list(cpu: &Arc<dyn Device>, use_extra: bool) -> BuftList {
     let mut list = Vec::new();
     for dev in registry::devices()
         .into_iter()
@@ -59,7 +60,7 @@ pub fn cpu_buft_list(cpu: &Arc<dyn Device>) -> BuftList {
             dev: cpu.clone(),
         });
     }
-    for buft in cpu.extra_buffer_types() {
+    for buft in cpu.extra_buffer_types().into_iter().filter(|_| use_extra) {
         list.push(BuftEntry {
             buft,
             dev: cpu.clone(),
@@ -73,12 +74,12 @@ pub fn cpu_buft_list(cpu: &Arc<dyn Device>) -> BuftList {
 }
 
 /// A GPU's buffer types: its own, then the CPU list as fallback.
-pub fn gpu_buft_list(dev: &Arc<dyn Device>, cpu: &Arc<dyn Device>) -> BuftList {
+pub fn gpu_buft_list(dev: &Arc<dyn Device>, cpu: &Arc<dyn Device>, use_extra: bool) -> BuftList {
     let mut list = vec![BuftEntry {
         buft: dev.buffer_type(),
         dev: dev.clone(),
     }];
-    list.extend(cpu_buft_list(cpu));
+    list.extend(cpu_buft_list(cpu, use_extra));
     list
 }
 
@@ -139,9 +140,14 @@ pub fn plan_layers(
         n_gpu_layers.min(n_layer + 1)
     };
     let splits = split_points(params, gpus)?;
+    // With GPUs, weights kept on the CPU stay in ggml's layout, so that
+    // large batches can still run on a GPU (op offload copies them there);
+    // llama.cpp likewise puts a GPU's host buffer type before the extra
+    // types.
+    let use_extra = params.use_extra_bufts && gpus.is_empty();
     let cpu_dev = LayerDev {
         dev: cpu.clone(),
-        bufts: cpu_buft_list(cpu),
+        bufts: cpu_buft_list(cpu, use_extra),
     };
     let dev_for = |il: usize| -> LayerDev {
         if il < i_gpu_start || il - i_gpu_start >= act_gpu_layers {
@@ -153,7 +159,7 @@ pub fn plan_layers(
         let dev = &gpus[idx];
         LayerDev {
             dev: dev.clone(),
-            bufts: gpu_buft_list(dev, cpu),
+            bufts: gpu_buft_list(dev, cpu, use_extra),
         }
     };
     let layers: Vec<LayerDev> = (0..n_layer).map(dev_for).collect();
@@ -172,9 +178,20 @@ pub fn plan_layers(
     })
 }
 
+/// The op that consumes a weight, in a small graph: the graph, the op's
+/// node and the weight's leaf.
+pub struct Probe {
+    /// The graph.
+    pub graph: Graph,
+    /// The op.
+    pub node: TensorId,
+    /// The weight.
+    pub weight: TensorId,
+}
+
 /// Builds the op that consumes a weight, in a small graph, so a device can be
 /// asked whether it supports it with a realistic batch of 512 tokens.
-pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<(Graph, TensorId)> {
+pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<Probe> {
     const N: usize = 512;
     let mut g = Graph::new();
     let w = g.new_tensor(desc.name.clone(), desc.ty, &desc.ne);
@@ -206,10 +223,15 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             g.mul_mat(w, x).ok()?
         }
     };
-    Some((g, node))
+    Some(Probe {
+        graph: g,
+        node,
+        weight: w,
+    })
 }
 
-/// The first buffer type of `list` whose device supports the weight's op.
+/// The first buffer type of `list` whose device supports the weight's op
+/// and that may hold the weight for it.
 pub fn select_buft(
     list: &BuftList,
     kind: TensorKind,
@@ -220,11 +242,23 @@ pub fn select_buft(
     list.iter()
         .find(|e| {
             e.dev.supports_buft(e.buft.as_ref())
-                && probe
-                    .as_ref()
-                    .is_none_or(|(g, node)| e.dev.supports_op(g, *node))
+                && probe.as_ref().is_none_or(|p| {
+                    e.dev.supports_op(&p.graph, p.node)
+                        && e.buft.supports_weight(&p.graph, p.node, p.weight)
+                })
         })
         .cloned()
+}
+
+/// True when `buft` may hold the weight for the op that reads it (a
+/// repacked type holds only the weights of the ops it serves).
+pub fn buft_holds(
+    buft: &dyn BufferType,
+    kind: TensorKind,
+    desc: &TensorDesc,
+    hp: &HParams,
+) -> bool {
+    probe_graph(kind, desc, hp).is_none_or(|p| buft.supports_weight(&p.graph, p.node, p.weight))
 }
 
 /// Finds a buffer type by name among every registered device's types.

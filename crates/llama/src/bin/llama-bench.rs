@@ -17,6 +17,9 @@ const HELP: &str = "usage: llama-bench -m MODEL [options]
   -ub, --ubatch-size N    physical batch (default 512)
   -ctk, -ctv TYPE         KV cache types
   -dev, --device LIST     devices
+  -mmp, --mmap 0|1        memory-map the model (default 1)
+  --repack LIST           repack weights for the CPU's matrix kernels, 0|1
+                          (default 1)
   -r, --repetitions N     repetitions (default 5)
   -o, --output md|json    output format (default md)";
 
@@ -30,12 +33,26 @@ fn list<T: std::str::FromStr>(flag: &str, v: &str) -> Result<Vec<T>> {
         .collect()
 }
 
+/// Parses a comma-separated list of 0|1 flags.
+fn bool_list(flag: &str, v: &str) -> Result<Vec<bool>> {
+    v.split(',')
+        .map(|x| match x.trim() {
+            "0" => Ok(false),
+            "1" => Ok(true),
+            _ => Err(LlamaError::InvalidParam(format!(
+                "invalid value '{x}' for {flag}: expected 0 or 1"
+            ))),
+        })
+        .collect()
+}
+
 struct Test {
     model: String,
     n_prompt: usize,
     n_gen: usize,
     n_threads: usize,
     ngl: i32,
+    repack: bool,
 }
 
 struct Record {
@@ -89,6 +106,8 @@ fn run() -> Result<()> {
     let (mut reps, mut json) = (5usize, false);
     let mut cp = ContextParams::default();
     let mut devices = None;
+    let mut use_mmap = true;
+    let mut repacks = vec![true];
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = || {
@@ -107,6 +126,8 @@ fn run() -> Result<()> {
             "-ctv" | "--cache-type-v" => cp.type_v = llama::cli::parse_cache_type(&a, &val()?)?,
             "-dev" | "--device" => devices = Some(parse_devices(&val()?)?),
             "-r" | "--repetitions" => reps = list(&a, &val()?)?[0],
+            "-mmp" | "--mmap" => use_mmap = bool_list(&a, &val()?)?[0],
+            "--repack" => repacks = bool_list(&a, &val()?)?,
             "-o" | "--output" => {
                 json = match val()?.as_str() {
                     "json" => true,
@@ -141,11 +162,17 @@ fn run() -> Result<()> {
     }
     llama::log::set_level(llama::log::Level::Warn);
     let mut records = Vec::new();
+    let show_repack = repacks.iter().any(|&r| !r);
     for m in &models {
-        for &ngl in &ngls {
+        for (&ngl, &repack) in ngls
+            .iter()
+            .flat_map(|n| repacks.iter().map(move |r| (n, r)))
+        {
             let mp = ModelParams {
                 n_gpu_layers: ngl,
                 devices: devices.clone(),
+                use_mmap,
+                use_extra_bufts: repack,
                 ..ModelParams::default()
             };
             let model = Model::load(m, &mp)?;
@@ -192,6 +219,7 @@ fn run() -> Result<()> {
                             n_gen,
                             n_threads: nt,
                             ngl,
+                            repack,
                         },
                         model_type: model.desc(),
                         model_size: model.size_bytes,
@@ -201,10 +229,15 @@ fn run() -> Result<()> {
                     };
                     if !json {
                         if records.is_empty() {
-                            println!("| model                          |       size |     params | backend    | threads | ngl |          test |                  t/s |");
-                            println!("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --: | ------------: | -------------------: |");
+                            let (h, l) = if show_repack {
+                                (" repack |", " -----: |")
+                            } else {
+                                ("", "")
+                            };
+                            println!("| model                          |       size |     params | backend    | threads | ngl |{h}          test |                  t/s |");
+                            println!("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --: |{l} ------------: | -------------------: |");
                         }
-                        print_row(&rec);
+                        print_row(&rec, show_repack);
                     }
                     records.push(rec);
                 }
@@ -223,7 +256,7 @@ fn ts(r: &Record) -> Vec<f64> {
     r.samples_ns.iter().map(|&ns| n * 1e9 / ns as f64).collect()
 }
 
-fn print_row(r: &Record) {
+fn print_row(r: &Record, show_repack: bool) {
     let (avg, sd) = mean_std(&ts(r));
     let test = if r.test.n_prompt > 0 {
         format!("pp{}", r.test.n_prompt)
@@ -232,8 +265,13 @@ fn print_row(r: &Record) {
     };
     let size = format!("{:.2} MiB", r.model_size as f64 / 1048576.0);
     let params = format!("{:.2} M", r.model_n_params as f64 / 1e6);
+    let repack = if show_repack {
+        format!(" {:>6} |", u8::from(r.test.repack))
+    } else {
+        String::new()
+    };
     println!(
-        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>3} | {:>13} | {:>20} |",
+        "| {:<30} | {:>10} | {:>10} | {:<10} | {:>7} | {:>3} |{repack} {:>13} | {:>20} |",
         r.model_type,
         size,
         params,
@@ -266,7 +304,7 @@ fn json_record(r: &Record) -> String {
     let (avg_ns, sd_ns) = mean_std(&ns);
     let join = |v: Vec<String>| v.join(", ");
     format!(
-        "  {{\n    \"model_filename\": {},\n    \"model_type\": {},\n    \"model_size\": {},\n    \"model_n_params\": {},\n    \"backends\": {},\n    \"n_threads\": {},\n    \"n_gpu_layers\": {},\n    \"n_prompt\": {},\n    \"n_gen\": {},\n    \"avg_ns\": {:.0},\n    \"stddev_ns\": {:.0},\n    \"avg_ts\": {:.6},\n    \"stddev_ts\": {:.6},\n    \"samples_ns\": [ {} ],\n    \"samples_ts\": [ {} ]\n  }}",
+        "  {{\n    \"model_filename\": {},\n    \"model_type\": {},\n    \"model_size\": {},\n    \"model_n_params\": {},\n    \"backends\": {},\n    \"n_threads\": {},\n    \"n_gpu_layers\": {},\n    \"repack\": {},\n    \"n_prompt\": {},\n    \"n_gen\": {},\n    \"avg_ns\": {:.0},\n    \"stddev_ns\": {:.0},\n    \"avg_ts\": {:.6},\n    \"stddev_ts\": {:.6},\n    \"samples_ns\": [ {} ],\n    \"samples_ts\": [ {} ]\n  }}",
         json_str(&r.test.model),
         json_str(&r.model_type),
         r.model_size,
@@ -274,6 +312,7 @@ fn json_record(r: &Record) -> String {
         json_str(&r.backends),
         r.test.n_threads,
         r.test.ngl,
+        r.test.repack,
         r.test.n_prompt,
         r.test.n_gen,
         avg_ns,

@@ -26,6 +26,7 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -dev, --device LIST       devices to use (see --list-devices), or none
   --list-devices            print the available devices and exit
   --no-mmap, --mlock, --check-tensors
+  -nr, --no-repack          keep CPU weights in ggml's layout (no repacking)
   -ot, --override-tensor PATTERN=BUFFER_TYPE
   --override-kv KEY=TYPE:VALUE
   -ctk, -ctv TYPE           KV cache types (f16 default; f32, q8_0, q4_0)
