@@ -9,18 +9,8 @@ use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{quants, Type};
 
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn f(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-}
+mod common;
+use common::Rng;
 
 /// A row of `n` weights of `ty`: quantized from random values where ggml-core
 /// can quantize the type, else random bytes with a sane scale (the i-quants

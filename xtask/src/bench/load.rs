@@ -401,37 +401,47 @@ impl Suite for CpuLoad {
         let path = model_path(opts)?;
         let bytes = file_size(&path)?;
         let mut rows = Vec::new();
-        for use_mmap in [true, false] {
+        // Weights in ggml's layout (mapped in place, or read), then the
+        // default, with the CPU's repacked type.
+        for (use_mmap, repack) in [(true, false), (false, false), (true, true)] {
             let params = ModelParams {
                 devices: Some(Vec::new()),
                 n_gpu_layers: 0,
                 use_mmap,
+                use_extra_bufts: repack,
                 ..ModelParams::default()
             };
             let t = time_loads(&path, &params, n_loads(opts))?;
-            let (what, extra) = if use_mmap {
-                (
-                    "CPU, mmap on",
+            let (what, extra) = match (use_mmap, repack) {
+                (true, false) => (
+                    "CPU, mmap on, no repack",
                     format!(
                         "{:.0} MiB used in place from the mapping",
                         t.stats.bytes_mapped as f64 / MIB
                     ),
-                )
-            } else {
-                (
-                    "CPU, mmap off",
+                ),
+                (false, _) => (
+                    "CPU, mmap off, no repack",
                     format!(
                         "{:.0} MiB read into host buffers",
                         t.stats.bytes_read as f64 / MIB
                     ),
-                )
+                ),
+                (true, true) => (
+                    "CPU, mmap on, repacked",
+                    format!(
+                        "{:.0} MiB repacked for the matrix kernels, {:.0} MiB mapped",
+                        t.stats.bytes_repacked as f64 / MIB,
+                        t.stats.bytes_mapped as f64 / MIB
+                    ),
+                ),
             };
             rows.extend(load_rows(
                 self.name(),
                 what,
                 bytes,
                 &t,
-                !use_mmap,
+                !use_mmap || repack,
                 &extra,
                 prior,
             ));
