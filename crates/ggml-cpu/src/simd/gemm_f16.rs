@@ -73,8 +73,29 @@ static BF16_GEMM: Gemm = Gemm {
 /// with few panels per column group the columns come from L3, and the
 /// hardware prefetchers do not keep eight column streams ahead of the
 /// FMAs (n=5632, one panel per column group: 174 -> 227 GFLOP/s). The
-/// panel, read from L2, needs no hint (measured).
+/// panel, read from L2, needs no hint (measured); a panel streamed from
+/// memory by a call with few columns does (see [`PANEL_PREFETCH`]).
 const PREFETCH_PAIRS: usize = 128;
+
+/// At most this many columns make a call do few FMAs per panel byte: token
+/// generation (a matrix x vector) streams the panels from memory, each
+/// byte once.
+const FEW_COLS: usize = 4;
+
+/// Bytes ahead of the pairs being read that such a call asks the cache
+/// for: panels of a matrix lie back to back and a thread walks consecutive
+/// ones, so the stream runs on into the next panel. The hardware
+/// prefetchers alone leave the F16 stream well below the memory's rate.
+/// One thread, 45056 x 2048 F16 weights back to back (185 MB, far more
+/// than L3), medians: one column 17-21 -> 30-31 GB/s, two 16 -> 28-30,
+/// four 10 -> 29-30 (of distances of 2 to 12 KiB, 6 to 10 KiB were best
+/// and alike). F32 and BF16 panels (twice the bytes per FMA) and
+/// VDPBF16PS panels stream at ~27-32 GB/s with or without the hints. With
+/// more columns the panels of a tile are read again from L2 for each
+/// column group, where the hints measured 1-3% slower, so they ask for
+/// none (though eight columns streaming from memory measured 7 -> 20
+/// GB/s with them).
+const PANEL_PREFETCH: usize = 8192;
 
 /// Pairs of an `n`-element row.
 const fn pairs(n: usize) -> usize {
@@ -373,16 +394,26 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
             }
         }
     };
-    stream_steps(np, &y, step);
+    let ahead = if C <= FEW_COLS { PANEL_PREFETCH } else { 0 };
+    stream_steps(np, &y, panel, pair_bytes(HALF), ahead, step);
     // SAFETY: out holds C x 16 values (caller).
     unsafe { store_row_sums(&lo, &hi, out) };
 }
 
 /// Runs `step(i)` for every `i < steps`, where a step reads 8 bytes of
-/// every column: eight steps (a cache line of every column) at a time,
-/// asking for the columns' lines [`PREFETCH_PAIRS`] steps ahead.
+/// every column and `step_bytes` bytes of the panel at `panel`: eight
+/// steps (a cache line of every column) at a time, asking for the columns'
+/// lines [`PREFETCH_PAIRS`] steps ahead and, when `ahead` is not zero, for
+/// the panel's lines of the eight steps `ahead` bytes on.
 #[inline(always)]
-fn stream_steps<T, const C: usize>(steps: usize, y: &[*const T; C], mut step: impl FnMut(usize)) {
+fn stream_steps<T, const C: usize>(
+    steps: usize,
+    y: &[*const T; C],
+    panel: *const u8,
+    step_bytes: usize,
+    ahead: usize,
+    mut step: impl FnMut(usize),
+) {
     let mut i = 0;
     while i + 8 <= steps {
         for yc in y {
@@ -393,6 +424,16 @@ fn stream_steps<T, const C: usize>(steps: usize, y: &[*const T; C], mut step: im
                     (*yc as *const u8).wrapping_add(8 * (i + PREFETCH_PAIRS)) as *const i8,
                 )
             };
+        }
+        if ahead != 0 {
+            let at = panel.wrapping_add(i * step_bytes + ahead);
+            for o in (0..8 * step_bytes).step_by(64) {
+                // SAFETY: a prefetch is only a hint: it never faults, so the
+                // address may lie past the panel (the next panel of the
+                // matrix, when there is one); SSE is part of every x86-64
+                // CPU.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(at.wrapping_add(o) as *const i8) };
+            }
         }
         for k in 0..8 {
             step(i + k);
@@ -572,7 +613,8 @@ unsafe fn run_bf16_dot_tile<const C: usize>(
             }
         }
     };
-    stream_steps(nq, &y, step);
+    let ahead = if C <= FEW_COLS { PANEL_PREFETCH } else { 0 };
+    stream_steps(nq, &y, panel, 8 * PANEL_ROWS, ahead, step);
     // SAFETY: out holds C x 16 values (caller).
     unsafe { store_row_sums(&lo, &hi, out) };
 }
