@@ -614,6 +614,60 @@ fn memlock_limit() -> Option<u64> {
     }
 }
 
+/// The size of a memory page.
+#[cfg(unix)]
+fn page_size() -> usize {
+    // SAFETY: sysconf only reads its argument.
+    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096)
+}
+
+/// Gives back the pages of the file mappings that hold only tensors whose
+/// data now lives elsewhere (read into host buffers, repacked, uploaded),
+/// as llama.cpp unmaps those fragments: they would otherwise stay resident
+/// next to their copy. Pages shared with a tensor used in place are kept.
+/// A later read of a released page fetches the file again, so this costs
+/// nothing but the page faults of such a read.
+#[cfg(unix)]
+fn release_copied(files: &GgufModel, reqs: &[WeightRequest], routes: &[Option<Route>]) {
+    let page = page_size();
+    let span = |r: &WeightRequest| (r.file_offset as usize, r.file_offset as usize + r.size);
+    let in_place: Vec<(usize, (usize, usize))> = reqs
+        .iter()
+        .zip(routes)
+        .filter(|(_, route)| matches!(route, Some(Route::Mapped)))
+        .map(|(r, _)| (r.file, span(r)))
+        .collect();
+    for (r, route) in reqs.iter().zip(routes) {
+        if !matches!(route, Some(Route::Host | Route::Device(_))) {
+            continue;
+        }
+        let Some(m) = files.files()[r.file].mmap() else {
+            continue;
+        };
+        let (lo, hi) = span(r);
+        let (start, end) = (lo.next_multiple_of(page), hi & !(page - 1));
+        let shared = in_place
+            .iter()
+            .any(|&(f, (a, b))| f == r.file && a < end && start < b);
+        if end <= start || end > m.len() || shared {
+            continue;
+        }
+        // SAFETY: the pages lie inside the read-only file mapping and hold
+        // bytes of this tensor alone, which nothing reads from the mapping
+        // any more (its data lives in its own buffer, and no tensor used in
+        // place shares them); a later read would fetch the file again.
+        let advised = unsafe {
+            m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
+        };
+        if let Err(e) = advised {
+            crate::debug!("madvise(DONTNEED) of '{}' failed: {e}", r.desc.name);
+        }
+    }
+}
+
 /// Locks the ranges `(address, bytes)` of `what` in memory, keeping the
 /// locks in `locks`. Failing to lock is never an error: it stops at the
 /// first range that cannot be locked and prints one warning with the
@@ -630,11 +684,7 @@ fn lock_ranges(
     }
     #[cfg(unix)]
     let failure = {
-        // SAFETY: sysconf only reads its argument.
-        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-            .ok()
-            .filter(|p| p.is_power_of_two())
-            .unwrap_or(4096);
+        let page = page_size();
         let mut locked = 0usize;
         let mut failure = None;
         for &(addr, n) in ranges.iter().filter(|r| r.1 > 0) {
@@ -960,6 +1010,10 @@ pub fn load_weights_with(
         }
     }
     drop(uploaders);
+    #[cfg(unix)]
+    if params.use_mmap {
+        release_copied(files, reqs, &routes);
+    }
 
     stats.n_buffers = buffers.len();
     let placements = reqs
