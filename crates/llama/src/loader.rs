@@ -629,31 +629,49 @@ fn page_size() -> usize {
 /// as llama.cpp unmaps those fragments: they would otherwise stay resident
 /// next to their copy. Pages shared with a tensor used in place are kept.
 /// A later read of a released page fetches the file again, so this costs
-/// nothing but the page faults of such a read.
+/// nothing but the page faults of such a read. Each tensor is released as
+/// soon as it is copied, so that the mapping and the copies never hold the
+/// whole model twice.
 #[cfg(unix)]
-fn release_copied(files: &GgufModel, reqs: &[WeightRequest], routes: &[Option<Route>]) {
-    let page = page_size();
-    let span = |r: &WeightRequest| (r.file_offset as usize, r.file_offset as usize + r.size);
-    let in_place: Vec<(usize, (usize, usize))> = reqs
-        .iter()
-        .zip(routes)
-        .filter(|(_, route)| matches!(route, Some(Route::Mapped)))
-        .map(|(r, _)| (r.file, span(r)))
-        .collect();
-    for (r, route) in reqs.iter().zip(routes) {
-        if !matches!(route, Some(Route::Host | Route::Device(_))) {
-            continue;
+struct Release {
+    page: usize,
+    /// (file, byte range) of every tensor used in place.
+    in_place: Vec<(usize, (usize, usize))>,
+}
+
+#[cfg(unix)]
+impl Release {
+    fn new(reqs: &[WeightRequest], routes: &[Option<Route>]) -> Release {
+        let in_place = reqs
+            .iter()
+            .zip(routes)
+            .filter(|(_, route)| matches!(route, Some(Route::Mapped)))
+            .map(|(r, _)| (r.file, Self::span(r)))
+            .collect();
+        Release {
+            page: page_size(),
+            in_place,
         }
+    }
+
+    fn span(r: &WeightRequest) -> (usize, usize) {
+        (r.file_offset as usize, r.file_offset as usize + r.size)
+    }
+
+    /// Releases the mapped pages of `r`, whose data was copied elsewhere
+    /// and is not read from the mapping any more.
+    fn tensor(&self, files: &GgufModel, r: &WeightRequest) {
         let Some(m) = files.files()[r.file].mmap() else {
-            continue;
+            return;
         };
-        let (lo, hi) = span(r);
-        let (start, end) = (lo.next_multiple_of(page), hi & !(page - 1));
-        let shared = in_place
+        let (lo, hi) = Self::span(r);
+        let (start, end) = (lo.next_multiple_of(self.page), hi & !(self.page - 1));
+        let shared = self
+            .in_place
             .iter()
             .any(|&(f, (a, b))| f == r.file && a < end && start < b);
         if end <= start || end > m.len() || shared {
-            continue;
+            return;
         }
         // SAFETY: the pages lie inside the read-only file mapping and hold
         // bytes of this tensor alone, which nothing reads from the mapping
@@ -722,7 +740,7 @@ fn lock_ranges(
 }
 
 /// Where a request's bytes go.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum Route {
     /// Used in place from the mapping.
     Mapped,
@@ -891,6 +909,8 @@ pub fn load_weights_with(
         items: Vec::new(),
         bytes: 0,
     };
+    #[cfg(unix)]
+    let release = params.use_mmap.then(|| Release::new(reqs, &routes));
     for (i, r) in reqs.iter().enumerate() {
         let (Some(p), Some(route)) = (&placements[i], routes[i]) else {
             return Err(LlamaError::Tensor(format!(
@@ -898,6 +918,11 @@ pub fn load_weights_with(
                 r.desc.name
             )));
         };
+        // Copied tensors give their mapped pages back once copied; with
+        // `check_tensors` they are validated from the mapping later, and
+        // released at the end.
+        #[cfg(unix)]
+        let release_now = (release.is_some() && !checks.on && route != Route::Mapped).then_some(r);
         let name = &r.desc.name;
         let start = r.file_offset as usize;
         let src: Option<&[u8]> = match mapping(r.file) {
@@ -1002,6 +1027,10 @@ pub fn load_weights_with(
                 }
             }
         }
+        #[cfg(unix)]
+        if let (Some(rel), Some(r)) = (&release, release_now) {
+            rel.tensor(files, r);
+        }
     }
     checks.flush(reqs)?;
     for u in &mut uploaders {
@@ -1011,8 +1040,12 @@ pub fn load_weights_with(
     }
     drop(uploaders);
     #[cfg(unix)]
-    if params.use_mmap {
-        release_copied(files, reqs, &routes);
+    if let (Some(rel), true) = (&release, checks.on) {
+        for (r, route) in reqs.iter().zip(&routes) {
+            if matches!(route, Some(Route::Host | Route::Device(_))) {
+                rel.tensor(files, r);
+            }
+        }
     }
 
     stats.n_buffers = buffers.len();
