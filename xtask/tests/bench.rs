@@ -159,27 +159,31 @@ fn load_suites_on_a_small_model() {
     }
     let cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
     assert_eq!(
-        &cases[..9],
+        &cases[..11],
         [
             "sequential cold",
             "sequential warm",
             "sequential warm, fresh memory",
             "GgufFile::open best",
             "GgufFile::open median",
-            "CPU, mmap on, cold",
-            "CPU, mmap on, warm",
-            "CPU, mmap off, cold",
-            "CPU, mmap off, warm",
+            "CPU, mmap on, no repack, cold",
+            "CPU, mmap on, no repack, warm",
+            "CPU, mmap off, no repack, cold",
+            "CPU, mmap off, no repack, warm",
+            "CPU, mmap on, repacked, cold",
+            "CPU, mmap on, repacked, warm",
         ]
     );
     // Vulkan rows only with a device (lavapipe with GGML_VK_ALLOW_CPU_DEVICES=1).
-    assert!(rows.len() == 9 || rows.len() == 13, "{cases:?}");
+    assert!(rows.len() == 11 || rows.len() == 15, "{cases:?}");
     for r in &rows {
         assert!(r.value > 0.0 && r.value.is_finite(), "{r:?}");
     }
     for r in rows.iter().filter(|r| r.suite == "model") {
-        // Loads that read every weight are compared with the sequential read.
-        assert_eq!(r.bound.is_some(), r.case.contains("mmap off"), "{r:?}");
+        // Loads that read every weight (or every repacked one) are compared
+        // with the sequential read.
+        let reads = r.case.contains("mmap off") || r.case.contains("repacked");
+        assert_eq!(r.bound.is_some(), reads, "{r:?}");
         assert!(r.note.contains(" s"), "{}", r.note);
     }
     let _ = std::fs::remove_dir_all(model.parent().unwrap());
