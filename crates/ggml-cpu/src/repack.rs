@@ -43,7 +43,6 @@ pub(crate) fn layout_for(desc: &TensorDesc) -> Option<&'static Gemm> {
     let bs = desc.ty.block_size();
     let ok = desc.ne.iter().all(|&n| n > 0)
         && k % bs == 0
-        && desc.is_contiguous()
         && desc.nb == ggml_core::tensor::contiguous_strides(desc.ty, &desc.ne)
         && (g.panel_bytes)(k) == PANEL_ROWS * desc.row_bytes();
     ok.then_some(g)
