@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 
+use ggml_core::backend::Placement;
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{Error, Op, Result, Type};
 use rayon::prelude::*;
@@ -105,8 +106,12 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
         return Ok(());
     }
     validate(graph, id)?;
-    let packed = repacked_weights(graph, id)?;
-    let dst = View::of(graph, id, true)?;
+    // Each tensor's placement is resolved once, for the repacked-weights
+    // check and for its view.
+    let dst_at = graph.placement(id);
+    let src_at: Vec<Option<Placement>> = node.src.iter().map(|&s| graph.placement(s)).collect();
+    let packed = repacked_weights(graph, id, dst_at.as_ref(), &src_at)?;
+    let dst = View::of(graph, id, placed(graph, id, dst_at.as_ref())?, true)?;
     if dst.n_rows() == 0 || dst.ne[0] == 0 {
         return Ok(());
     }
@@ -126,7 +131,7 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
     // plain in-place update; they must outlive the kernel call.
     let mut copies: Vec<AlignedBytes> = Vec::new();
     for (i, &s) in node.src.iter().enumerate() {
-        let v = View::of(graph, s, false)?;
+        let v = View::of(graph, s, placed(graph, s, src_at[i].as_ref())?, false)?;
         if reads.contains(&i) && v.overlaps(&dst) {
             if row_local(&node.op) && v.same_layout(&dst) && (i == 0 || v.ne == dst.ne) {
                 alias[i] = true;
@@ -153,13 +158,24 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
     r
 }
 
+/// The placement of tensor `id`, or an error naming it when it has none.
+fn placed<'p>(graph: &Graph, id: TensorId, at: Option<&'p Placement>) -> Result<&'p Placement> {
+    at.ok_or_else(|| Error::NoData(graph.desc(id).name.clone()))
+}
+
 /// The panel kernel of node `id`'s weights when they are stored repacked;
 /// an error when the node reads or writes repacked memory any other way
-/// (only MUL_MAT can read it, as its whole first source).
-fn repacked_weights(graph: &Graph, id: TensorId) -> Result<Option<&'static Gemm>> {
+/// (only MUL_MAT can read it, as its whole first source). `dst` and `srcs`
+/// are the placements of the node and of its sources.
+fn repacked_weights(
+    graph: &Graph,
+    id: TensorId,
+    dst: Option<&Placement>,
+    srcs: &[Option<Placement>],
+) -> Result<Option<&'static Gemm>> {
     let node = graph.node(id);
-    let in_repack = |t: TensorId| {
-        graph.placement(t).and_then(|p| {
+    let in_repack = |t: TensorId, at: Option<&Placement>| {
+        at.and_then(|p| {
             p.buffer
                 .as_any()
                 .downcast_ref::<RepackBuffer>()
@@ -174,12 +190,12 @@ fn repacked_weights(graph: &Graph, id: TensorId) -> Result<Option<&'static Gemm>
             graph.desc(t).name
         )))
     };
-    if in_repack(id).is_some() {
+    if in_repack(id, dst).is_some() {
         return refuse(id, "cannot be written");
     }
     let mut packed = None;
-    for (i, &s) in node.src.iter().enumerate() {
-        match in_repack(s) {
+    for (i, (&s, at)) in node.src.iter().zip(srcs).enumerate() {
+        match in_repack(s, at.as_ref()) {
             None => {}
             Some(Some(g)) if i == 0 && node.op == Op::MulMat => packed = Some(g),
             Some(_) => return refuse(s, "only MUL_MAT can read it, as its whole weight matrix"),

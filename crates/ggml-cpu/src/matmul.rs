@@ -70,9 +70,7 @@ pub(crate) fn mul_mat_stored(
     g: &Gemm,
     ws: &mut Workspace,
 ) -> Result<()> {
-    let vt = simd::vec_dot_type(a.ty).ok_or_else(|| {
-        ggml_core::Error::Invalid(format!("CPU: MUL_MAT has no dot product for {}", a.ty))
-    })?;
+    let vt = partner(a.ty)?;
     let ys = ColumnSource::new(b, vt, a.ne[0], &mut ws.act)?;
     mul_mat_panels(a, &ys, d, g, Weights::Stored, &mut ws.prep)
 }
@@ -93,9 +91,7 @@ pub(crate) fn mul_mat_with(
     };
     let a = &a;
     let k = a.ne[0];
-    let vt = simd::vec_dot_type(a.ty).ok_or_else(|| {
-        ggml_core::Error::Invalid(format!("CPU: MUL_MAT has no dot product for {}", a.ty))
-    })?;
+    let vt = partner(a.ty)?;
     let dot = match kern.dot(a.ty) {
         Some(f) => RowDot::Kernel(f),
         None => RowDot::Reference(a.ty),
@@ -187,6 +183,13 @@ pub(crate) fn mul_mat_with(
         (0..n_tiles).into_par_iter().for_each(tile);
     }
     Ok(())
+}
+
+/// The type activations are converted to for weights of type `t`.
+fn partner(t: Type) -> Result<Type> {
+    simd::vec_dot_type(t).ok_or_else(|| {
+        ggml_core::Error::Invalid(format!("CPU: MUL_MAT has no dot product for {t}"))
+    })
 }
 
 /// Weight row `(i1, i2, i3)` of `a` (dense rows, validated, not written

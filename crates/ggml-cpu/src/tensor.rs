@@ -2,6 +2,7 @@
 //! sizes and byte strides, validated once per node so that the kernels can
 //! index without further checks.
 
+use ggml_core::backend::Placement;
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{Error, Result, TensorDesc, Type};
 
@@ -80,12 +81,12 @@ fn align_of(ty: Type) -> usize {
 }
 
 impl View {
-    /// Resolves node `id` of `graph` to host memory and checks that every
-    /// byte the descriptor addresses lies inside its buffer; `write` also
-    /// requires a writable buffer.
-    pub fn of(graph: &Graph, id: TensorId, write: bool) -> Result<View> {
+    /// Resolves node `id` of `graph`, placed at `at` (its resolved
+    /// placement), to host memory and checks that every byte the descriptor
+    /// addresses lies inside its buffer; `write` also requires a writable
+    /// buffer.
+    pub fn of(graph: &Graph, id: TensorId, at: &Placement, write: bool) -> Result<View> {
         let desc = graph.desc(id);
-        let at = graph.placement_or_err(id)?;
         let base = at.buffer.base().ok_or_else(|| {
             Error::Backend(format!(
                 "CPU: tensor '{}' is in {} memory, which the CPU cannot address",
