@@ -16,6 +16,7 @@ use llama::{Context, ContextParams, Model, ModelParams};
 use tests::{argmax, cpu_params, greedy, logit_diff, scratch_dir, teacher_forced_logits};
 use xtask::bench::e2e::mean_std;
 use xtask::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use xtask::gen_model::types::OutType;
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
 
@@ -36,8 +37,8 @@ const N_GEN: usize = 6;
 /// that message rather than as a device mismatch.
 const SEED: u64 = 23;
 
-/// A small model of `arch` in `ty`: 256 wide (a multiple of the 256-value
-/// K-quant blocks, so that every matrix really has the type), grouped-query
+/// A small model of `arch` in `ty`: every matrix in the type (pure, and 256
+/// wide: a multiple of the 256-value K-quant blocks), grouped-query
 /// attention (4 query heads over 2 kv heads), 512-token synthetic
 /// vocabulary; qwen2 brings its q/k/v biases and neox rope.
 fn write_model(dir: &Path, arch: Arch, ty: &str) -> PathBuf {
@@ -56,7 +57,7 @@ fn write_model(dir: &Path, arch: Arch, ty: &str) -> PathBuf {
     let spec = ModelSpec {
         vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
         shape,
-        ty: ty.parse().expect("type"),
+        ty: ty.parse::<OutType>().expect("type").pure(),
         seed: SEED,
         name: format!("{} {ty}", arch.name()),
         alignment: None,

@@ -81,10 +81,17 @@ pub struct GenModelArgs {
     /// Leave out output.weight, reusing token_embd (true/false; default: by preset).
     #[arg(long)]
     pub tied_output: Option<bool>,
-    /// Type of the 2-D weights: f32 f16 bf16 q4_0 q4_1 q5_0 q5_1 q8_0 q2_k q3_k
-    /// q4_k q5_k q6_k iq4_nl q3_k_m q4_k_m q5_k_m. Norms and biases stay F32.
+    /// File type, as llama-quantize names them: f32 f16 bf16 q4_0 q4_1 q5_0
+    /// q5_1 q8_0 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k
+    /// iq4_nl (q3_k, q4_k, q5_k: the _m ones). Quantized types give each
+    /// weight llama-quantize's type for it (Q4_K_M: Q6_K output and some
+    /// attn_v and ffn_down; Q4_0: Q6_K output); norms and biases stay F32.
     #[arg(long = "type", default_value = "f32")]
     pub ty: OutType,
+    /// Every 2-D weight in the type's base type, as `llama-quantize --pure`
+    /// (rows that do not fit its block still fall back).
+    #[arg(long)]
+    pub pure: bool,
     /// Random seed.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
@@ -279,7 +286,7 @@ pub fn model_spec(a: &GenModelArgs) -> Result<ModelSpec> {
     Ok(ModelSpec {
         shape,
         vocab,
-        ty: a.ty,
+        ty: if a.pure { a.ty.pure() } else { a.ty },
         seed: a.seed,
         name: a
             .name
@@ -314,11 +321,12 @@ fn gen_model(a: GenModelArgs) -> Result<()> {
         );
     }
     println!(
-        "wrote {}: {} {} ({}), {} tensors ({}), {:.1} M parameters, {:.2} MiB, seed {}, in {:.2} s",
+        "wrote {}: {} {} ({}{}), {} tensors ({}), {:.1} M parameters, {:.2} MiB, seed {}, in {:.2} s",
         a.out.display(),
         spec.shape.arch.name(),
         spec.name,
         spec.ty,
+        if spec.ty.pure { ", pure" } else { "" },
         summary.n_tensors,
         summary.types_line(),
         summary.n_params as f64 / 1e6,

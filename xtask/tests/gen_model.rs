@@ -1,13 +1,20 @@
 //! gen-model writes files the gguf reader accepts, with the planned shapes,
-//! types and metadata, byte-identical for the same seed.
+//! types and metadata, byte-identical for the same seed; its quantized file
+//! types have llama-quantize's per-tensor types (the fixture tests need the
+//! fixtures at `$LLAMA_FIXTURES` or `../shared/fixtures` from the workspace
+//! root, and are skipped without them unless `REQUIRE_FIXTURES=1`).
 
 mod common;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 use clap::Parser;
 use ggml_core::quants::dequantize_row;
 use gguf::{GgmlType, GgufFile};
 use xtask::cli::{model_spec, Cli, Command};
 use xtask::gen_model::shape::{Arch, Preset, ShapeOverrides};
+use xtask::gen_model::types::OutType;
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate, generate_file, ModelSpec, WriteSettings};
 
@@ -169,15 +176,12 @@ fn every_type_writes() {
         n_vocab: Some(300),
         ..Default::default()
     };
-    for name in xtask::gen_model::types::OutType::names() {
-        let spec = spec(Preset::Stories260k, o.clone(), name, 1);
+    for name in OutType::names() {
+        // Pure: every 2-D weight in the base type.
+        let mut spec = spec(Preset::Stories260k, o.clone(), name, 1);
+        spec.ty = spec.ty.pure();
         let bytes = write(&spec, &WriteSettings::default());
         let f = GgufFile::from_bytes(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-        assert_eq!(
-            f.tensor("blk.0.ffn_down.weight").unwrap().ty,
-            spec.ty.ty,
-            "{name}"
-        );
         assert_eq!(f.get_u32("general.file_type").unwrap(), spec.ty.file_type);
         for t in f.tensors() {
             let want = if t.dims.len() == 1 {
@@ -185,11 +189,134 @@ fn every_type_writes() {
             } else {
                 spec.ty.ty
             };
-            assert_eq!(t.ty, want, "{name} {}", t.name);
+            assert_eq!(t.ty, want, "{name} --pure {}", t.name);
             let v = values(&f, &bytes, &t.name);
             assert!(v.iter().all(|x| x.is_finite()), "{name} {}", t.name);
         }
+
+        // The mixture: as planned, with the output in Q6_K for every
+        // quantized type but Q8_0.
+        spec.ty = name.parse().unwrap();
+        let bytes = write(&spec, &WriteSettings::default());
+        let f = GgufFile::from_bytes(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(f.get_u32("general.file_type").unwrap(), spec.ty.file_type);
+        let plan = spec.plan();
+        assert_eq!(f.tensors().len(), plan.len());
+        for (t, p) in f.tensors().iter().zip(&plan) {
+            assert_eq!((&t.name, t.ty), (&p.name, p.ty), "{name}");
+            assert!(p.wanted.is_none(), "{name} {}: fall-back", p.name);
+            let v = values(&f, &bytes, &t.name);
+            assert!(v.iter().all(|x| x.is_finite()), "{name} {}", t.name);
+        }
+        let output = f.tensor("output.weight").unwrap().ty;
+        let want = match spec.ty.ty {
+            GgmlType::F32 | GgmlType::F16 | GgmlType::BF16 | GgmlType::Q8_0 => spec.ty.ty,
+            _ => GgmlType::Q6_K,
+        };
+        assert_eq!(output, want, "{name} output.weight");
+        assert_eq!(f.tensor("blk.0.attn_q.weight").unwrap().ty, spec.ty.ty);
     }
+}
+
+/// The fixtures folder (`$LLAMA_FIXTURES`, else `../shared/fixtures` from
+/// the workspace root); `None`, with a message, when it is not there,
+/// unless `REQUIRE_FIXTURES=1`.
+fn fixtures() -> Option<PathBuf> {
+    let dir = match std::env::var_os("LLAMA_FIXTURES") {
+        Some(d) => PathBuf::from(d),
+        None => xtask::workspace_root().join("../shared/fixtures"),
+    };
+    if dir.join("models").is_dir() {
+        return Some(dir);
+    }
+    if std::env::var("REQUIRE_FIXTURES").as_deref() == Ok("1") {
+        panic!("REQUIRE_FIXTURES=1 but no fixtures at '{}'", dir.display());
+    }
+    eprintln!("skipped: no fixtures");
+    None
+}
+
+/// Every tensor's type by name (the fixtures order their tensors otherwise).
+fn types_by_name(f: &GgufFile) -> BTreeMap<String, GgmlType> {
+    f.tensors().iter().map(|t| (t.name.clone(), t.ty)).collect()
+}
+
+#[test]
+fn stories260k_q4_k_m_has_llama_quantizes_types() {
+    let Some(dir) = fixtures() else { return };
+    let real = GgufFile::open(dir.join("models/stories260K-q4_k_m.gguf")).unwrap();
+    let bytes = write(&stories("q4_k_m", 1), &WriteSettings::default());
+    let ours = GgufFile::from_bytes(&bytes).unwrap();
+    assert_eq!(types_by_name(&ours), types_by_name(&real));
+    assert_eq!(
+        ours.get_u32("general.file_type").unwrap(),
+        real.get_u32("general.file_type").unwrap()
+    );
+}
+
+#[test]
+fn pure_types_match_llama_quantize_pure() {
+    let Some(dir) = fixtures() else { return };
+    // The shape of the tiny-* fixtures, quantized with `llama-quantize --pure`.
+    let o = ShapeOverrides {
+        n_embd: Some(256),
+        n_layer: Some(4),
+        n_ff: Some(768),
+        n_vocab: Some(512),
+        ..Default::default()
+    };
+    for ty in [
+        "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k_m", "q4_k_m",
+        "q5_k_m", "q6_k", "iq4_nl",
+    ] {
+        let real = GgufFile::open(dir.join(format!("models/tiny-{ty}.gguf"))).unwrap();
+        let mut spec = spec(Preset::Stories260k, o.clone(), ty, 1);
+        spec.ty = spec.ty.pure();
+        let plan = spec.plan();
+        let ours: BTreeMap<String, GgmlType> =
+            plan.iter().map(|t| (t.name.clone(), t.ty)).collect();
+        assert_eq!(ours, types_by_name(&real), "{ty}");
+        assert_eq!(
+            spec.ty.file_type,
+            real.get_u32("general.file_type").unwrap(),
+            "{ty}"
+        );
+        // Without --pure a quantized file differs from llama-quantize's pure
+        // one (its output.weight at least), but for Q8_0 and Q6_K, whose
+        // rules change nothing at these widths.
+        let mixed = spec.ty.name.parse::<OutType>().unwrap();
+        if mixed.is_quantized() && !matches!(mixed.ty, GgmlType::Q8_0 | GgmlType::Q6_K) {
+            let mut m = spec.clone();
+            m.ty = mixed;
+            assert!(m.plan() != plan, "{ty}: the mixture changed nothing");
+        }
+    }
+}
+
+#[test]
+fn pure_flag() {
+    let parse = |args: &[&str]| {
+        let mut argv = vec!["xtask", "gen-model", "--out", "unused.gguf"];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::GenModel(a)) => model_spec(&a).unwrap(),
+            other => panic!("parsed as {other:?}"),
+        }
+    };
+    let mixed = parse(&["--type", "q4_k_m", "--n-embd", "256", "--n-ff", "512"]);
+    let pure = parse(&[
+        "--type", "q4_k_m", "--pure", "--n-embd", "256", "--n-ff", "512",
+    ]);
+    assert!(!mixed.ty.pure && pure.ty.pure);
+    assert_eq!(pure.ty.file_type, 15, "--pure keeps general.file_type");
+    let count = |spec: &ModelSpec| {
+        let (_, summary) = generate(spec, &WriteSettings::default(), Vec::new()).unwrap();
+        summary.types_line()
+    };
+    // stories260k at 256 wide: 5 layers, attn_v and ffn_down of layers 2
+    // and 4 (use_more_bits) and the output in Q6_K.
+    assert_eq!(count(&mixed), "Q4_K x32, F32 x11, Q6_K x5");
+    assert_eq!(count(&pure), "Q4_K x37, F32 x11");
 }
 
 #[test]

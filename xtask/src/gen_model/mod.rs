@@ -4,7 +4,15 @@
 //! tensor is generated, quantized and written in chunks of rows, so memory
 //! stays at a few chunks whatever the model size. Rows are independent
 //! random streams (see [`rng`]) and are computed in parallel.
+//!
+//! Quantized file types give each weight the type llama-quantize would
+//! (see [`mixture`]): `--type q4_k_m` writes the Q4_K_M mixture, with
+//! Q6_K attn_v, ffn_down and output weights where llama.cpp puts them.
+//! A pure type ([`OutType::pure`], `--pure`) keeps every 2-D weight in the
+//! base type. Rows that do not fit a type's block fall back to another
+//! type (see [`types::storage_type`]).
 
+pub mod mixture;
 pub mod plan;
 pub mod rng;
 pub mod shape;
@@ -41,7 +49,8 @@ pub struct ModelSpec {
     pub shape: Shape,
     /// Tokenizer keys; `vocab.n_vocab` must equal `shape.n_vocab`.
     pub vocab: Vocab,
-    /// Type of the 2-D weights.
+    /// File type: the base type of the 2-D weights, its mixture unless
+    /// pure, and `general.file_type`.
     pub ty: OutType,
     /// Random seed.
     pub seed: u64,

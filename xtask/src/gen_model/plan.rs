@@ -3,6 +3,7 @@
 
 use gguf::GgmlType;
 
+use super::mixture::{Mixture, Role};
 use super::shape::Shape;
 use super::types::{storage_type, OutType};
 
@@ -43,8 +44,8 @@ pub struct TensorPlan {
     pub ty: GgmlType,
     /// Value distribution.
     pub init: Init,
-    /// The type asked for, when it did not fit the rows and `ty` is a
-    /// fall-back.
+    /// The type the file type's mixture asked for, when it did not fit the
+    /// rows and `ty` is a fall-back.
     pub wanted: Option<GgmlType>,
 }
 
@@ -59,14 +60,14 @@ impl TensorPlan {
         }
     }
 
-    fn matrix(name: String, ne0: u32, ne1: u32, want: OutType, std: f32) -> TensorPlan {
-        let ty = storage_type(want.ty, u64::from(ne0));
+    fn matrix(name: String, ne0: u32, ne1: u32, want: GgmlType, std: f32) -> TensorPlan {
+        let ty = storage_type(want, u64::from(ne0));
         TensorPlan {
             name,
             dims: vec![u64::from(ne0), u64::from(ne1)],
             ty,
             init: Init { mean: 0.0, std },
-            wanted: (ty != want.ty).then_some(want.ty),
+            wanted: (ty != want).then_some(want),
         }
     }
 
@@ -91,6 +92,10 @@ impl TensorPlan {
 
 /// The tensors of a model, in the order llama.cpp's converter writes them.
 ///
+/// Each weight's type is the one the file type's mixture gives it (see
+/// [`Mixture`]; all the base type for float and pure files), after the
+/// fall-backs of [`storage_type`]; norms and biases are F32.
+///
 /// Weight scales follow the tiny fixture models (n_embd 256): projections
 /// reading the residual stream have std 1/sqrt(n_embd) (1/16 there), so
 /// their outputs have unit scale at any width; ffn_down has 1/sqrt(n_ff);
@@ -103,22 +108,33 @@ pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
     let down = 1.0 / (ff as f32).sqrt();
     let out = LOGIT_STD / (e as f32).sqrt();
     let embd = if shape.tied_output { out } else { EMBD_STD };
-    let mut t = vec![TensorPlan::matrix(
+    let mix = Mixture::new(shape, ty);
+    // A weight of `role` in layer `il` with rows of `ne0` and `ne1` rows.
+    let matrix = |name: String, role: Role, il: u32, ne0: u32, ne1: u32, std: f32| {
+        TensorPlan::matrix(name, ne0, ne1, mix.want(role, il, ne0), std)
+    };
+    let mut t = vec![matrix(
         "token_embd.weight".into(),
+        Role::TokenEmbd,
+        0,
         e,
         v,
-        ty,
         embd,
     )];
     for il in 0..shape.n_layer {
         let n = |s: &str| format!("blk.{il}.{s}");
         t.push(TensorPlan::vector(n("attn_norm.weight"), e, NORM));
-        for (proj_name, rows) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
-            t.push(TensorPlan::matrix(
+        for (proj_name, role, rows) in [
+            ("attn_q", Role::AttnQ, e),
+            ("attn_k", Role::AttnK, kv),
+            ("attn_v", Role::AttnV, kv),
+        ] {
+            t.push(matrix(
                 n(&format!("{proj_name}.weight")),
+                role,
+                il,
                 e,
                 rows,
-                ty,
                 proj,
             ));
             if shape.qkv_bias {
@@ -129,15 +145,22 @@ pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
                 ));
             }
         }
-        t.push(TensorPlan::matrix(n("attn_output.weight"), e, e, ty, proj));
+        t.push(matrix(
+            n("attn_output.weight"),
+            Role::AttnOutput,
+            il,
+            e,
+            e,
+            proj,
+        ));
         t.push(TensorPlan::vector(n("ffn_norm.weight"), e, NORM));
-        t.push(TensorPlan::matrix(n("ffn_gate.weight"), e, ff, ty, proj));
-        t.push(TensorPlan::matrix(n("ffn_up.weight"), e, ff, ty, proj));
-        t.push(TensorPlan::matrix(n("ffn_down.weight"), ff, e, ty, down));
+        t.push(matrix(n("ffn_gate.weight"), Role::FfnGate, il, e, ff, proj));
+        t.push(matrix(n("ffn_up.weight"), Role::FfnUp, il, e, ff, proj));
+        t.push(matrix(n("ffn_down.weight"), Role::FfnDown, il, ff, e, down));
     }
     t.push(TensorPlan::vector("output_norm.weight".into(), e, NORM));
     if !shape.tied_output {
-        t.push(TensorPlan::matrix("output.weight".into(), e, v, ty, out));
+        t.push(matrix("output.weight".into(), Role::Output, 0, e, v, out));
     }
     t
 }
@@ -173,5 +196,102 @@ mod tests {
             p.last().map(|t| t.name.as_str()),
             Some("output_norm.weight")
         );
+    }
+
+    fn find<'a>(p: &'a [TensorPlan], name: &str) -> &'a TensorPlan {
+        p.iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("no {name}"))
+    }
+
+    #[test]
+    fn tinyllama_q4_k_m_mixture() {
+        let s = Preset::Tinyllama1_1b.shape();
+        let p = plan(&s, "q4_k_m".parse().unwrap());
+        let more = [0, 1, 4, 7, 10, 13, 16, 19, 20, 21];
+        for il in 0..22 {
+            let want = if more.contains(&il) {
+                GgmlType::Q6_K
+            } else {
+                GgmlType::Q4_K
+            };
+            for w in ["attn_v", "ffn_down"] {
+                let t = find(&p, &format!("blk.{il}.{w}.weight"));
+                assert_eq!((t.ty, t.wanted), (want, None), "{}", t.name);
+            }
+            for w in ["attn_q", "attn_k", "attn_output", "ffn_gate", "ffn_up"] {
+                let t = find(&p, &format!("blk.{il}.{w}.weight"));
+                assert_eq!(t.ty, GgmlType::Q4_K, "{}", t.name);
+            }
+        }
+        assert_eq!(find(&p, "output.weight").ty, GgmlType::Q6_K);
+        assert_eq!(find(&p, "token_embd.weight").ty, GgmlType::Q4_K);
+        assert_eq!(find(&p, "output_norm.weight").ty, GgmlType::F32);
+
+        // --pure: every 2-D weight in the base type.
+        let pure = plan(&s, "q4_k_m".parse::<OutType>().unwrap().pure());
+        for t in &pure {
+            let want = if t.dims.len() == 2 {
+                GgmlType::Q4_K
+            } else {
+                GgmlType::F32
+            };
+            assert_eq!(t.ty, want, "{}", t.name);
+        }
+
+        // Q4_0: only the output changes.
+        let q4_0 = plan(&s, "q4_0".parse().unwrap());
+        for t in q4_0.iter().filter(|t| t.dims.len() == 2) {
+            let want = if t.name == "output.weight" {
+                GgmlType::Q6_K
+            } else {
+                GgmlType::Q4_0
+            };
+            assert_eq!(t.ty, want, "{}", t.name);
+        }
+    }
+
+    #[test]
+    fn stories260k_q4_k_m_as_llama_quantize_writes_it() {
+        // Rows of 64 and 172 fit no K-quant: the mixture's types fall back
+        // (Q4_K -> Q5_0, Q6_K -> Q8_0; nothing but F16 fits 172).
+        let p = plan(&Preset::Stories260k.shape(), "q4_k_m".parse().unwrap());
+        let mut counts = std::collections::BTreeMap::new();
+        for t in &p {
+            *counts.entry(t.ty.to_string()).or_insert(0) += 1;
+        }
+        let counts: Vec<_> = counts.into_iter().collect();
+        assert_eq!(
+            counts,
+            [
+                ("F16".to_string(), 5),
+                ("F32".to_string(), 11),
+                ("Q5_0".to_string(), 29),
+                ("Q8_0".to_string(), 3),
+            ]
+        );
+        for name in ["blk.2.attn_v.weight", "blk.4.attn_v.weight"] {
+            let t = find(&p, name);
+            assert_eq!((t.ty, t.wanted), (GgmlType::Q8_0, Some(GgmlType::Q6_K)));
+        }
+        // The output rule asks for Q8_0 itself: 64 is not a multiple of 256.
+        let t = find(&p, "output.weight");
+        assert_eq!((t.ty, t.wanted), (GgmlType::Q8_0, None));
+        let t = find(&p, "blk.2.ffn_down.weight");
+        assert_eq!((t.ty, t.wanted), (GgmlType::F16, Some(GgmlType::Q6_K)));
+    }
+
+    #[test]
+    fn tied_embeddings_take_the_output_rule() {
+        let s = Preset::Qwen2_0_5b.shape();
+        // 896 is a multiple of 32, not of 256: Q6_K, which falls back.
+        let t = plan(&s, "q4_0".parse().unwrap()).swap_remove(0);
+        assert_eq!(t.name, "token_embd.weight");
+        assert_eq!((t.ty, t.wanted), (GgmlType::Q8_0, Some(GgmlType::Q6_K)));
+        // Not a multiple of Q4_K's block: Q8_0 by the rule itself.
+        let t = plan(&s, "q4_k_m".parse().unwrap()).swap_remove(0);
+        assert_eq!((t.ty, t.wanted), (GgmlType::Q8_0, None));
+        let t = plan(&s, "f16".parse().unwrap()).swap_remove(0);
+        assert_eq!(t.ty, GgmlType::F16);
     }
 }
