@@ -11,6 +11,9 @@
 //!   only four times (STREAM's rule for its arrays) a cache that does not
 //!   evict in LRU order still serves part of a cyclic working set, and the
 //!   figure can pass the read bandwidth.
+//!   Where the CPU stores weights of the type repacked for its panel kernels
+//!   (the `CPU_REPACK` buffer type a model's weights go to without GPUs),
+//!   a second row measures the same product from repacked weights.
 //! * matmul (512 columns): what prompt processing does. It is compute
 //!   bound: GFLOP/s (2 k m n per product), compared with the peak f32 FMA
 //!   rate at the same thread count from the same run. The quantized types
@@ -25,11 +28,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ggml_core::alloc::GraphAlloc;
-use ggml_core::backend::{Backend, Buffer, BufferUsage, Placement};
+use ggml_core::backend::{Backend, Buffer, BufferType, BufferUsage, Placement};
 use ggml_core::graph::{Flags, Graph, TensorId};
 use ggml_core::tensor::TensorDesc;
 use ggml_core::{quants, Type};
-use ggml_cpu::{cpu_buffer_type, CpuBackend};
+use ggml_cpu::{cpu_buffer_type, cpu_device, CpuBackend};
 
 use super::report::Row;
 use super::{host, peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
@@ -215,13 +218,26 @@ impl MulMat {
     /// model's weights are), the input and the result are placed by the
     /// graph allocator, the input is filled.
     pub fn new(ty: Type, k: usize, m: usize, n: usize, copies: usize) -> Result<MulMat> {
+        MulMat::new_in(&cpu_buffer_type(), ty, k, m, n, copies)
+    }
+
+    /// As [`MulMat::new`], with the weights in buffers of `wbuft`.
+    pub fn new_in(
+        wbuft: &Arc<dyn BufferType>,
+        ty: Type,
+        k: usize,
+        m: usize,
+        n: usize,
+        copies: usize,
+    ) -> Result<MulMat> {
         let buft = cpu_buffer_type();
         let desc = TensorDesc::new("w", ty, &[k, m]);
         let data = weight_bytes(ty, k, m)?;
         let mut weights = Vec::with_capacity(copies.max(1));
         for _ in 0..copies.max(1) {
-            let buf = buft.alloc_buffer(data.len())?;
+            let buf = wbuft.alloc_buffer(wbuft.alloc_size(&desc))?;
             buf.set_usage(BufferUsage::Weights);
+            buf.init_tensor(&desc, 0)?;
             buf.set_tensor(0, &data)?;
             weights.push(buf);
         }
@@ -300,6 +316,17 @@ impl MulMat {
     }
 }
 
+/// The CPU's repacked-weights buffer type, where it takes `[k, m]`
+/// weights of `ty` for MUL_MAT.
+fn repack_for(ty: Type, k: usize, m: usize) -> Option<Arc<dyn BufferType>> {
+    let buft = cpu_device().extra_buffer_types().into_iter().next()?;
+    let mut g = Graph::new();
+    let w = g.new_tensor("w", ty, &[k, m]);
+    let x = g.input("x", Type::F32, &[k, 1]);
+    let out = g.mul_mat(w, x).ok()?;
+    buft.supports_weight(&g, out, w).then_some(buft)
+}
+
 /// Weight copies needed for `total` bytes at least.
 fn copies_for(weight_bytes: usize, total: usize) -> usize {
     total.div_ceil(weight_bytes.max(1)).max(1)
@@ -346,6 +373,31 @@ pub fn run_config(cfg: &Config, prior: &[Row]) -> Result<Vec<Row>> {
                 );
             }
             drop(mv);
+            if let Some(rb) = repack_for(ty, k, m) {
+                let mv = MulMat::new_in(&rb, ty, k, m, 1, copies_for(one, cfg.streamed_bytes))?;
+                for (t, backend) in backends.iter_mut() {
+                    let (best, n) = mv.time(backend, cfg.matvec_sampling)?;
+                    let secs = best.as_secs_f64().max(1e-9);
+                    let bytes = (mv.weight_bytes * mv.copies()) as f64;
+                    let note = format!(
+                        "weights repacked ({}), {:.1} MiB x {} copies, best of {n}",
+                        rb.name(),
+                        mib(mv.weight_bytes),
+                        mv.copies()
+                    );
+                    matvec.push(
+                        Row::new(
+                            "matvec",
+                            format!("{} {shape} repacked", ty.name()),
+                            Some(*t),
+                            bytes / secs / 1e9,
+                            "GB/s",
+                            note,
+                        )
+                        .with_bound(read_bandwidth(prior, *t)),
+                    );
+                }
+            }
             let cols = cfg.matmul_cols;
             let mm = MulMat::new(ty, k, m, cols, 1)?;
             for (t, backend) in backends.iter_mut() {
