@@ -5,27 +5,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use gguf::GgufFile;
 use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate, ModelSpec, WriteSettings};
 
-fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => xtask::workspace_root().join("../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("REQUIRE_FIXTURES=1 but no fixtures at '{}'", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
-}
+use common::fixtures;
 
 fn shapes(f: &GgufFile) -> Vec<(String, Vec<u64>)> {
     f.tensors()

@@ -7,7 +7,6 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use clap::Parser;
 use ggml_core::quants::dequantize_row;
@@ -18,7 +17,7 @@ use xtask::gen_model::types::OutType;
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate, generate_file, ModelSpec, WriteSettings};
 
-use common::{spec, temp_dir};
+use common::{fixtures, spec, temp_dir};
 
 fn write(spec: &ModelSpec, settings: &WriteSettings) -> Vec<u8> {
     let (bytes, summary) = generate(spec, settings, Vec::new()).expect("generate");
@@ -216,24 +215,6 @@ fn every_type_writes() {
         assert_eq!(output, want, "{name} output.weight");
         assert_eq!(f.tensor("blk.0.attn_q.weight").unwrap().ty, spec.ty.ty);
     }
-}
-
-/// The fixtures folder (`$LLAMA_FIXTURES`, else `../shared/fixtures` from
-/// the workspace root); `None`, with a message, when it is not there,
-/// unless `REQUIRE_FIXTURES=1`.
-fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => xtask::workspace_root().join("../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("REQUIRE_FIXTURES=1 but no fixtures at '{}'", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
 }
 
 /// Every tensor's type by name (the fixtures order their tensors otherwise).

@@ -349,52 +349,35 @@ pub fn run_config(cfg: &Config, prior: &[Row]) -> Result<Vec<Row>> {
         for &(k, m) in &cfg.shapes {
             let shape = format!("{k}x{m}");
             let one = quants::row_size(ty, k)? * m;
-            let mv = MulMat::new(ty, k, m, 1, copies_for(one, cfg.streamed_bytes))?;
-            for (t, backend) in backends.iter_mut() {
-                let (best, n) = mv.time(backend, cfg.matvec_sampling)?;
-                let secs = best.as_secs_f64().max(1e-9);
-                let bytes = (mv.weight_bytes * mv.copies()) as f64;
-                let gflops = mv.flops * mv.copies() as f64 / secs / 1e9;
-                let note = format!(
-                    "{:.1} MiB x {} copies, {gflops:.1} GFLOP/s, best of {n}",
-                    mib(mv.weight_bytes),
-                    mv.copies()
-                );
-                matvec.push(
-                    Row::new(
-                        "matvec",
-                        format!("{} {shape}", ty.name()),
-                        Some(*t),
-                        bytes / secs / 1e9,
-                        "GB/s",
-                        note,
-                    )
-                    .with_bound(read_bandwidth(prior, *t)),
-                );
-            }
-            drop(mv);
-            if let Some(rb) = repack_for(ty, k, m) {
-                let mv = MulMat::new_in(&rb, ty, k, m, 1, copies_for(one, cfg.streamed_bytes))?;
+            // Plain weights, then repacked ones where the CPU stores them so.
+            let mut wbufts = vec![(cpu_buffer_type(), false)];
+            wbufts.extend(repack_for(ty, k, m).map(|rb| (rb, true)));
+            for (wbuft, repacked) in &wbufts {
+                let copies = copies_for(one, cfg.streamed_bytes);
+                let mv = MulMat::new_in(wbuft, ty, k, m, 1, copies)?;
                 for (t, backend) in backends.iter_mut() {
                     let (best, n) = mv.time(backend, cfg.matvec_sampling)?;
                     let secs = best.as_secs_f64().max(1e-9);
                     let bytes = (mv.weight_bytes * mv.copies()) as f64;
+                    let gflops = mv.flops * mv.copies() as f64 / secs / 1e9;
+                    let how = if *repacked {
+                        format!("weights repacked ({}), ", wbuft.name())
+                    } else {
+                        String::new()
+                    };
                     let note = format!(
-                        "weights repacked ({}), {:.1} MiB x {} copies, best of {n}",
-                        rb.name(),
+                        "{how}{:.1} MiB x {} copies, {gflops:.1} GFLOP/s, best of {n}",
                         mib(mv.weight_bytes),
                         mv.copies()
                     );
+                    let case = if *repacked {
+                        format!("{} {shape} repacked", ty.name())
+                    } else {
+                        format!("{} {shape}", ty.name())
+                    };
                     matvec.push(
-                        Row::new(
-                            "matvec",
-                            format!("{} {shape} repacked", ty.name()),
-                            Some(*t),
-                            bytes / secs / 1e9,
-                            "GB/s",
-                            note,
-                        )
-                        .with_bound(read_bandwidth(prior, *t)),
+                        Row::new("matvec", case, Some(*t), bytes / secs / 1e9, "GB/s", note)
+                            .with_bound(read_bandwidth(prior, *t)),
                     );
                 }
             }
