@@ -10,7 +10,7 @@ use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate, ModelSpec, WriteSettings};
 
-use common::fixtures;
+use common::{fixtures, tiny_fixture_shape};
 
 fn shapes(f: &GgufFile) -> Vec<(String, Vec<u64>)> {
     f.tensors()
@@ -53,13 +53,7 @@ fn tiny_layout_matches_the_fixture_generator() {
     let Some(dir) = fixtures() else { return };
     let path = dir.join("models/tiny-f32.gguf");
     let tiny = GgufFile::open(&path).unwrap();
-    let o = ShapeOverrides {
-        n_embd: Some(256),
-        n_layer: Some(4),
-        n_ff: Some(768),
-        n_vocab: Some(512),
-        ..Default::default()
-    };
+    let o = tiny_fixture_shape();
     let shape = Shape::resolve(Preset::Stories260k, &o).unwrap();
     let spec = ModelSpec {
         vocab: Vocab::from_gguf(&path).unwrap(),

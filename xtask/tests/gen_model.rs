@@ -17,7 +17,7 @@ use xtask::gen_model::types::OutType;
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate, generate_file, ModelSpec, WriteSettings};
 
-use common::{fixtures, spec, temp_dir};
+use common::{fixtures, spec, temp_dir, tiny_fixture_shape};
 
 fn write(spec: &ModelSpec, settings: &WriteSettings) -> Vec<u8> {
     let (bytes, summary) = generate(spec, settings, Vec::new()).expect("generate");
@@ -239,13 +239,7 @@ fn stories260k_q4_k_m_has_llama_quantizes_types() {
 fn pure_types_match_llama_quantize_pure() {
     let Some(dir) = fixtures() else { return };
     // The shape of the tiny-* fixtures, quantized with `llama-quantize --pure`.
-    let o = ShapeOverrides {
-        n_embd: Some(256),
-        n_layer: Some(4),
-        n_ff: Some(768),
-        n_vocab: Some(512),
-        ..Default::default()
-    };
+    let o = tiny_fixture_shape();
     for ty in [
         "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q2_k", "q3_k_m", "q4_k_m",
         "q5_k_m", "q6_k", "iq4_nl",

@@ -38,6 +38,17 @@ pub fn fixtures() -> Option<PathBuf> {
     None
 }
 
+/// The shape of the tiny-* fixture models over the stories260k preset.
+pub fn tiny_fixture_shape() -> ShapeOverrides {
+    ShapeOverrides {
+        n_embd: Some(256),
+        n_layer: Some(4),
+        n_ff: Some(768),
+        n_vocab: Some(512),
+        ..Default::default()
+    }
+}
+
 /// A fresh temporary folder for one test.
 pub fn temp_dir(test: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("xtask-{test}-{}", std::process::id()));
