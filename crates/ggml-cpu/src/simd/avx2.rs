@@ -366,7 +366,9 @@ unsafe fn q8_1_tile<const R: usize, const C: usize, const FIVE: bool>(
     check_tile(nb, xs, bytes, ys, 36, out);
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     let mut summs = [[0f32; C]; R];
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
+        pf.ahead(xs, ib * bytes, bytes);
         let mut dx = [_mm256_setzero_ps(); R];
         let mut mx = [0f32; R];
         let mut qx = [_mm256_setzero_si256(); R];
@@ -698,19 +700,26 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     let mut accm = [[_mm256_setzero_ps(); C]; R];
     let m3 = _mm256_set1_epi8(3);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
+        pf.ahead(xs, ib * 84, 84);
         let mut d = [_mm256_setzero_ps(); R];
         let mut dmin = [_mm256_setzero_ps(); R];
-        let mut sc = [[0i16; 16]; R];
+        // The 16 scales of each row as i16 (scales 0..8 in the low lane,
+        // 8..16 in the high one), and the 16 mins.
+        let mut sc = [_mm256_setzero_si256(); R];
         let mut mins = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = &xs[r][ib * 84..(ib + 1) * 84];
-            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 80));
-            dmin[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 82));
-            let m: [i16; 16] = std::array::from_fn(|g| i16::from(xb[g] >> 4));
-            sc[r] = std::array::from_fn(|g| i16::from(xb[g] & 15));
-            // SAFETY: a 16-element local array.
-            mins[r] = unsafe { _mm256_loadu_si256(m.as_ptr() as *const __m256i) };
+            // SAFETY: d and dmin at 80 of block ib.
+            let (dr, mr) = unsafe { (f16_at(xb.as_ptr().add(80)), f16_at(xb.as_ptr().add(82))) };
+            d[r] = _mm256_set1_ps(dr);
+            dmin[r] = _mm256_set1_ps(mr);
+            // SAFETY: the 16 scale bytes at the start of block ib.
+            let b = unsafe { _mm_loadu_si128(xb.as_ptr() as *const __m128i) };
+            let m4 = _mm_set1_epi8(0x0f);
+            sc[r] = _mm256_cvtepu8_epi16(_mm_and_si128(b, m4));
+            mins[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(b), m4));
         }
         let mut dy = [_mm256_setzero_ps(); C];
         for c in 0..C {
@@ -733,14 +742,13 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
             // SAFETY: 32 bytes of 2-bit levels at 16 + 32h of block ib.
             let q: [__m256i; R] =
                 std::array::from_fn(|r| unsafe { load(xs[r].as_ptr().add(ib * 84 + 16 + 32 * h)) });
+            let sh = scales_half(&sc, h);
             for shift in 0..4 {
                 let cnt = _mm_cvtsi32_si128(2 * shift as i32);
-                let g = 8 * h + 2 * shift;
+                let pick = scale_pair(shift);
                 let v: [__m256i; R] =
                     std::array::from_fn(|r| _mm256_and_si256(_mm256_srl_epi16(q[r], cnt), m3));
-                let s: [__m256i; R] = std::array::from_fn(|r| {
-                    _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]))
-                });
+                let s: [__m256i; R] = std::array::from_fn(|r| _mm256_shuffle_epi8(sh[r], pick));
                 for c in 0..C {
                     // SAFETY: 32 quants of this chunk inside the Q8_K block.
                     let y = unsafe {
@@ -776,6 +784,67 @@ fn q2_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     unsafe { by_tile!(q2_k_tile, n, xs, ys, out) }
 }
 
+/// Scales `8h..8h + 8` of each row's 16 (i16, scales 0..8 in the low
+/// lane, 8..16 in the high one) in both lanes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scales_half<const R: usize>(sc: &[__m256i; R], h: usize) -> [__m256i; R] {
+    std::array::from_fn(|r| {
+        if h == 0 {
+            _mm256_permute2x128_si256::<0x00>(sc[r], sc[r])
+        } else {
+            _mm256_permute2x128_si256::<0x11>(sc[r], sc[r])
+        }
+    })
+}
+
+/// A `VPSHUFB` control that puts, from 8 i16 scales in each lane, scale
+/// `2 shift` in every i16 of the low lane and scale `2 shift + 1` in the
+/// high lane: the scales of the two groups of 16 of a 32-weight chunk.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn scale_pair(shift: usize) -> __m256i {
+    let k = 2 * shift as i16;
+    _mm256_set_m128i(
+        _mm_set1_epi16(((2 * k + 3) << 8) | (2 * k + 2)),
+        _mm_set1_epi16(((2 * k + 1) << 8) | (2 * k)),
+    )
+}
+
+/// The 16 scales of a Q3_K block (the 12 bytes at `p`: low 4 bits of
+/// scales 0..8 in the low nibbles of bytes 0..8, of scales 8..16 in their
+/// high nibbles; the top 2 bits of scale `j` in bits `2 (j / 4)` of byte
+/// `8 + j % 4`), minus 32, as i8.
+///
+/// # Safety
+/// AVX2; `p` readable for 12 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn q3k_scales(p: *const u8) -> __m128i {
+    // SAFETY: 12 readable bytes (caller).
+    let (lo8, aux) = unsafe {
+        (
+            _mm_loadl_epi64(p as *const __m128i),
+            (p.add(8) as *const i32).read_unaligned(),
+        )
+    };
+    let m4 = _mm_set1_epi8(0x0f);
+    let low = _mm_unpacklo_epi64(
+        _mm_and_si128(lo8, m4),
+        _mm_and_si128(_mm_srli_epi16::<4>(lo8), m4),
+    );
+    // Dword k of the 4 copies shifted right by 2k: byte j % 4 of dword
+    // j / 4 holds the top bits of scale j in its bits 0..2.
+    let top = _mm_and_si128(
+        _mm_srlv_epi32(_mm_set1_epi32(aux), _mm_setr_epi32(0, 2, 4, 6)),
+        _mm_set1_epi8(3),
+    );
+    _mm_sub_epi8(
+        _mm_or_si128(low, _mm_slli_epi16::<4>(top)),
+        _mm_set1_epi8(32),
+    )
+}
+
 /// Q3_K: 16 groups of 16, levels `low2 + 4 * high - 4`, 6-bit signed scales.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q3_k_tile<const R: usize, const C: usize>(
@@ -790,49 +859,52 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
     let m3 = _mm256_set1_epi8(3);
     let one = _mm256_set1_epi8(1);
     let four = _mm256_set1_epi8(4);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
+        pf.ahead(xs, ib * 110, 110);
         let mut d = [_mm256_setzero_ps(); R];
-        let mut sc = [[0i16; 16]; R];
+        // The 16 scales of each row as i16: scales 0..8 in the low lane,
+        // 8..16 in the high one.
+        let mut sc = [_mm256_setzero_si256(); R];
         for r in 0..R {
             let xb = &xs[r][ib * 110..(ib + 1) * 110];
-            d[r] = _mm256_set1_ps(super::scalar::f16_at(xb, 108));
-            let s = super::scalar::q3k_scales(&xb[96..108]);
-            sc[r] = std::array::from_fn(|g| i16::from(s[g]));
+            // SAFETY: d at 108 of block ib.
+            d[r] = _mm256_set1_ps(unsafe { f16_at(xb.as_ptr().add(108)) });
+            // SAFETY: the 12 scale bytes at 96 of block ib.
+            sc[r] = _mm256_cvtepi8_epi16(unsafe { q3k_scales(xb.as_ptr().add(96)) });
         }
-        // SAFETY: the 32 high-bit bytes at the start of block ib.
-        let hm: [__m256i; R] =
-            std::array::from_fn(|r| unsafe { load(xs[r].as_ptr().add(ib * 110)) });
         let mut sumi = [[_mm256_setzero_si256(); C]; R];
         for h in 0..2 {
-            // SAFETY: 32 bytes of low bits at 32 + 32h of block ib.
-            let q: [__m256i; R] = std::array::from_fn(|r| unsafe {
-                load(xs[r].as_ptr().add(ib * 110 + 32 + 32 * h))
-            });
             for shift in 0..4 {
                 let cnt = _mm_cvtsi32_si128(2 * shift as i32);
                 let hcnt = _mm_cvtsi32_si128((4 * h + shift) as i32);
-                let g = 8 * h + 2 * shift;
-                let v: [__m256i; R] = std::array::from_fn(|r| {
-                    let low = _mm256_and_si256(_mm256_srl_epi16(q[r], cnt), m3);
-                    let high = _mm256_and_si256(_mm256_srl_epi16(hm[r], hcnt), one);
-                    _mm256_or_si256(low, _mm256_slli_epi16(high, 2))
+                let pick = scale_pair(shift);
+                // SAFETY: 32 quants of this chunk inside each Q8_K block.
+                let y: [__m256i; C] = std::array::from_fn(|c| unsafe {
+                    load(
+                        ys[c]
+                            .as_ptr()
+                            .add(ib * Q8K_BYTES + Q8K_QS + 128 * h + 32 * shift),
+                    )
                 });
-                let s: [__m256i; R] = std::array::from_fn(|r| {
-                    _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]))
-                });
-                for c in 0..C {
-                    // SAFETY: 32 quants of this chunk inside the Q8_K block.
-                    let y = unsafe {
-                        load(
-                            ys[c]
-                                .as_ptr()
-                                .add(ib * Q8K_BYTES + Q8K_QS + 128 * h + 32 * shift),
-                        )
+                let y4: [__m256i; C] = std::array::from_fn(|c| _mm256_maddubs_epi16(four, y[c]));
+                // Row by row, reading the row's bytes again from the cache
+                // for each chunk: a tile of rows' worth of them would not
+                // stay in the 16 registers.
+                for r in 0..R {
+                    // SAFETY: the high bits (32 bytes at the start of block
+                    // ib) and 32 bytes of low bits at 32 + 32h.
+                    let (hm, q) = unsafe {
+                        let b = xs[r].as_ptr().add(ib * 110);
+                        (load(b), load(b.add(32 + 32 * h)))
                     };
-                    let y4 = _mm256_maddubs_epi16(four, y);
-                    for r in 0..R {
-                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(v[r], y), y4);
-                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s[r]));
+                    let low = _mm256_and_si256(_mm256_srl_epi16(q, cnt), m3);
+                    let high = _mm256_and_si256(_mm256_srl_epi16(hm, hcnt), one);
+                    let v = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
+                    let s = _mm256_shuffle_epi8(scales_half(&[sc[r]], h)[0], pick);
+                    for c in 0..C {
+                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(v, y[c]), y4[c]);
+                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s));
                     }
                 }
             }
@@ -876,7 +948,9 @@ unsafe fn iq4_xs_tile<const R: usize, const C: usize>(
     // SAFETY: the 16-entry table is a static array.
     let t = unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr() as *const __m128i) };
     let table = _mm256_set_m128i(t, t);
+    let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
+        pf.ahead(xs, ib * 136, 136);
         let mut d = [_mm256_setzero_ps(); R];
         let mut sc = [[0i16; 8]; R];
         for r in 0..R {

@@ -14,6 +14,7 @@ use ggml_core::Type;
 
 use super::avx2::{
     dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, load_f16x8, load_f32x8,
+    q3k_scales,
 };
 use super::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{by_tile, check_tile, Kernels};
@@ -35,6 +36,7 @@ pub(super) fn install(k: &mut Kernels) {
         k.set(Type::Q8_0, q8_0_row_bw);
         k.set(Type::IQ4_NL, iq4_nl_row_bw);
     }
+    k.set(Type::Q3_K, q3_k_row);
     k.set(Type::Q4_K, q4_k_row);
     k.set(Type::Q5_K, q5_k_row);
     k.set(Type::Q6_K, q6_k_row);
@@ -487,6 +489,104 @@ fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
 fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
     unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
+}
+
+/// Q3_K: two 64-weight chunks per half super-block, levels `low2 + 4 *
+/// high` (0..7) against the activations, minus 4 times their sums.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn q3_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    let nb = n / 256;
+    check_tile(nb, xs, 110, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let m3 = _mm256_set1_epi8(0x03);
+    let one = _mm256_set1_epi8(0x01);
+    let m4 = _mm512_set1_epi8(4);
+    let pf = super::RowPrefetch::new(xs);
+    for ib in 0..nb {
+        let mut d = [_mm512_setzero_ps(); R];
+        let mut sc = [_mm512_setzero_si512(); R];
+        pf.ahead(xs, ib * 110, 110);
+        for r in 0..R {
+            // SAFETY: the 12 scale bytes at 96 and the f16 scale at 108 lie
+            // inside block ib of the row.
+            unsafe {
+                let xb = xs[r].as_ptr().add(ib * 110);
+                d[r] = _mm512_set1_ps(f16_at(xb.add(108)));
+                sc[r] = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(q3k_scales(xb.add(96))));
+            }
+        }
+        let mut sumi = [[_mm512_setzero_si512(); C]; R];
+        for h in 0..2 {
+            for k in 0..2 {
+                // Weights 128h + 64k..: shifts 2k and 2k + 1 of the low bits,
+                // bits 4h + 2k and 4h + 2k + 1 of the high ones.
+                let (s0, s1) = (4 * k as i32, 4 * k as i32 + 2);
+                let (h0, h1) = ((4 * h + 2 * k) as i32, (4 * h + 2 * k + 1) as i32);
+                let g = (8 * h + 4 * k) as i16;
+                // Scales g..g+4 of the 16-weight groups, each over 8 lanes.
+                let pick = join(
+                    _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
+                    _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
+                );
+                // SAFETY: 64 quants at 128h + 64k inside each Q8_K block.
+                let y: [__m512i; C] = std::array::from_fn(|c| unsafe {
+                    load512(
+                        ys[c]
+                            .as_ptr()
+                            .add(ib * Q8K_BYTES + Q8K_QS + 128 * h + 64 * k),
+                    )
+                });
+                let ym: [__m512i; C] = std::array::from_fn(|c| _mm512_maddubs_epi16(m4, y[c]));
+                for r in 0..R {
+                    // SAFETY: the high bits (32 bytes at the start of block
+                    // ib) and 32 bytes of low bits at 32 + 32h.
+                    let (hb, lb) = unsafe {
+                        let p = xs[r].as_ptr().add(ib * 110);
+                        (load256(p), load256(p.add(32 + 32 * h)))
+                    };
+                    let level = |sl: i32, sh: i32| {
+                        let low = _mm256_and_si256(_mm256_srl_epi16(lb, _mm_cvtsi32_si128(sl)), m3);
+                        let high =
+                            _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(sh)), one);
+                        _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
+                    };
+                    let q = join(level(s0, h0), level(s1, h1));
+                    let s = _mm512_permutexvar_epi16(pick, sc[r]);
+                    for c in 0..C {
+                        let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, y[c]), ym[c]);
+                        sumi[r][c] = _mm512_add_epi32(sumi[r][c], _mm512_madd_epi16(p, s));
+                    }
+                }
+            }
+        }
+        for c in 0..C {
+            // SAFETY: the scale of the Q8_K block ib (checked).
+            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+            let dy = _mm512_set1_ps(dy);
+            for r in 0..R {
+                acc[r][c] = _mm512_fmadd_ps(
+                    _mm512_mul_ps(d[r], dy),
+                    _mm512_cvtepi32_ps(sumi[r][c]),
+                    acc[r][c],
+                );
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]);
+        }
+    }
+}
+
+fn q3_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { by_tile!(q3_k_tile, n, xs, ys, out) }
 }
 
 /// Q6_K: two 64-weight chunks per half super-block.
