@@ -36,6 +36,7 @@ pub(super) fn install(k: &mut Kernels) {
         k.set(Type::Q8_0, q8_0_row_bw);
         k.set(Type::IQ4_NL, iq4_nl_row_bw);
     }
+    k.set(Type::Q2_K, q2_k_row);
     k.set(Type::Q3_K, q3_k_row);
     k.set(Type::Q4_K, q4_k_row);
     k.set(Type::Q5_K, q5_k_row);
@@ -489,6 +490,110 @@ fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
 fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
     unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
+}
+
+/// Q2_K: two 64-weight chunks per half super-block; the mins against the
+/// activations' sums of 16 once per block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn q2_k_tile<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    let nb = n / 256;
+    check_tile(nb, xs, 84, ys, Q8K_BYTES, out);
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let mut accm = [[_mm256_setzero_ps(); C]; R];
+    let m3 = _mm256_set1_epi8(0x03);
+    let pf = super::RowPrefetch::new(xs);
+    for ib in 0..nb {
+        pf.ahead(xs, ib * 84, 84);
+        let mut d = [_mm512_setzero_ps(); R];
+        let mut dmin = [_mm256_setzero_ps(); R];
+        // The 16 scales and the 16 mins of each row as i16.
+        let mut sc = [_mm512_setzero_si512(); R];
+        let mut mins = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            // SAFETY: the 16 scale bytes at the start of block ib, d and
+            // dmin at 80.
+            unsafe {
+                let xb = xs[r].as_ptr().add(ib * 84);
+                d[r] = _mm512_set1_ps(f16_at(xb.add(80)));
+                dmin[r] = _mm256_set1_ps(f16_at(xb.add(82)));
+                let b = _mm_loadu_si128(xb as *const __m128i);
+                let m4 = _mm_set1_epi8(0x0f);
+                sc[r] = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(_mm_and_si128(b, m4)));
+                mins[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(b), m4));
+            }
+        }
+        let mut dy = [_mm512_setzero_ps(); C];
+        for c in 0..C {
+            // SAFETY: the Q8_K block ib of every activation row (checked).
+            let (dyc, bsums) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
+                (
+                    (yb as *const f32).read_unaligned(),
+                    load256(yb.add(Q8K_BSUMS)),
+                )
+            };
+            dy[c] = _mm512_set1_ps(dyc);
+            for r in 0..R {
+                let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
+                let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
+                accm[r][c] = _mm256_fmadd_ps(dm, prod, accm[r][c]);
+            }
+        }
+        let mut sumi = [[_mm512_setzero_si512(); C]; R];
+        for h in 0..2 {
+            for k in 0..2 {
+                // Weights 128h + 64k..: shifts 2k and 2k + 1 of the levels.
+                let (s0, s1) = (4 * k as i32, 4 * k as i32 + 2);
+                let g = (8 * h + 4 * k) as i16;
+                // Scales g..g+4 of the 16-weight groups, each over 8 lanes.
+                let pick = join(
+                    _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
+                    _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
+                );
+                // SAFETY: 64 quants at 128h + 64k inside each Q8_K block.
+                let y: [__m512i; C] = std::array::from_fn(|c| unsafe {
+                    load512(
+                        ys[c]
+                            .as_ptr()
+                            .add(ib * Q8K_BYTES + Q8K_QS + 128 * h + 64 * k),
+                    )
+                });
+                for r in 0..R {
+                    // SAFETY: 32 bytes of 2-bit levels at 16 + 32h of block ib.
+                    let lb = unsafe { load256(xs[r].as_ptr().add(ib * 84 + 16 + 32 * h)) };
+                    let level =
+                        |sl: i32| _mm256_and_si256(_mm256_srl_epi16(lb, _mm_cvtsi32_si128(sl)), m3);
+                    let q = join(level(s0), level(s1));
+                    let s = _mm512_permutexvar_epi16(pick, sc[r]);
+                    for c in 0..C {
+                        let p = _mm512_madd_epi16(_mm512_maddubs_epi16(q, y[c]), s);
+                        sumi[r][c] = _mm512_add_epi32(sumi[r][c], p);
+                    }
+                }
+            }
+        }
+        for r in 0..R {
+            for c in 0..C {
+                let dd = _mm512_mul_ps(d[r], dy[c]);
+                acc[r][c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]) - hsum256(accm[r][c]);
+        }
+    }
+}
+
+fn q2_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { by_tile!(q2_k_tile, n, xs, ys, out) }
 }
 
 /// Q3_K: two 64-weight chunks per half super-block, levels `low2 + 4 *
