@@ -16,11 +16,13 @@
 //! be stored in place of them; the kernel decodes the 16 rows' scales and
 //! mins per super-block with a few vector operations. Q5_K and Q6_K carry
 //! them decoded: d times each sub-block scale as f32, the mins (Q5_K) or
-//! -32 times the scales (Q6_K) as i16 pairs, dmin or d as f32.
+//! -32 times the scales (Q6_K) as i16 pairs, dmin or d as f32. Q3_K takes
+//! Q6_K's layout and kernel: its levels 0..7 (the weight plus 4), d times
+//! its 16 signed 6-bit scales, -4 times the scales.
 //!
 //! Per sub-block and column the integer sum is exact (and exactly
 //! converted); one FMA adds it, times d * scale, to the super-block's f32
-//! sum. The mins, or the -32 offset of Q6_K's levels, come once per
+//! sum. The mins, or the offset of Q6_K's and Q3_K's levels, come once per
 //! super-block from the activations' block sums with `VPDPWSSD`; one FMA
 //! per super-block and column then adds the activation scale times that
 //! sum to the lane's accumulator. Every lane sees the same operations in
@@ -60,6 +62,7 @@ pub(super) fn install(k: &mut Kernels) {
         k.set_gemm(Type::Q4_K, &Q4_K_GEMM);
         k.set_gemm(Type::Q5_K, &Q5_K_GEMM);
         k.set_gemm(Type::Q6_K, &Q6_K_GEMM);
+        k.set_gemm(Type::Q3_K, &Q3_K_GEMM);
     }
 }
 
@@ -168,6 +171,7 @@ unsafe fn pack_levels<const T: u8>(
                 Some(x) => unsafe {
                     let b = x.as_ptr().add(ib * bytes);
                     match T {
+                        3 => q3k_chunk(b, k),
                         4 => q4k_chunk(b, k),
                         5 => q5k_chunk(b, k),
                         _ => q6k_chunk(b, k),
@@ -179,6 +183,29 @@ unsafe fn pack_levels<const T: u8>(
             unsafe { transpose_store(&m, out.as_mut_ptr().add(ib * sb + qs + k * 16 * VEC)) };
         }
     }
+}
+
+/// Q3_K: the levels (0..7, the weight plus 4) of weights `64k..64k + 64`:
+/// weight `128h + 32j + l` has the bits `2j, 2j + 1` of `qs` byte `32h + l`
+/// (at 32) and bit `4h + j` of `hmask` byte `l` (at 0) on top.
+///
+/// # Safety
+/// `b` must be readable for a Q3_K block, `k < 4`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")]
+unsafe fn q3k_chunk(b: *const u8, k: usize) -> __m512i {
+    let h = k / 2;
+    // SAFETY: hmask (32 bytes at 0) and 32 bytes of qs at 32 + 32h.
+    let (hm, q) = unsafe { (load256(b), load256(b.add(32 + 32 * h))) };
+    let m3 = _mm256_set1_epi8(3);
+    let one = _mm256_set1_epi8(1);
+    let level = |j: usize| {
+        let low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), m3);
+        let top = _mm256_srl_epi16(hm, _mm_cvtsi32_si128((4 * h + j) as i32));
+        _mm256_or_si256(low, _mm256_slli_epi16::<2>(_mm256_and_si256(top, one)))
+    };
+    let j = 2 * (k % 2);
+    join(level(j), level(j + 1))
 }
 
 /// Q4_K: bytes `64k..64k + 64` of the block's `qs` as they are.
@@ -838,6 +865,43 @@ static Q6_K_GEMM: Gemm = Gemm {
     run: q6k_run,
 };
 
+/// Q3_K in the Q6_K panel layout and kernel: levels 0..7 (the weight plus
+/// 4), d times the 16 signed 6-bit scales, -4 times the scales.
+static Q3_K_GEMM: Gemm = Gemm {
+    panel_bytes: |n| n / QK * Q6K_SB,
+    pack: q3k_pack,
+    act_bytes: |n| n / QK * Q8K_BYTES,
+    prep: q8k_copy,
+    run: q6k_run,
+};
+
+/// Bytes of a Q3_K block.
+const Q3K_BYTES: usize = 110;
+
+fn q3k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
+    check_pack(n, rows, Q3K_BYTES, out, Q6K_SB);
+    let nb = n / QK;
+    // Every byte of the panel is written below (zeros for missing rows).
+    // SAFETY: installed only on CPUs with AVX-512 VNNI; lengths checked.
+    unsafe { pack_levels::<3>(nb, rows, out, Q3K_BYTES, Q6K_SB, Q6K_QS, 4) };
+    for ib in 0..nb {
+        let at = ib * Q3K_BYTES;
+        let mut d = [0u16; PANEL_ROWS];
+        for (dr, x) in d.iter_mut().zip(rows) {
+            *dr = u16::from_le_bytes([x[at + 108], x[at + 109]]);
+        }
+        // SAFETY: as above; the 12 scale bytes at 96 of every row's block
+        // ib; panel super-block ib is inside `out`.
+        unsafe {
+            let sc: [__m128i; PANEL_ROWS] = std::array::from_fn(|r| match rows.get(r) {
+                Some(x) => super::avx2::q3k_scales(x.as_ptr().add(at + 96)),
+                None => _mm_setzero_si128(),
+            });
+            pack_i8_scales(&sc, &d, 4, out.as_mut_ptr().add(ib * Q6K_SB));
+        }
+    }
+}
+
 fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     check_pack(n, rows, Q6K_BYTES, out, Q6K_SB);
     let nb = n / QK;
@@ -857,22 +921,32 @@ fn q6k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 
 /// Packs d * scale, the offset pairs and d of the 16 rows' Q6_K blocks at
 /// byte `at` (d given as f16 bits; zeros for missing rows) into the panel
-/// super-block at `o`: the 16 scales of every row are transposed to 4
-/// vectors of one row per lane.
+/// super-block at `o`.
 ///
 /// # Safety
 /// AVX-512; every row readable for a Q6_K block at `at`; `o` writable for
 /// a panel super-block.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
 unsafe fn q6k_pack_scales(rows: &[&[u8]], at: usize, d: &[u16; PANEL_ROWS], o: *mut u8) {
-    let m: [__m512i; 16] = std::array::from_fn(|r| match rows.get(r) {
-        Some(x) => {
-            // SAFETY: the 16 scales at 192 of the block (caller).
-            let v = unsafe { _mm_loadu_si128(x.as_ptr().add(at + 192) as *const __m128i) };
-            _mm512_castsi128_si512(v)
-        }
-        None => _mm512_setzero_si512(),
+    let sc: [__m128i; PANEL_ROWS] = std::array::from_fn(|r| match rows.get(r) {
+        // SAFETY: the 16 scales at 192 of the block (caller).
+        Some(x) => unsafe { _mm_loadu_si128(x.as_ptr().add(at + 192) as *const __m128i) },
+        None => _mm_setzero_si128(),
     });
+    // SAFETY: `o` holds a panel super-block (caller).
+    unsafe { pack_i8_scales(&sc, d, 32, o) };
+}
+
+/// Packs the 16 rows' 16 signed scales (`sc[r]`, i8), d (f16 bits) and the
+/// offset `off` of their levels into the panel super-block at `o`: d times
+/// each scale as f32, `-off` times the scales as i16 pairs, d as f32. The
+/// 16 scales of every row are transposed to 4 vectors of one row per lane.
+///
+/// # Safety
+/// AVX-512; `o` writable for a panel super-block.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")]
+unsafe fn pack_i8_scales(sc: &[__m128i; PANEL_ROWS], d: &[u16; PANEL_ROWS], off: i32, o: *mut u8) {
+    let m: [__m512i; 16] = std::array::from_fn(|r| _mm512_castsi128_si512(sc[r]));
     let mut t = [0u8; 16 * VEC];
     // SAFETY: t holds 16 vectors, d 16 halves; vectors 0..4 are read back.
     let (sv, d) = unsafe {
@@ -889,6 +963,7 @@ unsafe fn q6k_pack_scales(rows: &[&[u8]], at: usize, d: &[u16; PANEL_ROWS], o: *
         _mm512_srai_epi32::<24>(v)
     };
     let low16 = _mm512_set1_epi32(0xffff);
+    let neg_off = _mm512_set1_epi32(-off);
     // SAFETY: the vectors below lie inside the panel super-block (caller).
     unsafe {
         for g in 0..16 {
@@ -896,11 +971,8 @@ unsafe fn q6k_pack_scales(rows: &[&[u8]], at: usize, d: &[u16; PANEL_ROWS], o: *
             _mm512_storeu_ps(o.add(Q6K_DSC + g * VEC) as *mut f32, v);
         }
         for q in 0..8 {
-            let lo = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32::<5>(scale(2 * q)));
-            let hi = _mm512_sub_epi32(
-                _mm512_setzero_si512(),
-                _mm512_slli_epi32::<5>(scale(2 * q + 1)),
-            );
+            let lo = _mm512_mullo_epi32(neg_off, scale(2 * q));
+            let hi = _mm512_mullo_epi32(neg_off, scale(2 * q + 1));
             let v = _mm512_or_si512(_mm512_and_si512(lo, low16), _mm512_slli_epi32::<16>(hi));
             _mm512_storeu_si512(o.add(Q6K_CORR + q * VEC) as *mut __m512i, v);
         }
