@@ -662,18 +662,8 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for c in 0..C {
-            // SAFETY: the scale of the Q8_K block ib (checked).
-            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
-            let dy = _mm256_set1_ps(dy);
-            for r in 0..R {
-                acc[r][c] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(d[r], dy),
-                    _mm256_cvtepi32_ps(sumi[r][c]),
-                    acc[r][c],
-                );
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -685,6 +675,34 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
 fn q6_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
     unsafe { by_tile!(q6_k_tile, n, xs, ys, out) }
+}
+
+/// Adds to `acc[r][c]` the integer sums `sumi[r][c]` of Q8_K block `ib`
+/// times the row's scale `d[r]` and the column's block scale.
+///
+/// # Safety
+/// Every column holds Q8_K block `ib`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn add_block_sums<const R: usize, const C: usize>(
+    acc: &mut [[__m256; C]; R],
+    d: &[__m256; R],
+    sumi: &[[__m256i; C]; R],
+    ys: &[&[u8]],
+    ib: usize,
+) {
+    for c in 0..C {
+        // SAFETY: the scale of the Q8_K block ib (caller).
+        let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+        let dy = _mm256_set1_ps(dy);
+        for r in 0..R {
+            acc[r][c] = _mm256_fmadd_ps(
+                _mm256_mul_ps(d[r], dy),
+                _mm256_cvtepi32_ps(sumi[r][c]),
+                acc[r][c],
+            );
+        }
+    }
 }
 
 /// Q2_K: 16 groups of 16, 2-bit levels, 4-bit scales and mins.
@@ -909,18 +927,8 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for c in 0..C {
-            // SAFETY: the scale of the Q8_K block ib (checked).
-            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
-            let dy = _mm256_set1_ps(dy);
-            for r in 0..R {
-                acc[r][c] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(d[r], dy),
-                    _mm256_cvtepi32_ps(sumi[r][c]),
-                    acc[r][c],
-                );
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -985,18 +993,8 @@ unsafe fn iq4_xs_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for c in 0..C {
-            // SAFETY: the scale of the Q8_K block ib (checked).
-            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
-            let dy = _mm256_set1_ps(dy);
-            for r in 0..R {
-                acc[r][c] = _mm256_fmadd_ps(
-                    _mm256_mul_ps(d[r], dy),
-                    _mm256_cvtepi32_ps(sumi[r][c]),
-                    acc[r][c],
-                );
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {

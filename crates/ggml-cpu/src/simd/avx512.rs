@@ -492,6 +492,34 @@ fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
 }
 
+/// Adds to `acc[r][c]` the integer sums `sumi[r][c]` of Q8_K block `ib`
+/// times the row's scale `d[r]` and the column's block scale.
+///
+/// # Safety
+/// Every column holds Q8_K block `ib`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn add_block_sums<const R: usize, const C: usize>(
+    acc: &mut [[__m512; C]; R],
+    d: &[__m512; R],
+    sumi: &[[__m512i; C]; R],
+    ys: &[&[u8]],
+    ib: usize,
+) {
+    for c in 0..C {
+        // SAFETY: the scale of the Q8_K block ib (caller).
+        let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
+        let dy = _mm512_set1_ps(dy);
+        for r in 0..R {
+            acc[r][c] = _mm512_fmadd_ps(
+                _mm512_mul_ps(d[r], dy),
+                _mm512_cvtepi32_ps(sumi[r][c]),
+                acc[r][c],
+            );
+        }
+    }
+}
+
 /// Q2_K: two 64-weight chunks per half super-block; the mins against the
 /// activations' sums of 16 once per block.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
@@ -669,18 +697,8 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for c in 0..C {
-            // SAFETY: the scale of the Q8_K block ib (checked).
-            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
-            let dy = _mm512_set1_ps(dy);
-            for r in 0..R {
-                acc[r][c] = _mm512_fmadd_ps(
-                    _mm512_mul_ps(d[r], dy),
-                    _mm512_cvtepi32_ps(sumi[r][c]),
-                    acc[r][c],
-                );
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -778,18 +796,8 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for c in 0..C {
-            // SAFETY: the scale of the Q8_K block ib (checked).
-            let dy = unsafe { (ys[c].as_ptr().add(ib * Q8K_BYTES) as *const f32).read_unaligned() };
-            let dy = _mm512_set1_ps(dy);
-            for r in 0..R {
-                acc[r][c] = _mm512_fmadd_ps(
-                    _mm512_mul_ps(d[r], dy),
-                    _mm512_cvtepi32_ps(sumi[r][c]),
-                    acc[r][c],
-                );
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
