@@ -71,7 +71,7 @@ unsafe fn f16_at(p: *const u8) -> f32 {
 /// `p` must be readable for 16 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn nibbles(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles(p: *const u8) -> __m256i {
     // SAFETY: 16 readable bytes (caller).
     let t = unsafe { _mm_loadu_si128(p as *const __m128i) };
     let b = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
@@ -84,7 +84,7 @@ unsafe fn nibbles(p: *const u8) -> __m256i {
 /// `p` must be readable for 4 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bits_to_bytes(p: *const u8) -> __m256i {
+pub(super) unsafe fn bits_to_bytes(p: *const u8) -> __m256i {
     // SAFETY: 4 readable bytes (caller).
     let x = unsafe { (p as *const u32).read_unaligned() };
     let shuf = _mm256_set_epi64x(

@@ -13,8 +13,8 @@ use ggml_core::quants::KVALUES_IQ4NL;
 use ggml_core::Type;
 
 use super::avx2::{
-    dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, load_f16x8, load_f32x8,
-    q3k_scales,
+    bits_to_bytes, dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, load_f16x8,
+    load_f32x8, nibbles, q3k_scales,
 };
 use super::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{by_tile, check_tile, Kernels};
@@ -30,6 +30,8 @@ pub(super) fn install(k: &mut Kernels) {
         k.set(Type::Q5_0, q5_0_row_vnni);
         k.set(Type::Q8_0, q8_0_row_vnni);
         k.set(Type::IQ4_NL, iq4_nl_row_vnni);
+        k.set(Type::Q4_1, q4_1_row_vnni);
+        k.set(Type::Q5_1, q5_1_row_vnni);
     } else {
         k.set(Type::Q4_0, q4_0_row_bw);
         k.set(Type::Q5_0, q5_0_row_bw);
@@ -913,6 +915,164 @@ unsafe fn offset_pairs<const R: usize, const C: usize, const BYTES: usize, const
             out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]) + hsum256(acc1[r][c]);
         }
     }
+}
+
+/// Q4_1 / Q5_1 against Q8_1 with VNNI, two blocks per step: unsigned
+/// levels, `d * dy * sum(q * y) + m * s` per block (`s`: the activation
+/// block's scaled sum). The levels are laid out [lo(b0) lo(b1) hi(b0)
+/// hi(b1)] and the activations permuted to match, as in [`offset_pairs`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
+unsafe fn q8_1_tile_vnni<const R: usize, const C: usize, const FIVE: bool>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    let bytes = if FIVE { 24 } else { 20 };
+    // Offset of the nibbles in a block (after d, m and, for Q5_1, qh).
+    let qo = if FIVE { 8 } else { 4 };
+    let nb = n / 32;
+    check_tile(nb, xs, bytes, ys, 36, out);
+    let mut acc = [[_mm512_setzero_ps(); C]; R];
+    let mut acc1 = [[_mm256_setzero_ps(); C]; R];
+    let mut summs = [[0f32; C]; R];
+    let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
+    let pair_scales = |p: *const u8, stride: usize| -> __m512 {
+        // SAFETY: two f16 scales at `p` and `p + stride`, inside the row
+        // (the blocks were checked).
+        let (h0, h1) = unsafe {
+            (
+                (p as *const u16).read_unaligned(),
+                (p.add(stride) as *const u16).read_unaligned(),
+            )
+        };
+        let v = _mm_cvtph_ps(_mm_setr_epi16(h0 as i16, h1 as i16, 0, 0, 0, 0, 0, 0));
+        _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v))
+    };
+    let pf = super::RowPrefetch::new(xs);
+    let mut ib = 0;
+    while ib + 2 <= nb {
+        let mut dx = [_mm512_setzero_ps(); R];
+        let mut mx = [[0f32; 2]; R];
+        let mut qx = [_mm512_setzero_si512(); R];
+        pf.ahead(xs, ib * bytes, 2 * bytes);
+        for r in 0..R {
+            // SAFETY: blocks ib and ib + 1 of every weight row (checked).
+            unsafe {
+                let p = xs[r].as_ptr().add(ib * bytes);
+                dx[r] = pair_scales(p, bytes);
+                mx[r] = [f16_at(p.add(2)), f16_at(p.add(2 + bytes))];
+                let q = nibble_pairs(p.add(qo), bytes);
+                qx[r] = if FIVE {
+                    let h0 = u64::from((p.add(4) as *const u32).read_unaligned());
+                    let h1 = u64::from((p.add(4 + bytes) as *const u32).read_unaligned());
+                    // Fifth bits in the nibbles' order.
+                    let m =
+                        (h0 & 0xffff) | (h1 & 0xffff) << 16 | (h0 >> 16) << 32 | (h1 >> 16) << 48;
+                    _mm512_mask_add_epi8(q, m, q, _mm512_set1_epi8(16))
+                } else {
+                    q
+                };
+            }
+        }
+        for c in 0..C {
+            // SAFETY: blocks ib and ib + 1 of every activation row (checked).
+            let (dy, sy, y) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * 36);
+                let y = join(load256(yb.add(4)), load256(yb.add(40)));
+                (
+                    pair_scales(yb, 36),
+                    [f16_at(yb.add(2)), f16_at(yb.add(38))],
+                    _mm512_shuffle_i64x2::<0b11_01_10_00>(y, y),
+                )
+            };
+            for r in 0..R {
+                let p = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qx[r], y);
+                acc[r][c] =
+                    _mm512_fmadd_ps(_mm512_mul_ps(dx[r], dy), _mm512_cvtepi32_ps(p), acc[r][c]);
+                summs[r][c] += mx[r][0] * sy[0] + mx[r][1] * sy[1];
+            }
+        }
+        ib += 2;
+    }
+    if ib < nb {
+        let mut dx = [_mm256_setzero_ps(); R];
+        let mut mx = [0f32; R];
+        let mut qx = [_mm256_setzero_si256(); R];
+        for r in 0..R {
+            // SAFETY: block ib of every weight row (checked).
+            unsafe {
+                let p = xs[r].as_ptr().add(ib * bytes);
+                dx[r] = _mm256_set1_ps(f16_at(p));
+                mx[r] = f16_at(p.add(2));
+                let q = nibbles(p.add(qo));
+                qx[r] = if FIVE {
+                    let hi = _mm256_and_si256(bits_to_bytes(p.add(4)), _mm256_set1_epi8(0x10));
+                    _mm256_or_si256(q, hi)
+                } else {
+                    q
+                };
+            }
+        }
+        for c in 0..C {
+            // SAFETY: block ib of every activation row (checked).
+            let (dy, sy, y) = unsafe {
+                let yb = ys[c].as_ptr().add(ib * 36);
+                (
+                    _mm256_set1_ps(f16_at(yb)),
+                    f16_at(yb.add(2)),
+                    load256(yb.add(4)),
+                )
+            };
+            for r in 0..R {
+                let p = _mm256_dpbusd_epi32(_mm256_setzero_si256(), qx[r], y);
+                let d = _mm256_mul_ps(dx[r], dy);
+                acc1[r][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc1[r][c]);
+                summs[r][c] += mx[r] * sy;
+            }
+        }
+    }
+    for r in 0..R {
+        for c in 0..C {
+            out[r * C + c] = _mm512_reduce_add_ps(acc[r][c]) + hsum256(acc1[r][c]) + summs[r][c];
+        }
+    }
+}
+
+fn q4_1_row_vnni(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
+    unsafe { by_tile!(q4_1_tile_vnni, n, xs, ys, out) }
+}
+
+fn q5_1_row_vnni(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
+    unsafe { by_tile!(q5_1_tile_vnni, n, xs, ys, out) }
+}
+
+/// # Safety
+/// As [`q8_1_tile_vnni`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
+unsafe fn q4_1_tile_vnni<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    // SAFETY: same contract.
+    unsafe { q8_1_tile_vnni::<R, C, false>(n, xs, ys, out) }
+}
+
+/// # Safety
+/// As [`q8_1_tile_vnni`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
+unsafe fn q5_1_tile_vnni<const R: usize, const C: usize>(
+    n: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    out: &mut [f32],
+) {
+    // SAFETY: same contract.
+    unsafe { q8_1_tile_vnni::<R, C, true>(n, xs, ys, out) }
 }
 
 /// The nibbles of two blocks at `p` (first nibble byte) and `p + stride`,
