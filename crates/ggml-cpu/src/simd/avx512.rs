@@ -813,6 +813,25 @@ fn q6_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     unsafe { by_tile!(q6_k_tile, n, xs, ys, out) }
 }
 
+/// The f16 scales at `p` and `p + stride` as f32, lane `i` holding scale
+/// `spread[i]` (0 or 1).
+///
+/// # Safety
+/// 2 bytes must be readable at both places.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn spread_pair_scales(p: *const u8, stride: usize, spread: __m512i) -> __m512 {
+    // SAFETY: 2 readable bytes at both places (caller).
+    let (h0, h1) = unsafe {
+        (
+            (p as *const u16).read_unaligned(),
+            (p.add(stride) as *const u16).read_unaligned(),
+        )
+    };
+    let v = _mm_cvtph_ps(_mm_setr_epi16(h0 as i16, h1 as i16, 0, 0, 0, 0, 0, 0));
+    _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v))
+}
+
 /// The 32-weight block types with VNNI, two blocks per step, with levels
 /// made unsigned by an offset: `sum((q - o) * y) = dpbusd(-o * sum(y), q, y)`
 /// per 4-byte lane, where `o * sum(y)` is computed once per column for all
@@ -841,17 +860,10 @@ unsafe fn offset_pairs<const R: usize, const C: usize, const BYTES: usize, const
     } else {
         _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1)
     };
-    let pair_scales = |p: *const u8, stride: usize| -> __m512 {
+    let pair_scales = |p: *const u8, stride: usize| {
         // SAFETY: two f16 scales at `p` and `p + stride`, inside the row
-        // (the callers' blocks were checked).
-        let (h0, h1) = unsafe {
-            (
-                (p as *const u16).read_unaligned(),
-                (p.add(stride) as *const u16).read_unaligned(),
-            )
-        };
-        let v = _mm_cvtph_ps(_mm_setr_epi16(h0 as i16, h1 as i16, 0, 0, 0, 0, 0, 0));
-        _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v))
+        // (the blocks were checked).
+        unsafe { spread_pair_scales(p, stride, spread) }
     };
     let pf = super::RowPrefetch::new(xs);
     let mut ib = 0;
@@ -937,17 +949,10 @@ unsafe fn q8_1_tile_vnni<const R: usize, const C: usize, const FIVE: bool>(
     let mut acc1 = [[_mm256_setzero_ps(); C]; R];
     let mut summs = [[0f32; C]; R];
     let spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1);
-    let pair_scales = |p: *const u8, stride: usize| -> __m512 {
+    let pair_scales = |p: *const u8, stride: usize| {
         // SAFETY: two f16 scales at `p` and `p + stride`, inside the row
         // (the blocks were checked).
-        let (h0, h1) = unsafe {
-            (
-                (p as *const u16).read_unaligned(),
-                (p.add(stride) as *const u16).read_unaligned(),
-            )
-        };
-        let v = _mm_cvtph_ps(_mm_setr_epi16(h0 as i16, h1 as i16, 0, 0, 0, 0, 0, 0));
-        _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(v))
+        unsafe { spread_pair_scales(p, stride, spread) }
     };
     let pf = super::RowPrefetch::new(xs);
     let mut ib = 0;
