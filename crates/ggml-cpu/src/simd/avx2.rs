@@ -488,7 +488,6 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
             // SAFETY: a 16-element local array.
             mins[r] = unsafe { _mm256_loadu_si256(m2.as_ptr() as *const __m256i) };
         }
-        let mut dy = [_mm256_setzero_ps(); C];
         for c in 0..C {
             // SAFETY: the Q8_K block ib of every activation row (checked).
             let (dyc, bsums) = unsafe {
@@ -498,7 +497,6 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
                     load(yb.add(Q8K_BSUMS)),
                 )
             };
-            dy[c] = dyc;
             for r in 0..R {
                 let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
                 accm[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dmin[r], dyc), prod, accm[r][c]);
@@ -549,12 +547,8 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                let dd = _mm256_mul_ps(d[r], dy[c]);
-                acc[r][c] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r][c]), acc[r][c]);
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -739,7 +733,6 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
             sc[r] = _mm256_cvtepu8_epi16(_mm_and_si128(b, m4));
             mins[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(b), m4));
         }
-        let mut dy = [_mm256_setzero_ps(); C];
         for c in 0..C {
             // SAFETY: the Q8_K block ib of every activation row (checked).
             let (dyc, bsums) = unsafe {
@@ -749,7 +742,6 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                     load(yb.add(Q8K_BSUMS)),
                 )
             };
-            dy[c] = dyc;
             for r in 0..R {
                 let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
                 accm[r][c] = _mm256_fmadd_ps(_mm256_mul_ps(dmin[r], dyc), prod, accm[r][c]);
@@ -760,7 +752,7 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
             // SAFETY: 32 bytes of 2-bit levels at 16 + 32h of block ib.
             let q: [__m256i; R] =
                 std::array::from_fn(|r| unsafe { load(xs[r].as_ptr().add(ib * 84 + 16 + 32 * h)) });
-            let sh = scales_half(&sc, h);
+            let sh: [__m256i; R] = std::array::from_fn(|r| scales_half(sc[r], h));
             for shift in 0..4 {
                 let cnt = _mm_cvtsi32_si128(2 * shift as i32);
                 let pick = scale_pair(shift);
@@ -783,12 +775,8 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                let dd = _mm256_mul_ps(d[r], dy[c]);
-                acc[r][c] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(sumi[r][c]), acc[r][c]);
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -802,18 +790,30 @@ fn q2_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     unsafe { by_tile!(q2_k_tile, n, xs, ys, out) }
 }
 
-/// Scales `8h..8h + 8` of each row's 16 (i16, scales 0..8 in the low
-/// lane, 8..16 in the high one) in both lanes.
+/// Scales `8h..8h + 8` of a row's 16 (i16, scales 0..8 in the low lane,
+/// 8..16 in the high one) in both lanes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn scales_half<const R: usize>(sc: &[__m256i; R], h: usize) -> [__m256i; R] {
-    std::array::from_fn(|r| {
-        if h == 0 {
-            _mm256_permute2x128_si256::<0x00>(sc[r], sc[r])
-        } else {
-            _mm256_permute2x128_si256::<0x11>(sc[r], sc[r])
-        }
-    })
+fn scales_half(sc: __m256i, h: usize) -> __m256i {
+    if h == 0 {
+        _mm256_permute2x128_si256::<0x00>(sc, sc)
+    } else {
+        _mm256_permute2x128_si256::<0x11>(sc, sc)
+    }
+}
+
+/// The Q3_K levels (0..7, the weight plus 4) of 32 weights: bits `2 shift,
+/// 2 shift + 1` of the 32 `qs` bytes `q`, plus 4 times bit `hbit` of the
+/// 32 `hmask` bytes `hm`.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn q3k_levels(q: __m256i, hm: __m256i, shift: usize, hbit: usize) -> __m256i {
+    let low = _mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * shift as i32));
+    let high = _mm256_srl_epi16(hm, _mm_cvtsi32_si128(hbit as i32));
+    _mm256_or_si256(
+        _mm256_and_si256(low, _mm256_set1_epi8(3)),
+        _mm256_slli_epi16::<2>(_mm256_and_si256(high, _mm256_set1_epi8(1))),
+    )
 }
 
 /// A `VPSHUFB` control that puts, from 8 i16 scales in each lane, scale
@@ -874,8 +874,6 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
     let nb = n / 256;
     check_tile(nb, xs, 110, ys, Q8K_BYTES, out);
     let mut acc = [[_mm256_setzero_ps(); C]; R];
-    let m3 = _mm256_set1_epi8(3);
-    let one = _mm256_set1_epi8(1);
     let four = _mm256_set1_epi8(4);
     let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
@@ -894,8 +892,6 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
         let mut sumi = [[_mm256_setzero_si256(); C]; R];
         for h in 0..2 {
             for shift in 0..4 {
-                let cnt = _mm_cvtsi32_si128(2 * shift as i32);
-                let hcnt = _mm_cvtsi32_si128((4 * h + shift) as i32);
                 let pick = scale_pair(shift);
                 // SAFETY: 32 quants of this chunk inside each Q8_K block.
                 let y: [__m256i; C] = std::array::from_fn(|c| unsafe {
@@ -916,10 +912,8 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
                         let b = xs[r].as_ptr().add(ib * 110);
                         (load(b), load(b.add(32 + 32 * h)))
                     };
-                    let low = _mm256_and_si256(_mm256_srl_epi16(q, cnt), m3);
-                    let high = _mm256_and_si256(_mm256_srl_epi16(hm, hcnt), one);
-                    let v = _mm256_or_si256(low, _mm256_slli_epi16(high, 2));
-                    let s = _mm256_shuffle_epi8(scales_half(&[sc[r]], h)[0], pick);
+                    let v = q3k_levels(q, hm, shift, 4 * h + shift);
+                    let s = _mm256_shuffle_epi8(scales_half(sc[r], h), pick);
                     for c in 0..C {
                         let p = _mm256_sub_epi16(_mm256_maddubs_epi16(v, y[c]), y4[c]);
                         sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s));

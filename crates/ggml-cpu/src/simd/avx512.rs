@@ -14,7 +14,7 @@ use ggml_core::Type;
 
 use super::avx2::{
     bits_to_bytes, dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0, f16_elem, f32_elem, load_f16x8,
-    load_f32x8, nibbles, q3k_scales,
+    load_f32x8, nibbles, q3k_levels, q3k_scales,
 };
 use super::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{by_tile, check_tile, Kernels};
@@ -392,7 +392,6 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
             let m = _mm_cvtsi64_si128(m8 as i64);
             mins[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
         }
-        let mut dy = [_mm512_setzero_ps(); C];
         for c in 0..C {
             // SAFETY: the Q8_K block ib of every activation row (checked).
             let (dyc, bsums) = unsafe {
@@ -402,7 +401,6 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
                     load256(yb.add(Q8K_BSUMS)),
                 )
             };
-            dy[c] = _mm512_set1_ps(dyc);
             for r in 0..R {
                 let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
                 let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
@@ -451,12 +449,8 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                let dd = _mm512_mul_ps(d[r], dy[c]);
-                acc[r][c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -492,6 +486,18 @@ fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
 fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
     unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
+}
+
+/// A `VPERMW` control that spreads i16 scales `g..g + 4` (of the 16 of a
+/// super-block, one per 16 weights) each over 8 lanes: the scales of the
+/// 64 weights of a 512-bit chunk, lined up with their pair sums.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn four_group_scales(g: i16) -> __m512i {
+    join(
+        _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
+        _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
+    )
 }
 
 /// Adds to `acc[r][c]` the integer sums `sumi[r][c]` of Q8_K block `ib`
@@ -557,7 +563,6 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                 mins[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(b), m4));
             }
         }
-        let mut dy = [_mm512_setzero_ps(); C];
         for c in 0..C {
             // SAFETY: the Q8_K block ib of every activation row (checked).
             let (dyc, bsums) = unsafe {
@@ -567,7 +572,6 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                     load256(yb.add(Q8K_BSUMS)),
                 )
             };
-            dy[c] = _mm512_set1_ps(dyc);
             for r in 0..R {
                 let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
                 let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
@@ -580,11 +584,7 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                 // Weights 128h + 64k..: shifts 2k and 2k + 1 of the levels.
                 let (s0, s1) = (4 * k as i32, 4 * k as i32 + 2);
                 let g = (8 * h + 4 * k) as i16;
-                // Scales g..g+4 of the 16-weight groups, each over 8 lanes.
-                let pick = join(
-                    _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
-                    _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
-                );
+                let pick = four_group_scales(g);
                 // SAFETY: 64 quants at 128h + 64k inside each Q8_K block.
                 let y: [__m512i; C] = std::array::from_fn(|c| unsafe {
                     load512(
@@ -607,12 +607,8 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                 }
             }
         }
-        for r in 0..R {
-            for c in 0..C {
-                let dd = _mm512_mul_ps(d[r], dy[c]);
-                acc[r][c] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(sumi[r][c]), acc[r][c]);
-            }
-        }
+        // SAFETY: block ib of every column (checked).
+        unsafe { add_block_sums(&mut acc, &d, &sumi, ys, ib) };
     }
     for r in 0..R {
         for c in 0..C {
@@ -638,8 +634,6 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
     let nb = n / 256;
     check_tile(nb, xs, 110, ys, Q8K_BYTES, out);
     let mut acc = [[_mm512_setzero_ps(); C]; R];
-    let m3 = _mm256_set1_epi8(0x03);
-    let one = _mm256_set1_epi8(0x01);
     let m4 = _mm512_set1_epi8(4);
     let pf = super::RowPrefetch::new(xs);
     for ib in 0..nb {
@@ -660,14 +654,8 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
             for k in 0..2 {
                 // Weights 128h + 64k..: shifts 2k and 2k + 1 of the low bits,
                 // bits 4h + 2k and 4h + 2k + 1 of the high ones.
-                let (s0, s1) = (4 * k as i32, 4 * k as i32 + 2);
-                let (h0, h1) = ((4 * h + 2 * k) as i32, (4 * h + 2 * k + 1) as i32);
                 let g = (8 * h + 4 * k) as i16;
-                // Scales g..g+4 of the 16-weight groups, each over 8 lanes.
-                let pick = join(
-                    _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
-                    _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
-                );
+                let pick = four_group_scales(g);
                 // SAFETY: 64 quants at 128h + 64k inside each Q8_K block.
                 let y: [__m512i; C] = std::array::from_fn(|c| unsafe {
                     load512(
@@ -684,13 +672,11 @@ unsafe fn q3_k_tile<const R: usize, const C: usize>(
                         let p = xs[r].as_ptr().add(ib * 110);
                         (load256(p), load256(p.add(32 + 32 * h)))
                     };
-                    let level = |sl: i32, sh: i32| {
-                        let low = _mm256_and_si256(_mm256_srl_epi16(lb, _mm_cvtsi32_si128(sl)), m3);
-                        let high =
-                            _mm256_and_si256(_mm256_srl_epi16(hb, _mm_cvtsi32_si128(sh)), one);
-                        _mm256_or_si256(low, _mm256_slli_epi16::<2>(high))
-                    };
-                    let q = join(level(s0, h0), level(s1, h1));
+                    let j = 2 * k;
+                    let q = join(
+                        q3k_levels(lb, hb, j, 4 * h + j),
+                        q3k_levels(lb, hb, j + 1, 4 * h + j + 1),
+                    );
                     let s = _mm512_permutexvar_epi16(pick, sc[r]);
                     for c in 0..C {
                         let p = _mm512_sub_epi16(_mm512_maddubs_epi16(q, y[c]), ym[c]);
@@ -777,11 +763,7 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                 // Scales g..g+4 of the 16-weight groups, each over 8 lanes.
                 s[r] = std::array::from_fn(|k| {
                     let g = (8 * h + 4 * k) as i16;
-                    let pick = join(
-                        _mm256_set_m128i(_mm_set1_epi16(g + 1), _mm_set1_epi16(g)),
-                        _mm256_set_m128i(_mm_set1_epi16(g + 3), _mm_set1_epi16(g + 2)),
-                    );
-                    _mm512_permutexvar_epi16(pick, sc[r])
+                    _mm512_permutexvar_epi16(four_group_scales(g), sc[r])
                 });
             }
             for c in 0..C {

@@ -46,6 +46,7 @@ use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
+use super::avx2::q3k_levels;
 use super::avx512::{bcast4, join, load256, load512};
 use super::scalar::{q8k_bsum, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
@@ -197,15 +198,11 @@ unsafe fn q3k_chunk(b: *const u8, k: usize) -> __m512i {
     let h = k / 2;
     // SAFETY: hmask (32 bytes at 0) and 32 bytes of qs at 32 + 32h.
     let (hm, q) = unsafe { (load256(b), load256(b.add(32 + 32 * h))) };
-    let m3 = _mm256_set1_epi8(3);
-    let one = _mm256_set1_epi8(1);
-    let level = |j: usize| {
-        let low = _mm256_and_si256(_mm256_srl_epi16(q, _mm_cvtsi32_si128(2 * j as i32)), m3);
-        let top = _mm256_srl_epi16(hm, _mm_cvtsi32_si128((4 * h + j) as i32));
-        _mm256_or_si256(low, _mm256_slli_epi16::<2>(_mm256_and_si256(top, one)))
-    };
     let j = 2 * (k % 2);
-    join(level(j), level(j + 1))
+    join(
+        q3k_levels(q, hm, j, 4 * h + j),
+        q3k_levels(q, hm, j + 1, 4 * h + j + 1),
+    )
 }
 
 /// Q4_K: bytes `64k..64k + 64` of the block's `qs` as they are.
