@@ -6,10 +6,10 @@ use std::ops::Range;
 use ggml_core::backend::Placement;
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{Error, Op, Result, Type};
-use rayon::prelude::*;
 
 use crate::matmul;
 use crate::ops;
+use crate::pool;
 use crate::repack::{RepackBuffer, REPACK_NAME};
 use crate::simd::Gemm;
 use crate::tensor::{AlignedBytes, View};
@@ -258,17 +258,15 @@ pub(crate) fn par_rows<F>(n_rows: usize, work_per_row: usize, f: F) -> Result<()
 where
     F: Fn(Range<usize>, &mut Scratch) -> Result<()> + Sync,
 {
-    let threads = rayon::current_num_threads();
+    let threads = pool::current_num_threads();
     if threads <= 1 || n_rows <= 1 || n_rows.saturating_mul(work_per_row) < SERIAL_WORK {
         return f(0..n_rows, &mut Scratch::default());
     }
     let n_chunks = n_rows.min(threads * 4);
     let chunk = n_rows.div_ceil(n_chunks);
-    (0..n_rows.div_ceil(chunk))
-        .into_par_iter()
-        .try_for_each_init(Scratch::default, |s, c| {
-            f(c * chunk..((c + 1) * chunk).min(n_rows), s)
-        })
+    pool::try_for_each_init(n_rows.div_ceil(chunk), Scratch::default, |s, c| {
+        f(c * chunk..((c + 1) * chunk).min(n_rows), s)
+    })
 }
 
 fn is_float(t: Type) -> bool {

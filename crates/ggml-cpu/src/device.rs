@@ -1,5 +1,5 @@
 //! The CPU registration, its one device, its buffer type and its backend
-//! (an execution stream computing graphs on a rayon pool).
+//! (an execution stream computing graphs with a team of worker threads).
 
 use std::sync::{Arc, OnceLock};
 
@@ -10,6 +10,7 @@ use ggml_core::{DeviceCaps, DeviceKind, DeviceProps, Error, Result};
 
 use crate::compute::{self, Workspace};
 use crate::features;
+use crate::pool::Team;
 
 /// Name of the registration, the device and the buffer type.
 pub const CPU_NAME: &str = "CPU";
@@ -188,10 +189,10 @@ impl Device for CpuDevice {
     }
 }
 
-/// A CPU execution stream: graphs are computed synchronously on a rayon
-/// pool of `n_threads` workers.
+/// A CPU execution stream: graphs are computed synchronously by the
+/// calling thread and `n_threads - 1` workers.
 pub struct CpuBackend {
-    pool: rayon::ThreadPool,
+    pool: Team,
     n_threads: usize,
     ws: Workspace,
 }
@@ -204,12 +205,8 @@ impl std::fmt::Debug for CpuBackend {
     }
 }
 
-fn build_pool(n: usize) -> Result<rayon::ThreadPool> {
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(n)
-        .thread_name(|i| format!("ggml-cpu-{i}"))
-        .build()
-        .map_err(|e| Error::Backend(format!("CPU: cannot start {n} threads: {e}")))
+fn build_pool(n: usize) -> Result<Team> {
+    Team::new(n).map_err(|e| Error::Backend(format!("CPU: cannot start {n} threads: {e}")))
 }
 
 impl CpuBackend {
@@ -238,7 +235,7 @@ impl Backend for CpuBackend {
     }
     fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
         let ws = &mut self.ws;
-        self.pool.install(|| {
+        self.pool.enter(|| {
             for &id in nodes {
                 compute::compute_node(graph, id, ws)?;
             }

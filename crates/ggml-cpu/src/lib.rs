@@ -1,6 +1,6 @@
 //! The CPU backend: one device ("CPU") whose buffers are plain host memory
 //! (or a file mapping, used in place), and kernels for every op of
-//! [`ggml_core::Op`], computed on a rayon pool with SIMD kernels chosen at
+//! [`ggml_core::Op`], computed by a team of spinning worker threads (`pool.rs`) with SIMD kernels chosen at
 //! run time (AVX-512, AVX2, NEON, or portable scalar code).
 //!
 //! ```no_run
@@ -45,6 +45,7 @@ mod device;
 pub mod features;
 mod matmul;
 mod ops;
+mod pool;
 mod repack;
 mod simd;
 mod tensor;

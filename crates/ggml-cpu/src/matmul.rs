@@ -13,12 +13,12 @@
 //! columns and each activation block loaded once per group of rows.
 
 use ggml_core::{Result, Type};
-use rayon::prelude::*;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::convert;
+use crate::pool;
 use crate::simd::{self, scalar, Gemm, Kernels, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
-use crate::tensor::{AlignedBytes, View};
+use crate::tensor::{AlignedBytes, SendPtr, View};
 
 /// Bytes of weight rows a tile should keep in cache (a share of L2).
 const TILE_WEIGHT_BYTES: usize = 192 * 1024;
@@ -108,7 +108,7 @@ pub(crate) fn mul_mat_with(
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
     let x_row = a.row_bytes();
     let back_to_back = a.nb[1] == x_row;
-    let threads = rayon::current_num_threads().max(1);
+    let threads = pool::current_num_threads().max(1);
 
     let cols_per_tile = if ne11 <= MAX_COLS { ne11 } else { TILE_COLS };
     let col_tiles = ne11.div_ceil(cols_per_tile);
@@ -180,7 +180,7 @@ pub(crate) fn mul_mat_with(
     if threads == 1 || n_tiles == 1 || work < 64 * 1024 {
         (0..n_tiles).for_each(tile);
     } else {
-        (0..n_tiles).into_par_iter().for_each(tile);
+        pool::for_each(n_tiles, tile);
     }
     Ok(())
 }
@@ -275,7 +275,7 @@ fn mul_mat_panels(
     let (ne01, ne11) = (a.ne[1], b.ne[1]);
     let n_batch = b.ne[2] * b.ne[3];
     let (r2, r3) = (b.ne[2] / a.ne[2], b.ne[3] / a.ne[3]);
-    let threads = rayon::current_num_threads().max(1);
+    let threads = pool::current_num_threads().max(1);
 
     // Prepared columns, in flat row order of src1.
     let ab = (g.act_bytes)(k);
@@ -293,9 +293,13 @@ fn mul_mat_panels(
             .enumerate()
             .for_each(|(r, o)| prep_col(r, o));
     } else {
-        prep.par_chunks_exact_mut(ab)
-            .enumerate()
-            .for_each(|(r, o)| prep_col(r, o));
+        let base = SendPtr(prep.as_mut_ptr());
+        pool::for_each(n_y, |r| {
+            // SAFETY: row r's `ab` bytes lie inside `prep`, and each index is
+            // handed to one thread only, so the rows written are disjoint.
+            let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * ab), ab) };
+            prep_col(r, o)
+        });
     }
     let prep: &[u8] = prep;
 
@@ -394,7 +398,7 @@ fn mul_mat_panels(
     if threads == 1 || n_tiles == 1 {
         (0..n_tiles).for_each(run);
     } else {
-        (0..n_tiles).into_par_iter().for_each(run);
+        pool::for_each(n_tiles, run);
     }
     Ok(())
 }
@@ -404,7 +408,7 @@ fn mul_mat_panels(
 fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> {
     let n_y = b.n_rows();
     let k = b.ne[0];
-    if n_y * k < 64 * 1024 || rayon::current_num_threads() <= 1 {
+    if n_y * k < 64 * 1024 || pool::current_num_threads() <= 1 {
         let mut buf = Vec::new();
         for (r, o) in out.chunks_exact_mut(y_row).enumerate() {
             // SAFETY: row r of the validated source, only read.
@@ -413,13 +417,16 @@ fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> 
         }
         return Ok(());
     }
-    out.par_chunks_mut(y_row)
-        .enumerate()
-        .try_for_each_init(Vec::new, |buf, (r, o)| {
-            // SAFETY: row r of the validated source, only read.
-            let x = unsafe { b.read_row(b.row_index(r), false, buf)? };
-            convert::from_f32(vt, x, o)
-        })
+    assert!(out.len() >= n_y * y_row);
+    let base = SendPtr(out.as_mut_ptr());
+    pool::try_for_each_init(n_y, Vec::new, |buf, r| {
+        // SAFETY: row r of the validated source, only read.
+        let x = unsafe { b.read_row(b.row_index(r), false, buf)? };
+        // SAFETY: row r's `y_row` bytes lie inside `out` (checked above),
+        // and each index is handed to one thread only.
+        let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * y_row), y_row) };
+        convert::from_f32(vt, x, o)
+    })
 }
 
 /// A dense copy of a float tensor whose rows are strided.
