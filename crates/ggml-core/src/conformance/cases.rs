@@ -130,6 +130,22 @@ fn copy_cases(v: &mut Vec<Case>) {
             Ok(cache)
         },
     ));
+    for n_tokens in [1usize, 3] {
+        v.push(Case::new(
+            format!(
+                "CPY F32->F16 of {n_tokens} transposed token(s) into a transposed V cache [16,40]"
+            ),
+            Check::Exact,
+            move |c| {
+                let x = c.rand("x", Type::F32, &[40, n_tokens]);
+                let xt = c.g.transpose(x)?;
+                let cache = c.rand("cache", Type::F16, &[16, 40]);
+                let view = c.g.view_2d(cache, n_tokens, 40, 16 * 2, 5 * 2)?;
+                c.g.cpy(xt, view)?;
+                Ok(cache)
+            },
+        ));
+    }
     for ty in [
         Type::Q4_0,
         Type::Q4_1,

@@ -1,10 +1,11 @@
 //! DUP / CONT / CPY (element order copies with type conversion), GET_ROWS
 //! and SET_ROWS.
 
-use ggml_core::Result;
+use ggml_core::{Result, Type};
 
 use super::read_index;
 use crate::compute::{par_rows, NodeCtx};
+use crate::convert;
 use crate::tensor::View;
 
 /// Copies element by element in ggml's logical order (dim 0 fastest) from
@@ -28,6 +29,9 @@ pub(crate) fn dup(ctx: &NodeCtx<'_>) -> Result<()> {
     }
     if a.ty == d.ty && !a.ty.is_quantized() {
         return copy_elements(a, d);
+    }
+    if a.ne == d.ne && scalar(a.ty) && scalar(d.ty) && d.ne[0] < SHORT_ROW {
+        return convert_short_rows(a, d);
     }
     if a.ne[0] == d.ne[0] {
         // Row r of the result is row r of the source.
@@ -58,6 +62,40 @@ pub(crate) fn dup(ctx: &NodeCtx<'_>) -> Result<()> {
             let x = &flat[r * ne0..(r + 1) * ne0];
             // SAFETY: each result row is written by one task.
             unsafe { d.write_row(d.row_index(r), &mut s.c, |o| o.copy_from_slice(x))? };
+        }
+        Ok(())
+    })
+}
+
+/// Rows shorter than this are converted element by element.
+const SHORT_ROW: usize = 16;
+
+/// Types whose elements convert one at a time.
+fn scalar(t: Type) -> bool {
+    matches!(t, Type::F32 | Type::F16 | Type::BF16 | Type::I32)
+}
+
+/// Same shape, short rows (a transposed store into the V cache has one
+/// element per row and token): each element converted on its own, without
+/// setting up a row conversion per row.
+fn convert_short_rows(a: &View, d: &View) -> Result<()> {
+    let (ea, ed) = (a.ty.type_size(), d.ty.type_size());
+    par_rows(d.n_rows(), d.ne[0] * 4, |rows, _| {
+        for r in rows {
+            let i = d.row_index(r);
+            let (src, dst) = (a.row_ptr(i), d.row_ptr(i));
+            for e in 0..d.ne[0] {
+                // SAFETY: element e of row i lies inside both validated views
+                // of the same shape; an aliased source has the result's
+                // layout, so each element is read before it is overwritten,
+                // and each result row is written by one task.
+                unsafe {
+                    let x = std::slice::from_raw_parts(src.add(e * a.nb[0]), ea);
+                    let v = convert::scalar_to_f32(a.ty, x);
+                    let o = std::slice::from_raw_parts_mut(dst.add(e * d.nb[0]), ed);
+                    convert::scalar_from_f32(d.ty, v, o);
+                }
+            }
         }
         Ok(())
     })
