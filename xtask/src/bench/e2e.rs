@@ -17,11 +17,15 @@
 //!
 //! The bounds: generation streams every weight once per token, so it can
 //! go no faster than the read-only STREAM bandwidth divided by the bytes of
-//! weights per token; prompt processing is compute bound, at best the peak
-//! f32 FMA rate (for quantized weights the 8-bit multiply-add peak, where
-//! the CPU has one) divided by the operations per token (2 per weight of
-//! the repeating layers, plus causal attention, plus the output layer once
-//! per prompt). Both bounds come from the same run.
+//! weights per token. That bandwidth is measured just before and just after
+//! each CPU generation test, at its thread count, and the mean of the two
+//! is used: on a shared machine it drifts by tens of percent within
+//! minutes, so a figure taken at the start of the run would not describe
+//! the test. Prompt processing is compute bound, at best the peak f32 FMA
+//! rate (for quantized weights the 8-bit multiply-add peak, where the CPU
+//! has one) divided by the operations per token (2 per weight of the
+//! repeating layers, plus causal attention, plus the output layer once per
+//! prompt), from the same run's `fma` suite.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -30,6 +34,7 @@ use std::time::Instant;
 use llama::{Batch, Context, ContextParams, Model, ModelParams, Token};
 use serde_json::{json, Value};
 
+use super::memory::read_bandwidth_now;
 use super::report::Row;
 use super::{peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::{Error, Result};
@@ -465,8 +470,11 @@ fn generate(path: &Path, ty: OutType, n_layer: Option<u32>) -> Result<()> {
 
 const MIB: f64 = (1u64 << 20) as f64;
 
-/// The report row of a test.
-pub fn row(case: &Case, r: &CaseResult, prior: &[Row]) -> Row {
+/// The report row of a test. `alongside`: the read bandwidth (GB/s)
+/// measured just before and just after a generation test; its mean makes
+/// the test's bound instead of the suite-wide STREAM figure of `prior`, as
+/// the bandwidth of a shared machine drifts from minute to minute.
+pub fn row(case: &Case, r: &CaseResult, prior: &[Row], alongside: Option<[f64; 2]>) -> Row {
     let (mean, sd) = mean_std(&r.tokens_per_s());
     let rss = r
         .peak_rss
@@ -487,11 +495,16 @@ pub fn row(case: &Case, r: &CaseResult, prior: &[Row]) -> Row {
         let b = peak.map(|g| g * 1e9 / r.flops_per_token);
         (b, format!("{:.2} GFLOP/token", r.flops_per_token / 1e9))
     } else {
-        let b = read_bandwidth(prior, case.threads).map(|g| g * 1e9 / r.bytes_per_token);
-        (
-            b,
-            format!("{:.0} MiB weights/token", r.bytes_per_token / MIB),
-        )
+        let bw = match alongside {
+            Some([before, after]) => Some((before + after) / 2.0),
+            None => read_bandwidth(prior, case.threads),
+        };
+        let b = bw.map(|g| g * 1e9 / r.bytes_per_token);
+        let mut work = format!("{:.0} MiB weights/token", r.bytes_per_token / MIB);
+        if let Some([before, after]) = alongside {
+            work += &format!(", read bandwidth before/after {before:.1}/{after:.1} GB/s");
+        }
+        (b, work)
     };
     let note = format!(
         "{}, {rss}, {work}, {} runs",
@@ -599,8 +612,13 @@ impl Suite for Generation {
                 case.threads,
                 if case.vulkan { " vulkan" } else { "" }
             );
+            // Generation is bandwidth bound: its bound is measured around
+            // it (outside the child, whose peak memory is reported).
+            let paired = case.n_gen > 0 && !case.vulkan;
+            let before = paired.then(|| read_bandwidth_now(case.threads, opts.quick));
             let r = run_case_in_child(&exe, &case)?;
-            rows.push(row(&case, &r, prior));
+            let alongside = before.map(|b| [b, read_bandwidth_now(case.threads, opts.quick)]);
+            rows.push(row(&case, &r, prior, alongside));
         }
         Ok(rows)
     }
@@ -646,10 +664,15 @@ mod tests {
             vulkan: false,
         };
         let prior = vec![Row::new("stream", "triad", Some(2), 3.0, "GB/s", "")];
-        let row = row(&case, &r, &prior);
-        assert_eq!(row.suite, "tg128");
-        assert_eq!(row.value, 96.0);
-        assert_eq!(row.bound, Some(2000.0));
+        let row1 = row(&case, &r, &prior, None);
+        assert_eq!(row1.suite, "tg128");
+        assert_eq!(row1.value, 96.0);
+        assert_eq!(row1.bound, Some(2000.0));
+        // Bandwidth measured around the test replaces the suite's figure.
+        let paired = row(&case, &r, &prior, Some([2.0, 4.0]));
+        assert_eq!(paired.bound, Some(2000.0));
+        assert!(paired.note.contains("2.0/4.0 GB/s"), "{}", paired.note);
+        let row = row1;
         assert!(row.stddev.is_some_and(|s| s > 0.0));
     }
 

@@ -181,18 +181,58 @@ fn span(times: &[(Instant, Instant)]) -> Duration {
 /// Runs the three kernels `reps` times on arrays of `n` elements split over
 /// `threads` threads.
 pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
+    run(n, threads, reps, true)
+}
+
+/// The read-only kernel alone, on one array of `n` elements: its best time
+/// of `reps`.
+pub fn measure_read(n: usize, threads: usize, reps: usize) -> Duration {
+    run(n, threads, reps, false).read
+}
+
+/// Read bandwidth now (GB/s) on `threads` threads, over an array of the
+/// STREAM suite's size (the quick size with `quick`), best of 3.
+pub fn read_bandwidth_now(threads: usize, quick: bool) -> f64 {
+    let n = array_len(quick);
+    let t = measure_read(n, threads, 3);
+    (8 * n) as f64 / t.as_secs_f64().max(1e-9) / 1e9
+}
+
+/// Elements per array: STREAM's rule, each array at least 4 times the
+/// largest cache (a fixed small size for quick runs).
+fn array_len(quick: bool) -> usize {
+    if quick {
+        QUICK_ELEMS
+    } else {
+        let llc = host::last_level_cache_bytes().unwrap_or(0);
+        MIN_ELEMS.max(4 * llc / 8)
+    }
+}
+
+/// `v` in `k` slices of `per` elements (empty ones past its end).
+fn parts(v: &mut [f64], per: usize, k: usize) -> Vec<&mut [f64]> {
+    let mut out: Vec<&mut [f64]> = v.chunks_mut(per).collect();
+    out.resize_with(k, Default::default);
+    out
+}
+
+/// Runs the kernels (all three, or the read alone) `reps` times; the best
+/// time of each, `Duration::MAX` for those not run.
+fn run(n: usize, threads: usize, reps: usize, all: bool) -> StreamTimes {
     // Zeroed allocations are not touched here: each thread's first write
     // places its own pages (first touch).
-    let mut a = vec![0f64; n];
+    let m = if all { n } else { 0 };
+    let mut a = vec![0f64; m];
     let mut b = vec![0f64; n];
-    let mut c = vec![0f64; n];
+    let mut c = vec![0f64; m];
     let per = n.div_ceil(threads.max(1)).max(1);
-    let barrier = SpinBarrier::new(n.div_ceil(per));
+    let k = n.div_ceil(per);
+    let barrier = SpinBarrier::new(k);
     let per_thread: Vec<Vec<[(Instant, Instant); 3]>> = std::thread::scope(|s| {
-        let slices = a
-            .chunks_mut(per)
-            .zip(b.chunks_mut(per))
-            .zip(c.chunks_mut(per));
+        let slices = parts(&mut a, per, k)
+            .into_iter()
+            .zip(parts(&mut b, per, k))
+            .zip(parts(&mut c, per, k));
         let handles: Vec<_> = slices
             .map(|((a, b), c)| {
                 let barrier = &barrier;
@@ -202,20 +242,26 @@ pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
                     c.fill(0.0);
                     let mut times = Vec::with_capacity(reps);
                     for _ in 0..reps {
-                        barrier.wait();
-                        let t0 = Instant::now();
-                        copy(a, c);
-                        black_box(&mut *c);
-                        let t1 = Instant::now();
-                        barrier.wait();
-                        let t2 = Instant::now();
-                        triad(a, b, c, 3.0);
-                        black_box(&mut *a);
-                        let t3 = Instant::now();
+                        let (mut t_copy, mut t_triad) = (
+                            (Instant::now(), Instant::now()),
+                            (Instant::now(), Instant::now()),
+                        );
+                        if all {
+                            barrier.wait();
+                            let t0 = Instant::now();
+                            copy(a, c);
+                            black_box(&mut *c);
+                            t_copy = (t0, Instant::now());
+                            barrier.wait();
+                            let t2 = Instant::now();
+                            triad(a, b, c, 3.0);
+                            black_box(&mut *a);
+                            t_triad = (t2, Instant::now());
+                        }
                         barrier.wait();
                         let t4 = Instant::now();
                         black_box(read(black_box(&*b)));
-                        times.push([(t0, t1), (t2, t3), (t4, Instant::now())]);
+                        times.push([t_copy, t_triad, (t4, Instant::now())]);
                     }
                     times
                 })
@@ -237,8 +283,10 @@ pub fn measure(n: usize, threads: usize, reps: usize) -> StreamTimes {
                 .collect();
             span(&times)
         };
-        best.copy = best.copy.min(kernel(0));
-        best.triad = best.triad.min(kernel(1));
+        if all {
+            best.copy = best.copy.min(kernel(0));
+            best.triad = best.triad.min(kernel(1));
+        }
         best.read = best.read.min(kernel(2));
     }
     best
@@ -253,13 +301,8 @@ impl Suite for Stream {
     }
 
     fn run(&self, opts: &BenchOptions, _prior: &[Row]) -> Result<Vec<Row>> {
-        let (n, reps) = if opts.quick {
-            (QUICK_ELEMS, QUICK_REPS)
-        } else {
-            // STREAM's rule: each array at least 4 times the largest cache.
-            let llc = host::last_level_cache_bytes().unwrap_or(0);
-            (MIN_ELEMS.max(4 * llc / 8), REPS)
-        };
+        let n = array_len(opts.quick);
+        let reps = if opts.quick { QUICK_REPS } else { REPS };
         let mib = (n * 8) >> 20;
         let mut rows = Vec::new();
         for threads in opts.thread_counts()? {
@@ -307,5 +350,9 @@ mod tests {
         let t4 = measure(1000, 4, 3);
         assert!(t4.read < Duration::MAX);
         assert!(t.copy < Duration::MAX && t.triad < Duration::MAX && t.read < Duration::MAX);
+        let r = run(1000, 3, 2, false);
+        assert!(r.read < Duration::MAX);
+        assert_eq!((r.copy, r.triad), (Duration::MAX, Duration::MAX));
+        assert!(read_bandwidth_now(2, true) > 0.0);
     }
 }
