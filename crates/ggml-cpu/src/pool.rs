@@ -203,6 +203,9 @@ fn broadcast(body: &(dyn Fn() + Sync)) {
             }
         }
     }
+    // A worker's panic left from a job whose caller panicked too (and so
+    // never collected it) is not this job's.
+    drop(s.panic.lock().unwrap_or_else(|e| e.into_inner()).take());
     let job = Job { body };
     s.job
         .store(&job as *const Job<'_> as *mut (), Ordering::Relaxed);
@@ -370,6 +373,28 @@ mod tests {
                         {
                             std::hint::spin_loop();
                         }
+                    } else {
+                        worker_started.store(true, Ordering::Release);
+                        panic!("worker");
+                    }
+                })
+            })
+        }));
+        assert!(r.is_err());
+        // Caller and worker both panic: the worker's panic is not raised
+        // again by the next job.
+        let worker_started = AtomicBool::new(false);
+        let r = panic::catch_unwind(AssertUnwindSafe(|| {
+            team.enter(|| {
+                for_each(2, |_| {
+                    if std::thread::current().id() == caller {
+                        let t = Instant::now();
+                        while !worker_started.load(Ordering::Acquire)
+                            && t.elapsed() < Duration::from_secs(10)
+                        {
+                            std::hint::spin_loop();
+                        }
+                        panic!("caller");
                     } else {
                         worker_started.store(true, Ordering::Release);
                         panic!("worker");
