@@ -357,51 +357,40 @@ mod tests {
         assert_eq!(ok, Ok(()));
     }
 
+    /// Runs two indices on a team of two, one on each thread: the worker
+    /// panics, and the caller too when `caller_panics`.
+    fn two_panicking_tasks(team: &mut Team, caller_panics: bool) -> std::thread::Result<()> {
+        let caller = std::thread::current().id();
+        let worker_started = AtomicBool::new(false);
+        panic::catch_unwind(AssertUnwindSafe(|| {
+            team.enter(|| {
+                for_each(2, |_| {
+                    if std::thread::current().id() != caller {
+                        worker_started.store(true, Ordering::Release);
+                        panic!("worker");
+                    }
+                    // Leave the other index to the worker.
+                    let t = Instant::now();
+                    while !worker_started.load(Ordering::Acquire)
+                        && t.elapsed() < Duration::from_secs(10)
+                    {
+                        std::hint::spin_loop();
+                    }
+                    if caller_panics {
+                        panic!("caller");
+                    }
+                })
+            })
+        }))
+    }
+
     #[test]
     fn a_worker_panic_reaches_the_caller_and_the_team_goes_on() {
         let mut team = Team::new(2).unwrap();
-        let caller = std::thread::current().id();
-        let worker_started = AtomicBool::new(false);
-        let r = panic::catch_unwind(AssertUnwindSafe(|| {
-            team.enter(|| {
-                for_each(2, |_| {
-                    if std::thread::current().id() == caller {
-                        // Leave the other index to the worker.
-                        let t = Instant::now();
-                        while !worker_started.load(Ordering::Acquire)
-                            && t.elapsed() < Duration::from_secs(10)
-                        {
-                            std::hint::spin_loop();
-                        }
-                    } else {
-                        worker_started.store(true, Ordering::Release);
-                        panic!("worker");
-                    }
-                })
-            })
-        }));
-        assert!(r.is_err());
+        assert!(two_panicking_tasks(&mut team, false).is_err());
         // Caller and worker both panic: the worker's panic is not raised
         // again by the next job.
-        let worker_started = AtomicBool::new(false);
-        let r = panic::catch_unwind(AssertUnwindSafe(|| {
-            team.enter(|| {
-                for_each(2, |_| {
-                    if std::thread::current().id() == caller {
-                        let t = Instant::now();
-                        while !worker_started.load(Ordering::Acquire)
-                            && t.elapsed() < Duration::from_secs(10)
-                        {
-                            std::hint::spin_loop();
-                        }
-                        panic!("caller");
-                    } else {
-                        worker_started.store(true, Ordering::Release);
-                        panic!("worker");
-                    }
-                })
-            })
-        }));
+        let r = two_panicking_tasks(&mut team, true);
         assert!(r.is_err());
         let count = AtomicUsize::new(0);
         team.enter(|| {
