@@ -6,6 +6,7 @@ use std::ops::Range;
 use ggml_core::backend::Placement;
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{Error, Op, Result, Type};
+use smallvec::SmallVec;
 
 use crate::matmul;
 use crate::ops;
@@ -36,6 +37,11 @@ pub(crate) struct Scratch {
     pub d: Vec<f32>,
 }
 
+/// One entry per source of a node, without a heap allocation for the
+/// usual counts (a node is computed in microseconds; three allocations
+/// for its source lists were a visible share of it).
+pub(crate) type Srcs<T> = SmallVec<[T; 4]>;
+
 /// Everything a kernel needs about one node.
 pub(crate) struct NodeCtx<'g> {
     /// The graph.
@@ -46,10 +52,10 @@ pub(crate) struct NodeCtx<'g> {
     pub dst: View,
     /// Sources in the node's order (for CPY and SET_ROWS the destination
     /// source is included, but never read through this list).
-    pub src: Vec<View>,
+    pub src: Srcs<View>,
     /// `alias[i]`: source i has exactly the result's layout (an in-place
     /// op): its rows must be copied before the result row is written.
-    pub alias: Vec<bool>,
+    pub alias: Srcs<bool>,
     /// For MUL_MAT weights stored repacked (`CPU_REPACK`): the panel kernel
     /// whose layout they have.
     pub packed: Option<&'static Gemm>,
@@ -109,7 +115,7 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
     // Each tensor's placement is resolved once, for the repacked-weights
     // check and for its view.
     let dst_at = graph.placement(id);
-    let src_at: Vec<Option<Placement>> = node.src.iter().map(|&s| graph.placement(s)).collect();
+    let src_at: Srcs<Option<Placement>> = node.src.iter().map(|&s| graph.placement(s)).collect();
     let packed = repacked_weights(graph, id, dst_at.as_ref(), &src_at)?;
     let dst = View::of(graph, id, placed(graph, id, dst_at.as_ref())?, true)?;
     if dst.n_rows() == 0 || dst.ne[0] == 0 {
@@ -125,8 +131,8 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
         )));
     }
     let reads = read_sources(&node.op, node.src.len());
-    let mut src = Vec::with_capacity(node.src.len());
-    let mut alias = vec![false; node.src.len()];
+    let mut src = Srcs::new();
+    let mut alias: Srcs<bool> = smallvec::smallvec![false; node.src.len()];
     // Owned copies of sources that overlap the result in a way that is not a
     // plain in-place update; they must outlive the kernel call.
     let mut copies: Vec<AlignedBytes> = Vec::new();
@@ -252,6 +258,28 @@ fn materialize(v: &View, buf: &mut AlignedBytes) -> View {
     View::over(bytes, v.ty, v.ne)
 }
 
+thread_local! {
+    /// Each thread's scratch rows, kept from one node to the next.
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::default();
+}
+
+/// The thread's scratch rows while a task runs, given back when dropped
+/// (a task that needs scratch while another holds it gets fresh rows).
+struct ReusedScratch(Scratch);
+
+impl ReusedScratch {
+    fn take() -> ReusedScratch {
+        ReusedScratch(SCRATCH.with_borrow_mut(std::mem::take))
+    }
+}
+
+impl Drop for ReusedScratch {
+    fn drop(&mut self) {
+        let s = std::mem::take(&mut self.0);
+        SCRATCH.with_borrow_mut(|slot| *slot = s);
+    }
+}
+
 /// Runs `f` over `0..n_rows` split into chunks for the pool, or on the
 /// calling thread when the work is small.
 pub(crate) fn par_rows<F>(n_rows: usize, work_per_row: usize, f: F) -> Result<()>
@@ -260,12 +288,12 @@ where
 {
     let threads = pool::current_num_threads();
     if threads <= 1 || n_rows <= 1 || n_rows.saturating_mul(work_per_row) < SERIAL_WORK {
-        return f(0..n_rows, &mut Scratch::default());
+        return f(0..n_rows, &mut ReusedScratch::take().0);
     }
     let n_chunks = n_rows.min(threads * 4);
     let chunk = n_rows.div_ceil(n_chunks);
-    pool::try_for_each_init(n_rows.div_ceil(chunk), Scratch::default, |s, c| {
-        f(c * chunk..((c + 1) * chunk).min(n_rows), s)
+    pool::try_for_each_init(n_rows.div_ceil(chunk), ReusedScratch::take, |s, c| {
+        f(c * chunk..((c + 1) * chunk).min(n_rows), &mut s.0)
     })
 }
 
