@@ -241,17 +241,15 @@ pub(crate) fn current_num_threads() -> usize {
 /// Calls `f(i)` for every `i` in `0..n`, the indices handed out one at a
 /// time to the members of the current team.
 pub(crate) fn for_each(n: usize, f: impl Fn(usize) + Sync) {
-    if n <= 1 || current_num_threads() == 1 {
-        return (0..n).for_each(f);
-    }
-    let next = AtomicUsize::new(0);
-    broadcast(&|| loop {
-        let i = next.fetch_add(1, Ordering::Relaxed);
-        if i >= n {
-            break;
-        }
-        f(i);
-    });
+    let done: Result<(), std::convert::Infallible> = try_for_each_init(
+        n,
+        || (),
+        |_, i| {
+            f(i);
+            Ok(())
+        },
+    );
+    let Ok(()) = done;
 }
 
 /// Like [`for_each`], with per-thread state made by `init` and a fallible

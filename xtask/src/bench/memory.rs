@@ -242,10 +242,8 @@ fn run(n: usize, threads: usize, reps: usize, all: bool) -> StreamTimes {
                     c.fill(0.0);
                     let mut times = Vec::with_capacity(reps);
                     for _ in 0..reps {
-                        let (mut t_copy, mut t_triad) = (
-                            (Instant::now(), Instant::now()),
-                            (Instant::now(), Instant::now()),
-                        );
+                        let now = Instant::now();
+                        let (mut t_copy, mut t_triad) = ((now, now), (now, now));
                         if all {
                             barrier.wait();
                             let t0 = Instant::now();

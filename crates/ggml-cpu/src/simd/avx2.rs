@@ -411,33 +411,13 @@ unsafe fn q8_1_tile<const R: usize, const C: usize, const FIVE: bool>(
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1_tile<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { q8_1_tile::<R, C, false>(n, xs, ys, out) }
-}
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_1_tile<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { q8_1_tile::<R, C, true>(n, xs, ys, out) }
-}
 fn q4_1_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_tile!(q4_1_tile, n, xs, ys, out) }
+    unsafe { by_tile!(q8_1_tile[false], n, xs, ys, out) }
 }
 fn q5_1_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_tile!(q5_1_tile, n, xs, ys, out) }
+    unsafe { by_tile!(q8_1_tile[true], n, xs, ys, out) }
 }
 
 // ------------------------------------------------------ K-quants x Q8_K
@@ -557,33 +537,13 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     }
 }
 
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_tile<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { qk_tile::<R, C, false>(n, xs, ys, out) }
-}
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_k_tile<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { qk_tile::<R, C, true>(n, xs, ys, out) }
-}
 fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_tile!(q4_k_tile, n, xs, ys, out) }
+    unsafe { by_tile!(qk_tile[false], n, xs, ys, out) }
 }
 fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
-    unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
+    unsafe { by_tile!(qk_tile[true], n, xs, ys, out) }
 }
 
 /// Q6_K: 16 groups of 16, signed 8-bit scales, levels `q - 32`.

@@ -459,33 +459,13 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     }
 }
 
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn q4_k_tile<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { qk_tile::<R, C, false>(n, xs, ys, out) }
-}
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-unsafe fn q5_k_tile<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { qk_tile::<R, C, true>(n, xs, ys, out) }
-}
 fn q4_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
-    unsafe { by_tile!(q4_k_tile, n, xs, ys, out) }
+    unsafe { by_tile!(qk_tile[false], n, xs, ys, out) }
 }
 fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
-    unsafe { by_tile!(q5_k_tile, n, xs, ys, out) }
+    unsafe { by_tile!(qk_tile[true], n, xs, ys, out) }
 }
 
 /// A `VPERMW` control that spreads i16 scales `g..g + 4` (of the 16 of a
@@ -1028,38 +1008,12 @@ unsafe fn q8_1_tile_vnni<const R: usize, const C: usize, const FIVE: bool>(
 
 fn q4_1_row_vnni(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
-    unsafe { by_tile!(q4_1_tile_vnni, n, xs, ys, out) }
+    unsafe { by_tile!(q8_1_tile_vnni[false], n, xs, ys, out) }
 }
 
 fn q5_1_row_vnni(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ and VNNI.
-    unsafe { by_tile!(q5_1_tile_vnni, n, xs, ys, out) }
-}
-
-/// # Safety
-/// As [`q8_1_tile_vnni`].
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
-unsafe fn q4_1_tile_vnni<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { q8_1_tile_vnni::<R, C, false>(n, xs, ys, out) }
-}
-
-/// # Safety
-/// As [`q8_1_tile_vnni`].
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c,avx512vnni")]
-unsafe fn q5_1_tile_vnni<const R: usize, const C: usize>(
-    n: usize,
-    xs: &[&[u8]],
-    ys: &[&[u8]],
-    out: &mut [f32],
-) {
-    // SAFETY: same contract.
-    unsafe { q8_1_tile_vnni::<R, C, true>(n, xs, ys, out) }
+    unsafe { by_tile!(q8_1_tile_vnni[true], n, xs, ys, out) }
 }
 
 /// The nibbles of two blocks at `p` (first nibble byte) and `p + stride`,

@@ -291,18 +291,25 @@ pub(crate) fn prefetch_row_start(x: &[u8]) {
 }
 
 /// Calls `$f::<R, C>(args)` with `R = $xs.len()` (1 or 4) and `C =
-/// $ys.len()` (1..=4).
+/// $ys.len()` (1..=4); `by_tile!(f[X], ...)` calls `f::<R, C, X>` (one
+/// kernel serving two types through a const parameter).
 macro_rules! by_tile {
+    ($f:ident[$x:expr], $n:expr, $xs:expr, $ys:expr, $out:expr) => {
+        by_tile!(@ $f [{ $x }], $n, $xs, $ys, $out)
+    };
     ($f:ident, $n:expr, $xs:expr, $ys:expr, $out:expr) => {
+        by_tile!(@ $f [], $n, $xs, $ys, $out)
+    };
+    (@ $f:ident [$($x:tt)?], $n:expr, $xs:expr, $ys:expr, $out:expr) => {
         match ($xs.len(), $ys.len()) {
-            (1, 1) => $f::<1, 1>($n, $xs, $ys, $out),
-            (1, 2) => $f::<1, 2>($n, $xs, $ys, $out),
-            (1, 3) => $f::<1, 3>($n, $xs, $ys, $out),
-            (1, 4) => $f::<1, 4>($n, $xs, $ys, $out),
-            (4, 1) => $f::<4, 1>($n, $xs, $ys, $out),
-            (4, 2) => $f::<4, 2>($n, $xs, $ys, $out),
-            (4, 3) => $f::<4, 3>($n, $xs, $ys, $out),
-            (4, 4) => $f::<4, 4>($n, $xs, $ys, $out),
+            (1, 1) => $f::<1, 1 $(, $x)?>($n, $xs, $ys, $out),
+            (1, 2) => $f::<1, 2 $(, $x)?>($n, $xs, $ys, $out),
+            (1, 3) => $f::<1, 3 $(, $x)?>($n, $xs, $ys, $out),
+            (1, 4) => $f::<1, 4 $(, $x)?>($n, $xs, $ys, $out),
+            (4, 1) => $f::<4, 1 $(, $x)?>($n, $xs, $ys, $out),
+            (4, 2) => $f::<4, 2 $(, $x)?>($n, $xs, $ys, $out),
+            (4, 3) => $f::<4, 3 $(, $x)?>($n, $xs, $ys, $out),
+            (4, 4) => $f::<4, 4 $(, $x)?>($n, $xs, $ys, $out),
             (r, c) => panic!("dot kernel called with a {r}x{c} tile"),
         }
     };
