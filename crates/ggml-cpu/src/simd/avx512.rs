@@ -392,21 +392,8 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
             let m = _mm_cvtsi64_si128(m8 as i64);
             mins[r] = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m, m));
         }
-        for c in 0..C {
-            // SAFETY: the Q8_K block ib of every activation row (checked).
-            let (dyc, bsums) = unsafe {
-                let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
-                (
-                    (yb as *const f32).read_unaligned(),
-                    load256(yb.add(Q8K_BSUMS)),
-                )
-            };
-            for r in 0..R {
-                let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
-                let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
-                accm[r][c] = _mm256_fmadd_ps(dm, prod, accm[r][c]);
-            }
-        }
+        // SAFETY: every column holds Q8_K block ib (checked).
+        unsafe { add_min_sums(&mut accm, &dmin, &mins, ys, ib) };
         let mut sumi = [[_mm512_setzero_si512(); C]; R];
         for j in 0..4 {
             let mut qx = [_mm512_setzero_si512(); R];
@@ -508,6 +495,38 @@ unsafe fn add_block_sums<const R: usize, const C: usize>(
     }
 }
 
+/// Adds each row's mins (i16, one per 16 weights) against each column's
+/// Q8_K sums of 16, times the row's `dmin[r]` and the column's block
+/// scale, to `accm` (subtracted at the end by the K-quant tiles).
+///
+/// # Safety
+/// Every column holds Q8_K block `ib`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn add_min_sums<const R: usize, const C: usize>(
+    accm: &mut [[__m256; C]; R],
+    dmin: &[__m256; R],
+    mins: &[__m256i; R],
+    ys: &[&[u8]],
+    ib: usize,
+) {
+    for c in 0..C {
+        // SAFETY: the Q8_K block ib of the column (caller).
+        let (dyc, bsums) = unsafe {
+            let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
+            (
+                (yb as *const f32).read_unaligned(),
+                load256(yb.add(Q8K_BSUMS)),
+            )
+        };
+        for r in 0..R {
+            let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
+            let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
+            accm[r][c] = _mm256_fmadd_ps(dm, prod, accm[r][c]);
+        }
+    }
+}
+
 /// Q2_K: two 64-weight chunks per half super-block; the mins against the
 /// activations' sums of 16 once per block.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
@@ -543,21 +562,8 @@ unsafe fn q2_k_tile<const R: usize, const C: usize>(
                 mins[r] = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16::<4>(b), m4));
             }
         }
-        for c in 0..C {
-            // SAFETY: the Q8_K block ib of every activation row (checked).
-            let (dyc, bsums) = unsafe {
-                let yb = ys[c].as_ptr().add(ib * Q8K_BYTES);
-                (
-                    (yb as *const f32).read_unaligned(),
-                    load256(yb.add(Q8K_BSUMS)),
-                )
-            };
-            for r in 0..R {
-                let prod = _mm256_cvtepi32_ps(_mm256_madd_epi16(mins[r], bsums));
-                let dm = _mm256_mul_ps(dmin[r], _mm256_set1_ps(dyc));
-                accm[r][c] = _mm256_fmadd_ps(dm, prod, accm[r][c]);
-            }
-        }
+        // SAFETY: every column holds Q8_K block ib (checked).
+        unsafe { add_min_sums(&mut accm, &dmin, &mins, ys, ib) };
         let mut sumi = [[_mm512_setzero_si512(); C]; R];
         for h in 0..2 {
             for k in 0..2 {
