@@ -21,6 +21,8 @@ use crate::server_graph::{self, Resolved};
 
 /// Largest GRAPH_COMPUTE body accepted (about 900k tensors).
 pub const MAX_GRAPH_BYTES: u64 = 256 << 20;
+/// Largest tensor (dense bytes) a message may describe.
+pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 /// Gap between the virtual address ranges of two buffers.
 const BASE_GAP: u64 = 1 << 16;
 
@@ -227,6 +229,16 @@ impl<'a> Session<'a> {
         }
         let nbytes = nbytes_checked(t, ty)
             .ok_or_else(|| RpcError::Malformed(format!("tensor '{name}': size overflows")))?;
+        // The bytes it would take densely: strides of 0 could otherwise make
+        // a tensor of 2^128 elements fit in a few bytes and spin a kernel.
+        let dense =
+            t.ne.iter()
+                .try_fold(1u64, |acc, &n| acc.checked_mul(n as u64))
+                .and_then(|n| (n / ty.block_size() as u64).checked_mul(ty.type_size() as u64))
+                .filter(|&d| d <= MAX_TENSOR_BYTES)
+                .ok_or_else(|| {
+                    RpcError::Malformed(format!("tensor '{name}': {:?} elements is too many", t.ne))
+                })?;
         let desc = TensorDesc {
             name: name.clone(),
             ty,
@@ -241,6 +253,12 @@ impl<'a> Session<'a> {
         }
         let b = self.buffer(t.buffer)?;
         let off = t.data.wrapping_sub(b.base);
+        if dense > b.size {
+            return rejected(format!(
+                "tensor '{name}' of {dense} bytes cannot be in buffer {:#x} of {}",
+                t.buffer, b.size
+            ));
+        }
         if t.data < b.base || off > b.size || nbytes > b.size - off {
             return rejected(format!(
                 "tensor '{name}' ({nbytes} bytes at {:#x}) is outside buffer {:#x} [{:#x}, {:#x})",

@@ -130,8 +130,11 @@ fn build_one(
     let id = match &op {
         Op::None => unreachable!("leaves return above"),
         Op::View => {
+            // Bounded first, so that the builder's bounds arithmetic cannot wrap.
             let off = usize::try_from(view_off)
-                .map_err(|_| RpcError::Malformed(format!("VIEW offset {view_off}")))?;
+                .ok()
+                .filter(|&o| o as u64 <= crate::server::MAX_TENSOR_BYTES)
+                .ok_or_else(|| RpcError::Malformed(format!("VIEW offset {view_off}")))?;
             g.view(need(0)?, &ne, &r.desc.nb[1..], off)?
         }
         Op::Reshape => g.reshape(need(0)?, &ne)?,

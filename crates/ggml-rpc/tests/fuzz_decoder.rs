@@ -72,8 +72,33 @@ fn out_of_bounds_requests_are_rejected() {
         (u64::MAX - 2, 0, 4, 1),
     ] {
         let e = run(&mut s, &get(data, off, size, n)).unwrap_err();
-        assert!(e.contains("outside"), "{data:#x}+{off} x{size}: {e}");
+        assert!(
+            e.contains("outside") || e.contains("cannot be in buffer"),
+            "{data:#x}+{off} x{size}: {e}"
+        );
     }
+    // Strides of 0 do not make a huge tensor fit in a small buffer.
+    let mut t = common::f32_tensor(1, 1024, 0);
+    t.ne = [1024, 1 << 20, 1 << 20, 1];
+    t.nb = [4, 0, 0, 0];
+    let mut body = Vec::new();
+    t.encode(&mut body);
+    body.extend_from_slice(&0u64.to_le_bytes());
+    body.extend_from_slice(&16u64.to_le_bytes());
+    let e = run(&mut s, &common::frame(Cmd::GetTensor, &body)).unwrap_err();
+    assert!(
+        e.contains("too many") || e.contains("cannot be in buffer"),
+        "{e}"
+    );
+    // A VIEW whose offset would wrap the bounds arithmetic.
+    let mut g = common::add_graph();
+    g.tensors[2].op = ggml_rpc::ops::num::VIEW;
+    g.tensors[2].src = [1, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    g.tensors[2].op_params[0] = -1;
+    g.tensors[2].op_params[1] = -1;
+    g.nodes = vec![3];
+    let e = run(&mut s, &common::frame(Cmd::GraphCompute, &g.encode())).unwrap_err();
+    assert!(e.contains("VIEW offset"), "{e}");
     // A graph whose node's shape does not follow from its sources.
     let mut g = common::add_graph();
     g.tensors[2].ne[0] = 8;
