@@ -146,3 +146,26 @@ fn a_server_killed_mid_generation_is_a_clear_error() {
         "unclear error: {err}"
     );
 }
+
+#[test]
+fn bad_endpoints_are_clear_errors() {
+    let e = llama::devices::add_rpc_servers("localhost")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("expected host:port"), "{e}");
+    let e = llama::devices::add_rpc_servers(",")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("names no RPC server"), "{e}");
+    // A port nobody listens on: bind one, then close it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let ep = format!("127.0.0.1:{port}");
+    let e = llama::devices::add_rpc_servers(&ep)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&ep) && e.contains("connecting"), "{e}");
+}
