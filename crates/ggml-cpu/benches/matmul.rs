@@ -81,17 +81,9 @@ struct Setup {
     _buffers: Vec<Arc<dyn Buffer>>,
 }
 
-/// Deterministic pseudo-random floats.
+/// Deterministic pseudo-random values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    test_support::Rng(seed).vec(n)
 }
 
 fn setup(ty: Type, k: usize, m: usize, n: usize) -> Setup {

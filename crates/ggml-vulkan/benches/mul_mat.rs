@@ -69,15 +69,7 @@ fn types() -> Vec<Type> {
 
 /// Deterministic pseudo-random values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    test_support::Rng(seed).vec(n)
 }
 
 /// A graph `w x b` with `w` [k, m] of `ty` and `b` [k, n] f32 in buffers of

@@ -27,18 +27,7 @@ pub(super) const TYPES: &[Type] = &[
     Type::IQ4_XS,
 ];
 
-pub(super) struct Rng(pub u64);
-impl Rng {
-    pub fn f(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    pub fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.f()).collect()
-    }
-}
+pub(super) use test_support::Rng;
 
 pub(super) fn quantize(ty: Type, v: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; quants::row_size(ty, v.len()).unwrap()];
