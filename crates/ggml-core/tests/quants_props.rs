@@ -5,7 +5,7 @@ use ggml_core::quants::{
     can_dequantize, can_quantize, dequantize_row, fp32_to_fp16, quantize_row, row_size,
     validate_row_data, vec_dot, vec_dot_type,
 };
-use ggml_core::Type;
+use ggml_core::{Type, MATMUL_TYPES};
 
 use test_support::Rng;
 
@@ -102,39 +102,28 @@ fn random_row(rng: &mut Rng, ty: Type, n: usize) -> Vec<u8> {
     q
 }
 
-const DOT_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-    Type::IQ2_XXS,
-    Type::IQ2_XS,
-    Type::IQ2_S,
-    Type::IQ3_XXS,
-    Type::IQ3_S,
-    Type::IQ1_S,
-    Type::IQ1_M,
-    Type::TQ1_0,
-    Type::TQ2_0,
-    Type::MXFP4,
-];
+/// Types with a reference dot product: the matrix types and the i-quants
+/// whose dots exist only in the reference.
+fn dot_types() -> impl Iterator<Item = Type> {
+    MATMUL_TYPES.iter().copied().chain([
+        Type::IQ2_XXS,
+        Type::IQ2_XS,
+        Type::IQ2_S,
+        Type::IQ3_XXS,
+        Type::IQ3_S,
+        Type::IQ1_S,
+        Type::IQ1_M,
+        Type::TQ1_0,
+        Type::TQ2_0,
+        Type::MXFP4,
+    ])
+}
 
 #[test]
 fn vec_dot_matches_dequantized_dot() {
     let mut rng = Rng(3);
     let n = 1024;
-    for &ty in DOT_TYPES {
+    for ty in dot_types() {
         let yt = vec_dot_type(ty).unwrap();
         for trial in 0..8 {
             let x = rng.normals(n, 0.5);
@@ -182,7 +171,7 @@ fn vec_dot_matches_dequantized_dot() {
 #[test]
 fn vec_dot_rejects_bad_lengths() {
     let n = 256;
-    for &ty in DOT_TYPES {
+    for ty in dot_types() {
         let yt = vec_dot_type(ty).unwrap();
         let x = vec![0u8; row_size(ty, n).unwrap()];
         let y = vec![0u8; row_size(yt, n).unwrap()];

@@ -18,7 +18,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Graph, TensorId};
-use ggml_core::{quants, Type};
+use ggml_core::{quants, Type, MATMUL_TYPES};
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
 
 const DEFAULT_TYPES: &[Type] = &[
@@ -28,24 +28,6 @@ const DEFAULT_TYPES: &[Type] = &[
     Type::Q4_K,
     Type::Q6_K,
     Type::Q5_0,
-];
-
-const ALL_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
 ];
 
 fn env_flag(name: &str) -> bool {
@@ -62,7 +44,7 @@ fn types() -> Vec<Type> {
             .collect();
     }
     if env_flag("GGML_BENCH_FULL") {
-        ALL_TYPES.to_vec()
+        MATMUL_TYPES.to_vec()
     } else {
         DEFAULT_TYPES.to_vec()
     }

@@ -9,23 +9,7 @@ use crate::convert;
 use crate::features::{available_isas, Isa};
 
 /// Weight types with kernels of their own.
-pub(super) const TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-];
+pub(super) use ggml_core::MATMUL_TYPES as TYPES;
 
 pub(super) use test_support::Rng;
 
