@@ -38,6 +38,17 @@ pub fn workspace_root() -> PathBuf {
 /// `args` and the extra environment `envs` in the folder `root`; an error
 /// naming the command line when it cannot start or fails.
 pub fn cargo(root: &Path, args: &[impl AsRef<OsStr>], envs: &[(&str, &str)]) -> Result<()> {
+    cargo_env(root, args, envs, &[])
+}
+
+/// [`cargo`] with the variables `removed` taken out of the environment it
+/// inherits.
+pub fn cargo_env(
+    root: &Path,
+    args: &[impl AsRef<OsStr>],
+    envs: &[(&str, &str)],
+    removed: &[&str],
+) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let line = format!(
         "cargo {}",
@@ -46,7 +57,11 @@ pub fn cargo(root: &Path, args: &[impl AsRef<OsStr>], envs: &[(&str, &str)]) -> 
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let status = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    for k in removed {
+        command.env_remove(k);
+    }
+    let status = command
         .args(args)
         .envs(envs.iter().copied())
         .current_dir(root)

@@ -34,7 +34,7 @@ use crate::{quants, reference, Result, Type};
 
 mod cases;
 
-pub use cases::{cases, covered_ops, mul_mat_check, MUL_MAT_TYPES};
+pub use cases::{cases, covered_ops, mul_mat_check};
 
 /// How a case's result is compared with the reference.
 #[derive(Clone, Copy, Debug, PartialEq)]

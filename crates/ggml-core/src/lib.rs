@@ -23,5 +23,6 @@ pub use error::{Error, Result};
 pub use gguf::GgmlType as Type;
 pub use graph::{Flags, Graph, Node, TensorId};
 pub use op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
+pub use quants::MATMUL_TYPES;
 pub use sched::Scheduler;
 pub use tensor::{TensorDesc, MAX_DIMS};

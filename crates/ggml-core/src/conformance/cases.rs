@@ -3,6 +3,7 @@
 use super::{Case, Check, Fill};
 use crate::op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
 use crate::Type;
+use crate::MATMUL_TYPES;
 
 pub(super) const ACT: Check = Check::Close {
     atol: 1e-6,
@@ -37,25 +38,6 @@ pub fn mul_mat_check(ty: Type) -> Check {
         _ => Check::Nmse(5e-4),
     }
 }
-
-/// Weight types MUL_MAT is checked with.
-pub const MUL_MAT_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-];
 
 /// Every case of the suite.
 pub fn cases() -> Vec<Case> {
@@ -405,7 +387,7 @@ fn rows_index_cases(v: &mut Vec<Case>) {
 }
 
 fn mul_mat_cases(v: &mut Vec<Case>) {
-    for &ty in MUL_MAT_TYPES {
+    for &ty in MATMUL_TYPES {
         let k = if ty.block_size() > 32 { 512 } else { 96 };
         let check = mul_mat_check(ty);
         for n in [1usize, 3, 4, 7, 18] {
