@@ -89,8 +89,14 @@ fn fits(s: &DeviceShared, d: &TensorDesc) -> bool {
     indexable(d) && d.nbytes() <= max_span(s, d)
 }
 
-/// True when the device can compute node `id` of `graph`.
+/// True when the device can compute node `id` of `graph`. The node's
+/// sources and shapes are checked by ggml-core ([`Graph::validate`]) before
+/// anything else, so the sources indexed below are there; this checks the
+/// types, layouts and sizes the shaders take.
 pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
+    if graph.validate(id).is_err() {
+        return false;
+    }
     let n = graph.node(id);
     if n.op == Op::None || n.op.is_view() {
         return true;
@@ -121,7 +127,7 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
         }
         Op::Add | Op::Mul => {
             let (a, b) = (src(0), src(1));
-            is_float(a.ty) && is_float(b.ty) && d.ty == a.ty && b.can_repeat_into(a)
+            is_float(a.ty) && is_float(b.ty) && d.ty == a.ty
         }
         Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } => {
             is_float(src(0).ty) && d.ty == src(0).ty
@@ -171,8 +177,6 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                 && d.is_contiguous()
                 && q.ne[0] <= FA_MAX_D
                 && v.ne[0] <= FA_MAX_D
-                && q.ne[2] % k.ne[2] == 0
-                && q.ne[3] % k.ne[3] == 0
         }
         _ => false,
     }
