@@ -40,7 +40,11 @@ fn check_greedy_with(
         type_v: ty,
         n_threads: 2,
         n_threads_batch: 2,
-        flash_attn,
+        flash_attn_type: if flash_attn {
+            llama::context::FlashAttnType::Enabled
+        } else {
+            llama::context::FlashAttnType::Disabled
+        },
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).expect("context");

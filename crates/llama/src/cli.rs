@@ -241,7 +241,9 @@ impl CommonArgs {
                 }
                 "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
                 "--no-op-offload" => a.ctx_params.op_offload = false,
-                "-fa" | "--flash-attn" => a.ctx_params.flash_attn = true,
+                "-fa" | "--flash-attn" => {
+                    a.ctx_params.flash_attn_type = val("on|off|auto")?.parse()?
+                }
                 "--rope-freq-base" => {
                     a.ctx_params.rope_freq_base = num(&flag, &val("float")?, "a number")?
                 }

@@ -254,7 +254,7 @@ fn bad_context_params() {
     let e = Context::new(
         &model,
         ContextParams {
-            flash_attn: true,
+            flash_attn_type: llama::context::FlashAttnType::Enabled,
             type_k: ggml_core::Type::Q8_0,
             ..params()
         },
