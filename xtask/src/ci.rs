@@ -13,6 +13,7 @@ const ENV: &[(&str, &str)] = &[
     ("REQUIRE_VULKAN", "1"),
     ("REQUIRE_GLSLC", "1"),
     ("CARGO_TERM_COLOR", "never"),
+    ("REQUIRE_REAL_MODELS", "1"),
 ];
 
 /// The steps, in order.
@@ -26,6 +27,7 @@ const STEPS: &[&[&str]] = &[
         "-D",
         "warnings",
     ],
+    &["xtask", "fetch-model", "gemma-3-270m"],
     &["test", "--workspace"],
 ];
 
@@ -55,10 +57,11 @@ mod tests {
     #[test]
     fn steps_match_the_ci_script() {
         let p = plan();
-        assert_eq!(p.len(), 3);
+        assert_eq!(p.len(), 4);
         assert!(p[0].ends_with("cargo fmt --all -- --check"));
         assert!(p[1].ends_with("cargo clippy --workspace --all-targets -- -D warnings"));
-        assert!(p[2].ends_with("cargo test --workspace"));
+        assert!(p[2].ends_with("cargo xtask fetch-model gemma-3-270m"));
+        assert!(p[3].ends_with("cargo test --workspace"));
         assert!(p.iter().all(|l| l.starts_with("REQUIRE_FIXTURES=1 ")));
     }
 
