@@ -10,6 +10,7 @@ const ENV: &[(&str, &str)] = &[
     ("REQUIRE_FIXTURES", "1"),
     ("REQUIRE_GLSLC", "1"),
     ("CARGO_TERM_COLOR", "never"),
+    ("REQUIRE_REAL_MODELS", "1"),
 ];
 
 /// Variables removed from every step's environment: without
@@ -27,7 +28,8 @@ struct Step {
     args: &'static [&'static str],
 }
 
-/// The steps, in order: rustfmt, clippy, the README's test command with no
+/// The steps, in order: rustfmt, clippy, the real models the tests compare
+/// with llama.cpp, the README's test command with no
 /// Vulkan device, the ISA-dependent crates with the AVX2 kernels, and the
 /// Vulkan and placement tests on lavapipe.
 const STEPS: &[Step] = &[
@@ -45,6 +47,10 @@ const STEPS: &[Step] = &[
             "-D",
             "warnings",
         ],
+    },
+    Step {
+        env: &[],
+        args: &["xtask", "fetch-model", "gemma-3-270m"],
     },
     Step {
         env: &[],
@@ -108,13 +114,14 @@ mod tests {
     #[test]
     fn steps_match_the_ci_script() {
         let p = plan();
-        assert_eq!(p.len(), 5);
+        assert_eq!(p.len(), 6);
         assert!(p[0].ends_with(" cargo fmt --all -- --check"));
         assert!(p[1].ends_with(" cargo clippy --workspace --all-targets -- -D warnings"));
+        assert!(p[2].ends_with(" cargo xtask fetch-model gemma-3-270m"));
         // The README's command, with no Vulkan device allowed.
-        assert!(p[2].ends_with("CARGO_TERM_COLOR=never cargo test --workspace"));
-        assert!(p[3].contains(" GGML_CPU_ISA=avx2 cargo test "));
-        assert!(p[4].contains(" GGML_VK_ALLOW_CPU_DEVICES=1 REQUIRE_VULKAN=1 cargo test "));
+        assert!(p[3].ends_with("REQUIRE_REAL_MODELS=1 cargo test --workspace"));
+        assert!(p[4].contains(" GGML_CPU_ISA=avx2 cargo test "));
+        assert!(p[5].contains(" GGML_VK_ALLOW_CPU_DEVICES=1 REQUIRE_VULKAN=1 cargo test "));
         assert!(p
             .iter()
             .all(|l| l.starts_with("env -u GGML_VK_ALLOW_CPU_DEVICES ")

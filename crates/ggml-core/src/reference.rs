@@ -214,6 +214,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 UnaryOp::Gelu => gelu,
                 UnaryOp::Relu => |x| if x > 0.0 { x } else { 0.0 },
                 UnaryOp::Neg => |x| -x,
+                UnaryOp::Tanh => f32::tanh,
             };
             map(graph, id, src[0], f)
         }

@@ -241,7 +241,9 @@ impl CommonArgs {
                 }
                 "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
                 "--no-op-offload" => a.ctx_params.op_offload = false,
-                "-fa" | "--flash-attn" => a.ctx_params.flash_attn = true,
+                "-fa" | "--flash-attn" => {
+                    a.ctx_params.flash_attn_type = val("on|off|auto")?.parse()?
+                }
                 "--rope-freq-base" => {
                     a.ctx_params.rope_freq_base = num(&flag, &val("float")?, "a number")?
                 }
@@ -368,6 +370,24 @@ mod tests {
         assert!(parse("-c abc").is_err());
         assert!(parse("-ctk q9").is_err());
         assert!(parse("-sm diagonal").is_err());
+        use crate::context::FlashAttnType;
+        assert_eq!(
+            parse("-fa off").unwrap().ctx_params.flash_attn_type,
+            FlashAttnType::Disabled
+        );
+        assert_eq!(
+            parse("-fa on").unwrap().ctx_params.flash_attn_type,
+            FlashAttnType::Enabled
+        );
+        assert_eq!(
+            parse("").unwrap().ctx_params.flash_attn_type,
+            FlashAttnType::Auto
+        );
+        let e = match parse("-fa maybe") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("-fa maybe was accepted"),
+        };
+        assert!(e.contains("maybe") && e.contains("auto"), "{e}");
         assert_eq!(parse("--bogus").unwrap().rest, vec!["--bogus".to_string()]);
         assert_eq!(process_escapes("a\\nb\\\\"), "a\nb\\");
     }

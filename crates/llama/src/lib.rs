@@ -4,6 +4,7 @@
 pub mod arch;
 pub mod error;
 pub mod hparams;
+pub mod models;
 pub mod params;
 pub mod vocab;
 

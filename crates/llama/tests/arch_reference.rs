@@ -249,6 +249,8 @@ fn check(s: Shape) {
         type_v: ty,
         n_threads: 2,
         n_threads_batch: 2,
+        // The reference computes in f64; flash attention rounds Q to F16.
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).unwrap();

@@ -69,7 +69,7 @@ fn assert_weights_match(m: &Model, files: &GgufModel, what: &str) {
     let w = m.weights().expect("weights");
     let mut n = 0;
     for spec in m.arch.tensors() {
-        let layers: Vec<Option<usize>> = if spec.per_layer {
+        let layers: Vec<Option<usize>> = if spec.per_layer() {
             (0..m.hparams.n_layer).map(Some).collect()
         } else {
             vec![None]

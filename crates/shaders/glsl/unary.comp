@@ -1,6 +1,6 @@
 #version 450
 // d = f(a) element-wise; a and d have the same shape, any strides.
-// Defines: A_TYPE, D_TYPE; OP_SILU, OP_GELU, OP_RELU, OP_NEG or OP_SCALE
+// Defines: A_TYPE, D_TYPE; OP_SILU, OP_GELU, OP_RELU, OP_NEG, OP_TANH or OP_SCALE
 // (param0 = scale).
 #include "common.glsl"
 #include "activations.glsl"
@@ -26,6 +26,8 @@ void main() {
     const float r = max(x, 0.0);
 #elif defined(OP_NEG)
     const float r = -x;
+#elif defined(OP_TANH)
+    const float r = tanh(x);
 #elif defined(OP_SCALE)
     const float r = x * p.param0;
 #else

@@ -117,7 +117,7 @@ pub fn all() -> Vec<Variant> {
     }
     for &(an, at) in FLOAT_TYPES {
         let td = [ty("A_TYPE", at), ty("D_TYPE", at)];
-        for op in ["silu", "gelu", "relu", "neg", "scale"] {
+        for op in ["silu", "gelu", "relu", "neg", "tanh", "scale"] {
             let mut defs = td.to_vec();
             defs.push(format!("OP_{}", op.to_uppercase()));
             out.push(v(format!("{op}_{an}"), "unary.comp", &defs));

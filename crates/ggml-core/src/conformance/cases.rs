@@ -219,6 +219,7 @@ fn elementwise_cases(v: &mut Vec<Case>) {
             (UnaryOp::Gelu, GELU),
             (UnaryOp::Relu, Check::Exact),
             (UnaryOp::Neg, Check::Exact),
+            (UnaryOp::Tanh, ACT),
         ] {
             let check = for_type(check, ty);
             v.push(Case::new(

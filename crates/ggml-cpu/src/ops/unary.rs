@@ -88,6 +88,7 @@ pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
         UnaryOp::Gelu => map_rows(ctx, w, gelu),
         UnaryOp::Relu => map_rows(ctx, w, |x| if x > 0.0 { x } else { 0.0 }),
         UnaryOp::Neg => map_rows(ctx, w, |x| -x),
+        UnaryOp::Tanh => map_rows(ctx, w, f32::tanh),
     }
 }
 

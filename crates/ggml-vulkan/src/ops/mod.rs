@@ -270,6 +270,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
                 Op::Unary(UnaryOp::Silu) => ("silu", 0.0),
                 Op::Unary(UnaryOp::Gelu) => ("gelu", 0.0),
                 Op::Unary(UnaryOp::Relu) => ("relu", 0.0),
+                Op::Unary(UnaryOp::Tanh) => ("tanh", 0.0),
                 _ => ("neg", 0.0),
             };
             let ba = be.bind(graph, n.src[0], unit(0))?;

@@ -31,6 +31,8 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --override-kv KEY=TYPE:VALUE
   -ctk, -ctv TYPE           KV cache types (f16 default; f32, q8_0, q4_0)
   -nkvo, --no-kv-offload    keep the KV cache on the CPU
+  -fa, --flash-attn on|off|auto  fused attention (default auto: on where every
+                            backend supports it)
   --no-op-offload           never move CPU-stored weights' ops to a GPU
   --temp T, --top-k N, --top-p P, --min-p P, --typical P, --repeat-penalty P,
   --repeat-last-n N, --frequency-penalty P, --presence-penalty P, -s, --seed N
