@@ -217,6 +217,7 @@ impl CommonArgs {
                         .collect::<Result<_>>()?;
                 }
                 "-dev" | "--device" => a.model_params.devices = Some(parse_devices(&val("list")?)?),
+                "--rpc" => crate::devices::add_rpc_servers(&val("host:port,...")?)?,
                 "--list-devices" => a.list_devices = true,
                 "--no-mmap" => a.model_params.use_mmap = false,
                 "--mmap" => a.model_params.use_mmap = true,

@@ -14,11 +14,29 @@ const MIB: usize = 1024 * 1024;
 pub fn backend_init() {
     static INIT: Once = Once::new();
     INIT.call_once(|| {
+        // First, so that remote devices come before local GPUs, as in llama.cpp.
+        #[cfg(feature = "rpc")]
+        ggml_rpc::register();
         #[cfg(feature = "vulkan")]
         ggml_vulkan::register();
         #[cfg(feature = "cpu")]
         ggml_cpu::register();
     });
+}
+
+/// Connects to the RPC servers of `list` (`host:port[,host:port...]`)
+/// and registers their devices (`RPC0`, `RPC1`, ...), which are offloaded
+/// to before local GPUs.
+pub fn add_rpc_servers(list: &str) -> Result<()> {
+    backend_init();
+    #[cfg(feature = "rpc")]
+    return ggml_rpc::add_servers(list)
+        .map(|_| ())
+        .map_err(|e| LlamaError::InvalidParam(format!("--rpc {list}: {e}")));
+    #[cfg(not(feature = "rpc"))]
+    Err(LlamaError::InvalidParam(format!(
+        "--rpc {list}: this build has no RPC support (feature `rpc`)"
+    )))
 }
 
 /// The CPU device, which every model needs for its input layer.

@@ -17,6 +17,7 @@ const HELP: &str = "usage: llama-bench -m MODEL [options]
   -ub, --ubatch-size N    physical batch (default 512)
   -ctk, -ctv TYPE         KV cache types
   -dev, --device LIST     devices
+  -rpc, --rpc LIST        RPC servers host:port[,host:port...]
   -mmp, --mmap 0|1        memory-map the model (default 1)
   -fa, --flash-attn on|off|auto  fused attention (default auto: on where every backend supports it)
   --repack LIST           repack weights for the CPU's matrix kernels, 0|1
@@ -126,6 +127,7 @@ fn run() -> Result<()> {
             "-ctk" | "--cache-type-k" => cp.type_k = llama::cli::parse_cache_type(&a, &val()?)?,
             "-ctv" | "--cache-type-v" => cp.type_v = llama::cli::parse_cache_type(&a, &val()?)?,
             "-dev" | "--device" => devices = Some(parse_devices(&val()?)?),
+            "-rpc" | "--rpc" => llama::devices::add_rpc_servers(&val()?)?,
             "-r" | "--repetitions" => reps = list(&a, &val()?)?[0],
             "-mmp" | "--mmap" => use_mmap = bool_list(&a, &val()?)?[0],
             "-fa" | "--flash-attn" => cp.flash_attn_type = val()?.parse()?,

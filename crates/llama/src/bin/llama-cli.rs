@@ -24,6 +24,7 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -mg, --main-gpu N         GPU for split mode none
   -ts, --tensor-split LIST  fraction of the model per GPU, e.g. 3,1
   -dev, --device LIST       devices to use (see --list-devices), or none
+      --rpc LIST            RPC servers host:port[,host:port...] (devices RPC0, ...)
   --list-devices            print the available devices and exit
   --no-mmap, --mlock, --check-tensors
   -nr, --no-repack          keep CPU weights in ggml's layout (no repacking)
