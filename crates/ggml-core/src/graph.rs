@@ -13,6 +13,8 @@ use crate::op::{GluOp, Op, RopeParams, UnaryOp};
 use crate::tensor::{contiguous_strides, pad_ne, TensorDesc, MAX_DIMS};
 use crate::{Error, Result, Type};
 
+mod routing;
+
 /// Index of a node in its [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TensorId(pub u32);
