@@ -1157,8 +1157,9 @@ fn mul_mat_id_runs_where_its_experts_live_and_copies_activations() {
             !copied.iter().any(|n| n == "exps"),
             "expert weights must not be copied: {copied:?}"
         );
-        assert!(copied.iter().any(|n| n == "h"), "{copied:?}");
-        assert!(copied.iter().any(|n| n == "y"), "{copied:?}");
+        // The activations cross, as the views the next op reads.
+        assert!(copied.iter().any(|n| n.starts_with("h")), "{copied:?}");
+        assert!(copied.iter().any(|n| n.starts_with("y")), "{copied:?}");
         set_input(&g, x);
         Scheduler::set_input(&g, ids, &ids_data).unwrap();
         env.take_log();
