@@ -13,6 +13,7 @@ use crate::op::{GluOp, Op, RopeParams, UnaryOp};
 use crate::tensor::{contiguous_strides, pad_ne, TensorDesc, MAX_DIMS};
 use crate::{Error, Result, Type};
 
+mod routing;
 mod validate;
 
 /// Index of a node in its [`Graph`].

@@ -93,6 +93,8 @@ fn row_local(op: &Op) -> bool {
         op,
         Op::Add
             | Op::Mul
+            | Op::Div
+            | Op::Clamp { .. }
             | Op::Scale(_)
             | Op::Unary(_)
             | Op::RmsNorm { .. }
@@ -215,6 +217,11 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::Dup | Op::Cont | Op::Cpy => ops::copy::dup(ctx),
         Op::Add => ops::binary::binary(ctx, ops::binary::BinOp::Add),
         Op::Mul => ops::binary::binary(ctx, ops::binary::BinOp::Mul),
+        Op::Div => ops::binary::binary(ctx, ops::binary::BinOp::Div),
+        Op::Clamp { min, max } => ops::unary::clamp(ctx, *min, *max),
+        Op::MulMatId => ops::mul_mat_id::mul_mat_id(ctx, ws),
+        Op::Argsort(order) => ops::routing::argsort(ctx, *order),
+        Op::SumRows => ops::routing::sum_rows(ctx),
         Op::Scale(s) => ops::unary::scale(ctx, *s),
         Op::Unary(u) => ops::unary::unary(ctx, *u),
         Op::Glu { op, swapped } => ops::unary::glu(ctx, *op, *swapped),
@@ -348,13 +355,13 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 format!("cannot convert {} to {}", a.ty, d.ty)
             })
         }
-        Op::Add | Op::Mul => {
+        Op::Add | Op::Mul | Op::Div => {
             let (a, b) = (s(0)?, s(1)?);
             ensure(is_float(a.ty) && is_float(b.ty) && is_float(d.ty), || {
                 format!("types {} {} -> {}", a.ty, b.ty, d.ty)
             })
         }
-        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } => {
+        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } | Op::Clamp { .. } => {
             let a = s(0)?;
             ensure(is_float(a.ty) && is_float(d.ty), || {
                 format!("{} -> {}", a.ty, d.ty)
@@ -395,6 +402,41 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             ensure(ok, || {
                 format!("{} {:?} x {} {:?} -> {:?}", a.ty, a.ne, b.ty, b.ne, d.ne)
             })
+        }
+        Op::MulMatId => {
+            let (a, b, ids) = (s(0)?, s(1)?, s(2)?);
+            let ok = matmul::supports_type(a.ty)
+                && matches!(b.ty, Type::F32 | Type::F16)
+                && ids.ty == Type::I32
+                && d.ty == Type::F32
+                && a.ne[0] == b.ne[0]
+                && a.ne[2] > 0
+                && a.ne[3] == 1
+                && b.ne[1] > 0
+                && b.ne[3] == 1
+                && ids.ne[0] % b.ne[1] == 0
+                && ids.ne[1] == b.ne[2]
+                && ids.ne[2] == 1
+                && ids.ne[3] == 1
+                && d.ne == [a.ne[1], ids.ne[0], b.ne[2], 1]
+                && (a.rows_contiguous() || matches!(a.ty, Type::F32 | Type::F16 | Type::BF16));
+            ensure(ok, || {
+                format!(
+                    "{} {:?} x {} {:?} by {} {:?} -> {:?}",
+                    a.ty, a.ne, b.ty, b.ne, ids.ty, ids.ne, d.ne
+                )
+            })
+        }
+        Op::Argsort(_) => {
+            let a = s(0)?;
+            let ok = a.ty == Type::F32 && d.ty == Type::I32 && a.ne == d.ne;
+            ensure(ok, || format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne))
+        }
+        Op::SumRows => {
+            let a = s(0)?;
+            let ok =
+                a.ty == Type::F32 && d.ty == Type::F32 && d.ne == [1, a.ne[1], a.ne[2], a.ne[3]];
+            ensure(ok, || format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne))
         }
         Op::Rope(p) => {
             let (a, pos) = (s(0)?, s(1)?);

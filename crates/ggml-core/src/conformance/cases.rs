@@ -50,6 +50,7 @@ pub fn cases() -> Vec<Case> {
     rope_cases(&mut v);
     soft_max_cases(&mut v);
     flash_attn_cases(&mut v);
+    super::moe_cases::moe_cases(&mut v);
     v
 }
 
@@ -616,6 +617,11 @@ pub fn covered_ops() -> Vec<&'static str> {
         }
         .name(),
         "ROPE",
+        "MUL_MAT_ID",
+        "ARGSORT",
+        "SUM_ROWS",
+        "DIV",
+        "CLAMP",
         "VIEW",
         "PERMUTE",
         "TRANSPOSE",

@@ -25,6 +25,9 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::SoftMax { .. } => (1, 2),
         Op::SetRows => (3, 3),
         Op::FlashAttnExt { .. } => (3, 4),
+        Op::MulMatId => (3, 3),
+        Op::Argsort(_) | Op::SumRows | Op::Clamp { .. } => (1, 1),
+        Op::Div => (2, 2),
     }
 }
 
@@ -77,13 +80,18 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
                 format!("{:?} -> {:?} differ in size", a.ne, d.ne)
             })
         }
-        Op::Add | Op::Mul => {
+        Op::Add | Op::Mul | Op::Div => {
             let (a, b) = (s[0], s[1]);
             ensure(b.can_repeat_into(a) && a.ne == d.ne, || {
                 format!("shapes {:?} {:?} -> {:?}", a.ne, b.ne, d.ne)
             })
         }
-        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } => {
+        Op::Scale(_)
+        | Op::Unary(_)
+        | Op::RmsNorm { .. }
+        | Op::Norm { .. }
+        | Op::Clamp { .. }
+        | Op::Argsort(_) => {
             let a = s[0];
             ensure(a.ne == d.ne, || format!("{:?} -> {:?}", a.ne, d.ne))
         }
@@ -115,6 +123,28 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
                 && dst.ne[3] == src.ne[3];
             ensure(ok, || {
                 format!("dst {:?}, src {:?}, idx {:?}", dst.ne, src.ne, idx.ne)
+            })
+        }
+        Op::SumRows => {
+            let a = s[0];
+            ensure(d.ne == [1, a.ne[1], a.ne[2], a.ne[3]], || {
+                format!("{:?} -> {:?}", a.ne, d.ne)
+            })
+        }
+        Op::MulMatId => {
+            let (a, b, ids) = (s[0], s[1], s[2]);
+            let ok = a.ne[0] == b.ne[0]
+                && a.ne[2] > 0
+                && a.ne[3] == 1
+                && b.ne[1] > 0
+                && b.ne[3] == 1
+                && ids.ne[1] == b.ne[2]
+                && ids.ne[2] == 1
+                && ids.ne[3] == 1
+                && ids.ne[0] % b.ne[1] == 0
+                && d.ne == [a.ne[1], ids.ne[0], b.ne[2], 1];
+            ensure(ok, || {
+                format!("{:?} by {:?} x {:?} -> {:?}", a.ne, ids.ne, b.ne, d.ne)
             })
         }
         Op::MulMat => {
