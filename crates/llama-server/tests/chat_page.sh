@@ -20,7 +20,7 @@ until curl -sf "http://127.0.0.1:$port/health" >/dev/null; do
 done
 dom=$(chromium --headless --no-sandbox --disable-gpu --disable-background-networking \
     --disable-component-update --disable-sync --no-first-run --user-data-dir="$profile" \
-    --virtual-time-budget=20000 --dump-dom "http://127.0.0.1:$port/?q=Once%20upon%20a%20time" 2>/dev/null)
+    --timeout=15000 --dump-dom "http://127.0.0.1:$port/?q=Once%20upon%20a%20time" 2>/dev/null)
 echo "$dom" | grep -q 'data-done="1"' || { echo "the stream did not finish: $dom" >&2; exit 1; }
 echo "$dom" | grep -q '<div class="user">Once upon a time</div>' || { echo "no user message: $dom" >&2; exit 1; }
 reply=$(echo "$dom" | sed -n 's/.*<div class="assistant">\([^<]*\)<\/div>.*/\1/p')
