@@ -39,6 +39,11 @@ pub struct CommonArgs {
     pub escape: bool,
     /// `--no-warmup` was given.
     pub no_warmup: bool,
+    /// `-cnv` (Some(true)) / `-no-cnv` (Some(false)); None: chat when the
+    /// model has a chat template.
+    pub conversation: Option<bool>,
+    /// `-sys`: system prompt of a conversation.
+    pub system_prompt: Option<String>,
     /// Arguments this parser did not know, for the tool's own flags.
     pub rest: Vec<String>,
 }
@@ -62,6 +67,8 @@ impl Default for CommonArgs {
             log_disable: false,
             escape: true,
             no_warmup: false,
+            conversation: None,
+            system_prompt: None,
             rest: Vec::new(),
         }
     }
@@ -291,8 +298,9 @@ impl CommonArgs {
                 "-e" | "--escape" => a.escape = true,
                 "--no-escape" => a.escape = false,
                 "--no-warmup" => a.no_warmup = true,
-                // Accepted for compatibility: this tool has no conversation mode.
-                "-no-cnv" | "--no-conversation" => {}
+                "-cnv" | "--conversation" => a.conversation = Some(true),
+                "-no-cnv" | "--no-conversation" => a.conversation = Some(false),
+                "-sys" | "--system-prompt" => a.system_prompt = Some(val("text")?),
                 _ => a.rest.push(flag),
             }
         }

@@ -27,6 +27,7 @@ pub mod kv_cache;
 
 pub use batch::{Batch, Token};
 pub use context::{Context, ContextParams, PoolingType};
+pub mod chat;
 pub mod cli;
 pub mod perplexity;
 pub mod sampling;
