@@ -19,6 +19,7 @@ fn rewrite(src: &Path, name: &str, edit: impl FnOnce(&mut Metadata, &mut Vec<Ten
     let mut meta = f.metadata().clone();
     let mut tensors: Vec<Tensor> = f
         .tensors()
+        .iter()
         .map(|t| {
             let d = f.tensor_data(t).expect("data").to_vec();
             (t.name.clone(), t.dims.to_vec(), t.ty, d)
