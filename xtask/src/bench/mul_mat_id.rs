@@ -177,19 +177,26 @@ impl MulMatId {
         Ok(())
     }
 
-    /// A warm-up over every id set, then passes for at least `target`;
-    /// returns the best time of one product and the mean distinct experts.
+    /// A warm-up over every id set, then samples for at least `target`;
+    /// returns the best mean time of one product over a sample and the
+    /// mean distinct experts.
     fn time(&self, backend: &mut dyn Backend, target: Duration) -> Result<(Duration, f64)> {
         for s in 0..self.id_sets.len() * self.graphs.len() {
             self.run(backend, s)?;
         }
+        // A sample is a whole cycle through the copies and id sets (as a
+        // STREAM sample is a whole pass over its arrays), so that a short
+        // product that happens to run undisturbed is not taken for the rate.
+        let per_sample = self.graphs.len() * self.id_sets.len();
         let start = Instant::now();
         let mut best = Duration::MAX;
         let mut n = 0;
         while n < 3 || start.elapsed() < target {
             let t = Instant::now();
-            self.run(backend, n)?;
-            best = best.min(t.elapsed());
+            for s in 0..per_sample {
+                self.run(backend, n * per_sample + s)?;
+            }
+            best = best.min(t.elapsed() / per_sample as u32);
             n += 1;
         }
         let mean = self.distinct.iter().sum::<usize>() as f64 / self.distinct.len() as f64;
