@@ -172,7 +172,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// `m` rows of `k` weights of `ty`: a few distinct quantized rows, repeated.
-fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
+pub(super) fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
     let row = quants::row_size(ty, k)?;
     let distinct = DISTINCT_ROWS.min(m);
     let mut rows = vec![0u8; row * distinct];
