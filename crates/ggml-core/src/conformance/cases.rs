@@ -320,24 +320,8 @@ fn row_cases(v: &mut Vec<Case>) {
 }
 
 fn rows_index_cases(v: &mut Vec<Case>) {
-    let types = [
-        Type::F32,
-        Type::F16,
-        Type::BF16,
-        Type::Q4_0,
-        Type::Q4_1,
-        Type::Q5_0,
-        Type::Q5_1,
-        Type::Q8_0,
-        Type::Q2_K,
-        Type::Q3_K,
-        Type::Q4_K,
-        Type::Q5_K,
-        Type::Q6_K,
-        Type::IQ4_NL,
-        Type::IQ4_XS,
-        Type::I32,
-    ];
+    // GET_ROWS and SET_ROWS take every matrix weight type and I32 ids.
+    let types = MATMUL_TYPES.iter().copied().chain([Type::I32]);
     for ty in types {
         let ne0 = if ty.block_size() > 32 { 256 } else { 64 };
         v.push(Case::new(

@@ -168,6 +168,7 @@ fn vector_paths_are_bit_exact_on_integer_sums() {
             if ty.block_size() == 1 {
                 continue;
             }
+            let mut checked = 0;
             // Rows of at most 8 blocks: longer ones can sum past 2^24,
             // where f32 stops holding every integer.
             for n in lengths(ty)
@@ -176,9 +177,17 @@ fn vector_paths_are_bit_exact_on_integer_sums() {
             {
                 let (xs, ys) = setup(ty, n, 3 + n as u64, true);
                 let want = run(ty, Isa::Scalar, n, &xs, &ys, MAX_ROWS, MAX_COLS);
+                // Sub-block scales can still take a sum past 2^24 (then
+                // the order of the float additions shows).
+                let limit = (1u32 << 24) as f32;
+                if want.iter().flatten().any(|v| v.abs() >= limit) {
+                    continue;
+                }
                 let got = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
                 assert_eq!(got, want, "{ty} {isa:?} n={n}");
+                checked += 1;
             }
+            assert!(checked > 0, "{ty} {isa:?}: no length sums exactly");
         }
     }
 }
