@@ -3,29 +3,13 @@
 
 #![allow(dead_code)]
 
-use std::path::PathBuf;
-
 use llama_server::args::ServerArgs;
 use llama_server::Server;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-/// The fixtures folder, or None (the test is skipped) unless fixtures are required.
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if dir.join("models/stories260K.gguf").is_file() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").is_ok_and(|v| v == "1") {
-        panic!("fixtures not found at {}", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
-}
+pub use test_support::fixtures;
 
 /// Starts a server on `model` (a file under fixtures/models) with extra flags.
 pub async fn start(model: &str, flags: &str) -> Option<Server> {
