@@ -4,26 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-/// The fixtures folder: `$LLAMA_FIXTURES`, else `../shared/fixtures` next to
-/// the workspace. `None` (after printing "skipped: no fixtures") when absent,
-/// unless `REQUIRE_FIXTURES=1`, which turns absence into a failure.
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").is_ok_and(|v| v == "1") {
-        panic!(
-            "fixtures not found at {} (REQUIRE_FIXTURES=1)",
-            dir.display()
-        );
-    }
-    eprintln!("skipped: no fixtures");
-    None
-}
+pub use test_support::fixtures;
 
 /// The parsed `expected/<name>.json`.
 pub fn expected(fx: &Path, name: &str) -> serde_json::Value {
@@ -261,10 +242,7 @@ pub fn teacher_forced_logits(ctx: &mut llama::Context<'_>, tokens: &[i32]) -> Ve
 /// A fresh scratch directory for one test (under the system's temporary
 /// directory, named after the process and `name`).
 pub fn scratch_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("llama-e2e-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
-    d
+    test_support::scratch_dir("llama-e2e", name)
 }
 
 /// Writes a copy of the single-file model `src` to `dst` with each tensor

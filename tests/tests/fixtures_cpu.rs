@@ -40,7 +40,11 @@ fn check_greedy_with(
         type_v: ty,
         n_threads: 2,
         n_threads_batch: 2,
-        flash_attn,
+        flash_attn_type: if flash_attn {
+            llama::context::FlashAttnType::Enabled
+        } else {
+            llama::context::FlashAttnType::Disabled
+        },
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).expect("context");
@@ -138,6 +142,8 @@ fn check_logits_with(name: &str, model_file: &str, mp: &llama::ModelParams) {
         n_ubatch: 512,
         n_threads: 2,
         n_threads_batch: 2,
+        // llama.cpp made these references with flash attention off.
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).expect("context");
@@ -207,6 +213,8 @@ fn check_perplexity(name: &str, model_file: &str, rel_tol: f64) {
         n_ubatch: 128,
         n_threads: 2,
         n_threads_batch: 2,
+        // llama.cpp made these references with flash attention off.
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).expect("context");

@@ -81,6 +81,8 @@ fn ctx_params() -> ContextParams {
         n_ubatch: n,
         n_threads: 2,
         n_threads_batch: 2,
+        // llama.cpp made these references with flash attention off.
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
         ..ContextParams::default()
     }
 }

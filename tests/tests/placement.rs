@@ -448,6 +448,8 @@ fn kv_cache_follows_the_layers() {
             n_threads: 2,
             n_threads_batch: 2,
             offload_kqv,
+            // llama.cpp made these references with flash attention off.
+            flash_attn_type: llama::context::FlashAttnType::Disabled,
             ..ContextParams::default()
         };
         let ctx = Context::new(&m, cp).expect("context");
@@ -486,6 +488,8 @@ fn repacked_weights_load_with_and_without_mmap() {
             n_ctx: 32,
             n_threads: 2,
             n_threads_batch: 2,
+            // llama.cpp made these references with flash attention off.
+            flash_attn_type: llama::context::FlashAttnType::Disabled,
             ..ContextParams::default()
         };
         let mut ctx = Context::new(&m, cp).expect("context");

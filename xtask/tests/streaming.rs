@@ -4,54 +4,14 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
+use test_support::{peak_during, CountingAlloc};
 use xtask::gen_model::shape::{Preset, ShapeOverrides};
 use xtask::gen_model::{generate, WriteSettings, DEFAULT_CHUNK_BYTES};
 
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(n: usize) {
-    let now = CURRENT.fetch_add(n, Ordering::Relaxed) + n;
-    PEAK.fetch_max(now, Ordering::Relaxed);
-}
-
-// SAFETY: every call is forwarded unchanged to the system allocator; the
-// counters are only bookkeeping.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: `ptr` was allocated by `alloc` above with `layout`.
-        unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: same contract as the caller's.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            CURRENT.fetch_sub(layout.size(), Ordering::Relaxed);
-            grew(new_size);
-        }
-        p
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
+static ALLOCATOR: CountingAlloc = CountingAlloc;
 
 /// Counts bytes and drops them.
 struct CountingSink(u64);
@@ -80,11 +40,11 @@ fn peak_heap_is_bounded_by_the_chunk_not_the_model() {
         ..Default::default()
     };
     let spec = common::spec(Preset::Stories260k, o, "f32", 1);
-    let before = CURRENT.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
-    let (sink, summary) =
-        generate(&spec, &WriteSettings::default(), CountingSink(0)).expect("generate");
-    let peak = PEAK.load(Ordering::Relaxed) - before;
+    let mut out = None;
+    let peak = peak_during(|| {
+        out = Some(generate(&spec, &WriteSettings::default(), CountingSink(0)).expect("generate"));
+    });
+    let (sink, summary) = out.expect("generated");
     assert_eq!(sink.0, summary.file_bytes);
     assert!(
         summary.file_bytes > 140 << 20,

@@ -33,8 +33,9 @@ use crate::host::{HostBufferType, HOST_ALIGNMENT};
 use crate::{quants, reference, Result, Type};
 
 mod cases;
+mod moe_cases;
 
-pub use cases::{cases, covered_ops, mul_mat_check, MUL_MAT_TYPES};
+pub use cases::{cases, covered_ops, mul_mat_check};
 
 /// How a case's result is compared with the reference.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,6 +76,8 @@ pub enum Fill {
     /// An attention mask: uniform in [-1, 1) with about a quarter of the
     /// entries -inf, never a whole row.
     Mask,
+    /// Floats from `n` levels `k / n`, k uniform in `0..n`: many ties.
+    Levels(usize),
 }
 
 /// The graph of a case under construction: leaves it creates are
@@ -383,8 +386,18 @@ fn input_bytes(g: &Graph, id: TensorId, fill: Fill, rng: &mut Rng) -> Result<Vec
             }
             Ok(ints(v))
         }
-        Fill::Uniform(..) | Fill::Mask if d.ty == Type::I32 || d.ty == Type::I64 => {
+        Fill::Uniform(..) | Fill::Mask | Fill::Levels(_)
+            if d.ty == Type::I32 || d.ty == Type::I64 =>
+        {
             Ok(ints((0..n).map(|_| rng.below(8) as i64).collect()))
+        }
+        Fill::Levels(m) => {
+            let v: Vec<f32> = (0..n)
+                .map(|_| rng.below(m) as f32 / m.max(1) as f32)
+                .collect();
+            let mut out = vec![0u8; d.nbytes()];
+            quants::quantize_row(d.ty, &v, &mut out)?;
+            Ok(out)
         }
         Fill::Uniform(lo, hi) => {
             let v: Vec<f32> = (0..n).map(|_| rng.uniform(lo, hi)).collect();

@@ -13,6 +13,9 @@ use crate::op::{GluOp, Op, RopeParams, UnaryOp};
 use crate::tensor::{contiguous_strides, pad_ne, TensorDesc, MAX_DIMS};
 use crate::{Error, Result, Type};
 
+mod routing;
+mod validate;
+
 /// Index of a node in its [`Graph`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TensorId(pub u32);
@@ -137,7 +140,9 @@ impl Graph {
         })
     }
 
-    /// Adds a node; the low-level entry point every builder goes through.
+    /// Adds a node as given; the low-level entry point every builder goes
+    /// through. The builders check the node ([`Graph::validate`]); a node
+    /// pushed directly is checked by the backend that is asked to run it.
     pub fn push(&mut self, node: Node) -> TensorId {
         let id = TensorId(self.nodes.len() as u32);
         self.nodes.push(node);
@@ -155,6 +160,17 @@ impl Graph {
         })
     }
 
+    /// Pushes an op node once [`Graph::validate`] accepts it, so that
+    /// every node a builder makes is well formed.
+    fn add_checked(&mut self, desc: TensorDesc, op: Op, src: &[TensorId]) -> Result<TensorId> {
+        let id = self.add(desc, op, src);
+        if let Err(e) = self.validate(id) {
+            self.nodes.pop();
+            return Err(e);
+        }
+        Ok(id)
+    }
+
     fn add_view(
         &mut self,
         desc: TensorDesc,
@@ -162,10 +178,10 @@ impl Graph {
         src: &[TensorId],
         of: TensorId,
         offset: usize,
-    ) -> TensorId {
-        let id = self.add(desc, op, src);
+    ) -> Result<TensorId> {
+        let id = self.add_checked(desc, op, src)?;
         self.nodes[id.index()].view = Some((of, offset));
-        id
+        Ok(id)
     }
 
     fn derived_name(&self, a: TensorId, suffix: &str) -> String {
@@ -283,7 +299,7 @@ impl Graph {
                 ),
             );
         }
-        Ok(self.add_view(desc, Op::View, &[a], a, offset))
+        self.add_view(desc, Op::View, &[a], a, offset)
     }
 
     /// 1-d view of `ne0` elements at byte `offset`.
@@ -343,7 +359,7 @@ impl Graph {
             );
         }
         let desc = TensorDesc::new(self.derived_name(a, "reshaped"), src.ty, &ne4);
-        Ok(self.add_view(desc, Op::Reshape, &[a], a, 0))
+        self.add_view(desc, Op::Reshape, &[a], a, 0)
     }
 
     /// `a` with axes permuted: source axis i becomes axis `axes[i]` (ggml_permute).
@@ -371,7 +387,7 @@ impl Graph {
             ne,
             nb,
         };
-        Ok(self.add_view(desc, Op::Permute(axes), &[a], a, 0))
+        self.add_view(desc, Op::Permute(axes), &[a], a, 0)
     }
 
     /// `a` with its first two axes swapped.
@@ -381,7 +397,7 @@ impl Graph {
         desc.name = self.derived_name(a, "transposed");
         desc.ne.swap(0, 1);
         desc.nb.swap(0, 1);
-        Ok(self.add_view(desc, Op::Transpose, &[a], a, 0))
+        self.add_view(desc, Op::Transpose, &[a], a, 0)
     }
 
     // ---------------------------------------------------------------- copies
@@ -390,7 +406,7 @@ impl Graph {
     pub fn cont(&mut self, a: TensorId) -> Result<TensorId> {
         let src = self.desc(a);
         let desc = TensorDesc::new(self.derived_name(a, "cont"), src.ty, &src.ne);
-        Ok(self.add(desc, Op::Cont, &[a]))
+        self.add_checked(desc, Op::Cont, &[a])
     }
 
     /// A contiguous copy of `a` with shape `ne` (same element count).
@@ -404,14 +420,14 @@ impl Graph {
             );
         }
         let desc = TensorDesc::new(self.derived_name(a, "cont"), src.ty, &ne4);
-        Ok(self.add(desc, Op::Cont, &[a]))
+        self.add_checked(desc, Op::Cont, &[a])
     }
 
     /// A contiguous duplicate of `a` with the same shape.
     pub fn dup(&mut self, a: TensorId) -> Result<TensorId> {
         let src = self.desc(a);
         let desc = TensorDesc::new(self.derived_name(a, "dup"), src.ty, &src.ne);
-        Ok(self.add(desc, Op::Dup, &[a]))
+        self.add_checked(desc, Op::Dup, &[a])
     }
 
     /// Copies `a` into `b` (same element count, converting to `b`'s type);
@@ -429,7 +445,7 @@ impl Graph {
         }
         let mut desc = sb.clone();
         desc.name = format!("{} (copy of {})", sb.name, sa.name);
-        Ok(self.add_view(desc, Op::Cpy, &[a, b], b, 0))
+        self.add_view(desc, Op::Cpy, &[a, b], b, 0)
     }
 
     /// Writes the rows of `src` into `dst` at the row indices `idx` (I32 or
@@ -460,7 +476,7 @@ impl Graph {
         }
         let mut desc = d.clone();
         desc.name = format!("{} (set rows)", d.name);
-        Ok(self.add_view(desc, Op::SetRows, &[dst, src, idx], dst, 0))
+        self.add_view(desc, Op::SetRows, &[dst, src, idx], dst, 0)
     }
 
     // ---------------------------------------------------------------- maths
@@ -483,7 +499,7 @@ impl Graph {
             );
         }
         let desc = TensorDesc::new(self.derived_name(a, op.name()), sa.ty, &sa.ne);
-        Ok(self.add(desc, op, &[a, b]))
+        self.add_checked(desc, op, &[a, b])
     }
 
     /// a + b, b broadcast over a.
@@ -510,7 +526,7 @@ impl Graph {
             );
         }
         let desc = TensorDesc::new(self.derived_name(a, op.name()), sa.ty, &sa.ne);
-        Ok(self.add(desc, op, &[a]))
+        self.add_checked(desc, op, &[a])
     }
 
     /// Element-wise function.
@@ -561,7 +577,7 @@ impl Graph {
             ty,
             &[sa.ne[0], si.ne[0], si.ne[1], si.ne[2]],
         );
-        Ok(self.add(desc, Op::GetRows, &[a, idx]))
+        self.add_checked(desc, Op::GetRows, &[a, idx])
     }
 
     /// `a^T b`: a [k, m, A2, A3], b [k, n, B2, B3] -> [m, n, B2, B3] (F32),
@@ -586,7 +602,7 @@ impl Graph {
             Type::F32,
             &[sa.ne[1], sb.ne[1], sb.ne[2], sb.ne[3]],
         );
-        Ok(self.add(desc, Op::MulMat, &[a, b]))
+        self.add_checked(desc, Op::MulMat, &[a, b])
     }
 
     /// Rotary embedding of `a` [head_dim, n_head, n_tokens] at positions `pos`
@@ -624,7 +640,7 @@ impl Graph {
         let desc = TensorDesc::new(self.derived_name(a, "rope"), sa.ty, &sa.ne);
         let mut src = vec![a, pos];
         src.extend(freq_factors);
-        Ok(self.add(desc, Op::Rope(params), &src))
+        self.add_checked(desc, Op::Rope(params), &src)
     }
 
     /// softmax(a * scale + mask) over rows (ggml_soft_max_ext); the mask
@@ -656,7 +672,7 @@ impl Graph {
         let desc = TensorDesc::new(self.derived_name(a, "soft_max"), Type::F32, &sa.ne);
         let mut src = vec![a];
         src.extend(mask);
-        Ok(self.add(desc, op, &src))
+        self.add_checked(desc, op, &src)
     }
 
     /// Gated unit over the two halves of each row of `a` (first half gate).
@@ -671,7 +687,7 @@ impl Graph {
         let mut ne = sa.ne;
         ne[0] /= 2;
         let desc = TensorDesc::new(self.derived_name(a, "glu"), sa.ty, &ne);
-        Ok(self.add(desc, Op::Glu { op, swapped }, &[a]))
+        self.add_checked(desc, Op::Glu { op, swapped }, &[a])
     }
 
     /// `act(gate) * up` with separate tensors of equal shape.
@@ -687,7 +703,7 @@ impl Graph {
             );
         }
         let desc = TensorDesc::new(self.derived_name(gate, "glu"), sg.ty, &sg.ne);
-        Ok(self.add(desc, Op::Glu { op, swapped: false }, &[gate, up]))
+        self.add_checked(desc, Op::Glu { op, swapped: false }, &[gate, up])
     }
 
     /// silu(gate) * up.
@@ -705,7 +721,7 @@ impl Graph {
             );
         }
         let desc = TensorDesc::new(self.derived_name(a, "argmax"), Type::I32, &[sa.ne[1]]);
-        Ok(self.add(desc, Op::Argmax, &[a]))
+        self.add_checked(desc, Op::Argmax, &[a])
     }
 
     /// Fused attention: q [d, n_tokens, n_head], k [d, n_kv, n_head_kv],
@@ -749,7 +765,7 @@ impl Graph {
         let desc = TensorDesc::new(self.derived_name(q, "flash_attn"), Type::F32, &ne);
         let mut src = vec![q, k, v];
         src.extend(mask);
-        Ok(self.add(
+        self.add_checked(
             desc,
             Op::FlashAttnExt {
                 scale,
@@ -757,7 +773,7 @@ impl Graph {
                 softcap,
             },
             &src,
-        ))
+        )
     }
 }
 

@@ -22,6 +22,7 @@ pub use backend::{
 pub use error::{Error, Result};
 pub use gguf::GgmlType as Type;
 pub use graph::{Flags, Graph, Node, TensorId};
-pub use op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
+pub use op::{GluOp, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
+pub use quants::MATMUL_TYPES;
 pub use sched::Scheduler;
 pub use tensor::{TensorDesc, MAX_DIMS};

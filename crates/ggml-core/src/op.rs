@@ -11,6 +11,19 @@ pub enum UnaryOp {
     Relu,
     /// -x
     Neg,
+    /// tanh(x) (soft-capping of logits).
+    Tanh,
+    /// 1 / (1 + exp(-x))
+    Sigmoid,
+}
+
+/// Order of ARGSORT.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortOrder {
+    /// Smallest value first.
+    Asc,
+    /// Largest value first (top-k routing).
+    Desc,
 }
 
 /// Gated linear units: `act(gate) * up`.
@@ -134,6 +147,24 @@ pub enum Op {
     },
     /// Index of the largest value of each row (I32).
     Argmax,
+    /// One matrix per slot, picked per token: src0 = experts [k, m, n_expert],
+    /// src1 = activations [k, n_used or 1, n_tokens], src2 = I32 expert ids
+    /// [n_used, n_tokens]; result [m, n_used, n_tokens].
+    MulMatId,
+    /// Indices (I32) that sort each row of src0; equal values keep their
+    /// index order.
+    Argsort(SortOrder),
+    /// Sum of each row of src0: [1, ne1, ne2, ne3].
+    SumRows,
+    /// src0 / src1, src1 broadcast over src0.
+    Div,
+    /// src0 limited to [min, max].
+    Clamp {
+        /// Lower bound.
+        min: f32,
+        /// Upper bound.
+        max: f32,
+    },
     /// Fused attention: softmax(q k^T * scale + mask) v, with src0 = q,
     /// src1 = k, src2 = v, src3 = optional mask. Result is [d_v, n_head, n_tokens].
     FlashAttnExt {
@@ -171,6 +202,11 @@ impl Op {
             Op::Unary(_) => "UNARY",
             Op::Glu { .. } => "GLU",
             Op::Argmax => "ARGMAX",
+            Op::MulMatId => "MUL_MAT_ID",
+            Op::Argsort(_) => "ARGSORT",
+            Op::SumRows => "SUM_ROWS",
+            Op::Div => "DIV",
+            Op::Clamp { .. } => "CLAMP",
             Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
         }
     }

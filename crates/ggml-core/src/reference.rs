@@ -22,6 +22,8 @@ use crate::quants;
 use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
+mod routing;
+
 /// Computes `nodes` of `graph` in order.
 pub fn compute(graph: &Graph, nodes: &[TensorId]) -> Result<()> {
     for &id in nodes {
@@ -195,15 +197,21 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             copy(&a, &mut d)?;
             store(graph, id, &d)
         }
-        Op::Add | Op::Mul => {
+        Op::Add | Op::Mul | Op::Div => {
             need(2)?;
             let (a, b) = (load(graph, src[0])?, load(graph, src[1])?);
             let mut d = load(graph, id)?;
-            let add = node.op == Op::Add;
             for i in indices(d.ne()) {
                 let bi = [0, 1, 2, 3].map(|k| i[k] % b.ne()[k]);
                 let (x, y) = (a.get(i), b.get(bi));
-                d.set(i, if add { x + y } else { x * y });
+                d.set(
+                    i,
+                    match node.op {
+                        Op::Add => x + y,
+                        Op::Mul => x * y,
+                        _ => x / y,
+                    },
+                );
             }
             store(graph, id, &d)
         }
@@ -214,6 +222,8 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 UnaryOp::Gelu => gelu,
                 UnaryOp::Relu => |x| if x > 0.0 { x } else { 0.0 },
                 UnaryOp::Neg => |x| -x,
+                UnaryOp::Tanh => f32::tanh,
+                UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
             };
             map(graph, id, src[0], f)
         }
@@ -385,6 +395,19 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             }
             store(graph, id, &d)
         }
+        Op::MulMatId => {
+            need(3)?;
+            routing::mul_mat_id(graph, id, &src)
+        }
+        Op::Argsort(order) => {
+            need(1)?;
+            routing::argsort(graph, id, src[0], *order)
+        }
+        Op::SumRows => {
+            need(1)?;
+            routing::sum_rows(graph, id, src[0])
+        }
+        Op::Clamp { min, max } => map(graph, id, src[0], |x| x.clamp(*min, *max)),
         Op::FlashAttnExt {
             scale,
             max_bias,

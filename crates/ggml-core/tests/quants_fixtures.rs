@@ -3,25 +3,10 @@
 //! the dequantized values in `expected/dequant/`.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 
 use ggml_core::quants::{dequantize_row, quantize_row};
 use ggml_core::Type;
-
-fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("fixtures not found at {}", dir.display());
-    }
-    println!("skipped: no fixtures");
-    None
-}
+use test_support::fixtures;
 
 /// One tensor of a GGUF file: type, dimensions (ne order) and data.
 struct Tensor {

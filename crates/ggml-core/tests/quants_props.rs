@@ -5,39 +5,24 @@ use ggml_core::quants::{
     can_dequantize, can_quantize, dequantize_row, fp32_to_fp16, quantize_row, row_size,
     validate_row_data, vec_dot, vec_dot_type,
 };
-use ggml_core::Type;
+use ggml_core::{Type, MATMUL_TYPES};
 
-/// splitmix64: small, deterministic, good enough for test data.
-struct Rng(u64);
+use test_support::Rng;
 
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-    fn uniform(&mut self) -> f32 {
-        (self.next_u64() >> 40) as f32 / (1u64 << 24) as f32
-    }
-    fn normal(&mut self) -> f32 {
-        let u1 = (self.uniform() + 1e-7).min(1.0);
-        let u2 = self.uniform();
-        (-2.0 * u1.ln()).sqrt() * (std::f32::consts::TAU * u2).cos()
-    }
+/// Test values this file draws besides the shared generator's.
+trait Draws {
+    /// `n` normal values with standard deviation `std`.
+    fn normals(&mut self, n: usize, std: f32) -> Vec<f32>;
+    /// A positive normal f16 scale between 2^-10 and 2^4.
+    fn scale(&mut self) -> [u8; 2];
+}
+
+impl Draws for Rng {
     fn normals(&mut self, n: usize, std: f32) -> Vec<f32> {
         (0..n).map(|_| self.normal() * std).collect()
     }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| self.next_u64() as u8).collect()
-    }
-    /// A positive normal f16 scale between 2^-10 and 2^4.
     fn scale(&mut self) -> [u8; 2] {
-        let v = 2f32.powf(self.uniform() * 14.0 - 10.0);
+        let v = 2f32.powf(self.unit() * 14.0 - 10.0);
         fp32_to_fp16(v).to_le_bytes()
     }
 }
@@ -67,7 +52,7 @@ fn q4_0_requantizes_its_own_blocks() {
             *b = rng.next_u64() as u8;
         }
         // The level 0 (value -8 d) fixes the scale; make sure one is present.
-        let k = 2 + rng.below(16) as usize;
+        let k = 2 + rng.below(16);
         block[k] &= if rng.below(2) == 0 { 0xf0 } else { 0x0f };
         let x = dequantize(Type::Q4_0, &block, 32);
         assert_eq!(quantize(Type::Q4_0, &x), block);
@@ -84,7 +69,7 @@ fn q8_0_requantizes_its_own_blocks() {
             *b = (rng.below(255) as i32 - 127) as i8 as u8;
         }
         // A level of magnitude 127 fixes the scale.
-        let k = 2 + rng.below(32) as usize;
+        let k = 2 + rng.below(32);
         block[k] = if rng.below(2) == 0 {
             127
         } else {
@@ -117,39 +102,28 @@ fn random_row(rng: &mut Rng, ty: Type, n: usize) -> Vec<u8> {
     q
 }
 
-const DOT_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-    Type::IQ2_XXS,
-    Type::IQ2_XS,
-    Type::IQ2_S,
-    Type::IQ3_XXS,
-    Type::IQ3_S,
-    Type::IQ1_S,
-    Type::IQ1_M,
-    Type::TQ1_0,
-    Type::TQ2_0,
-    Type::MXFP4,
-];
+/// Types with a reference dot product: the matrix types and the i-quants
+/// whose dots exist only in the reference.
+fn dot_types() -> impl Iterator<Item = Type> {
+    MATMUL_TYPES.iter().copied().chain([
+        Type::IQ2_XXS,
+        Type::IQ2_XS,
+        Type::IQ2_S,
+        Type::IQ3_XXS,
+        Type::IQ3_S,
+        Type::IQ1_S,
+        Type::IQ1_M,
+        Type::TQ1_0,
+        Type::TQ2_0,
+        Type::MXFP4,
+    ])
+}
 
 #[test]
 fn vec_dot_matches_dequantized_dot() {
     let mut rng = Rng(3);
     let n = 1024;
-    for &ty in DOT_TYPES {
+    for ty in dot_types() {
         let yt = vec_dot_type(ty).unwrap();
         for trial in 0..8 {
             let x = rng.normals(n, 0.5);
@@ -197,7 +171,7 @@ fn vec_dot_matches_dequantized_dot() {
 #[test]
 fn vec_dot_rejects_bad_lengths() {
     let n = 256;
-    for &ty in DOT_TYPES {
+    for ty in dot_types() {
         let yt = vec_dot_type(ty).unwrap();
         let x = vec![0u8; row_size(ty, n).unwrap()];
         let y = vec![0u8; row_size(yt, n).unwrap()];

@@ -210,6 +210,11 @@ impl Device for FakeDevice {
                 self.kind != DeviceKind::Accel
             }
             Op::Unary(UnaryOp::Silu) => self.kind == DeviceKind::Cpu,
+            Op::MulMatId => {
+                return self.kind == DeviceKind::Cpu
+                    && n.desc.ty == Type::F32
+                    && graph.desc(n.src[2]).ty == Type::I32
+            }
             _ => false,
         };
         op_ok && f32s
@@ -305,6 +310,9 @@ fn run(graph: &Graph, id: TensorId) -> Result<()> {
     let node = graph.node(id);
     let ne = node.desc.ne;
     let src = |i: usize| read(graph, node.src[i]);
+    if node.op == Op::MulMatId {
+        return ggml_core::reference::compute_node(graph, id);
+    }
     let out: Vec<f32> = match node.op {
         Op::Add | Op::Mul => {
             let (a, b) = (src(0)?, src(1)?);
@@ -1078,4 +1086,89 @@ fn misuse_is_an_error() {
 fn scheduler_is_send() {
     fn send<T: Send>() {}
     send::<Scheduler>();
+}
+
+/// The `--cpu-moe` layout: the router and the dense weights on the GPU,
+/// the expert tensor in host memory. x -> h = w_gpu x (GPU) -> y =
+/// mul_mat_id(exps, h, ids) (CPU, where the experts are) -> o = w_out y (GPU).
+#[test]
+fn mul_mat_id_runs_where_its_experts_live_and_copies_activations() {
+    let env = Env::new(false);
+    let gpu_w = Weights::new(
+        &env.gpu_buft(),
+        &[("w_in".into(), vec![8, 8]), ("w_out".into(), vec![6, 4])],
+    );
+    let host_w = Weights::new(
+        &env.host_buft(),
+        &[
+            ("w_in".into(), vec![8, 8]),
+            ("w_out".into(), vec![6, 4]),
+            ("exps".into(), vec![8, 6, 5]),
+        ],
+    );
+    let n_tok = 4;
+    let ids_data: Vec<u8> = [0i32, 3, 3, 1, 0, 3, 1, 0]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let build = |dense: &Weights| {
+        let mut g = Graph::new();
+        let x = g.input("x", Type::F32, &[8, n_tok]);
+        let ids = g.input("ids", Type::I32, &[2, n_tok]);
+        let w_in = dense.import(&mut g, "w_in");
+        let w_out = dense.import(&mut g, "w_out");
+        let exps = host_w.import(&mut g, "exps");
+        let h = g.mul_mat(w_in, x).unwrap();
+        g.set_name(h, "h");
+        let h3 = g.reshape(h, &[8, 1, n_tok]).unwrap();
+        let y = g.mul_mat_id(exps, h3, ids).unwrap();
+        g.set_name(y, "y");
+        let y2 = g.reshape(y, &[6, 2 * n_tok]).unwrap();
+        let o = g.mul_mat(w_out, y2).unwrap();
+        g.set_name(o, "o");
+        g.set_output(o);
+        (g, x, ids, [h, y, o])
+    };
+    let want = {
+        let (mut g, x, ids, [.., o]) = build(&host_w);
+        let mut s = env.cpu_only();
+        s.alloc_graph(&mut g).unwrap();
+        set_input(&g, x);
+        Scheduler::set_input(&g, ids, &ids_data).unwrap();
+        s.compute(&mut g).unwrap();
+        read(&g, o).unwrap()
+    };
+    for op_offload in [false, true] {
+        let (mut g, x, ids, [h, y, o]) = build(&gpu_w);
+        let mut s = env.sched(false, op_offload);
+        s.alloc_graph(&mut g).unwrap();
+        let be: Vec<Option<usize>> = [h, y, o].iter().map(|&i| s.tensor_backend(i)).collect();
+        assert_eq!(
+            be,
+            vec![Some(0), Some(1), Some(0)],
+            "op_offload {op_offload}"
+        );
+        let copied: Vec<String> = s
+            .splits()
+            .iter()
+            .flat_map(|sp| sp.inputs().iter().map(|i| g.desc(i.src).name.clone()))
+            .collect();
+        assert!(
+            !copied.iter().any(|n| n == "exps"),
+            "expert weights must not be copied: {copied:?}"
+        );
+        // The activations cross, as the views the next op reads.
+        assert!(copied.iter().any(|n| n.starts_with("h")), "{copied:?}");
+        assert!(copied.iter().any(|n| n.starts_with("y")), "{copied:?}");
+        set_input(&g, x);
+        Scheduler::set_input(&g, ids, &ids_data).unwrap();
+        env.take_log();
+        s.compute(&mut g).unwrap();
+        let log = env.take_log();
+        assert!(
+            log.contains(&("CPU".to_string(), "y".to_string())),
+            "{log:?}"
+        );
+        assert_close(&read(&g, o).unwrap(), &want);
+    }
 }

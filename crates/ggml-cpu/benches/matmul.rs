@@ -18,7 +18,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Graph, TensorId};
-use ggml_core::{quants, Type};
+use ggml_core::{quants, Type, MATMUL_TYPES};
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
 
 const DEFAULT_TYPES: &[Type] = &[
@@ -28,24 +28,6 @@ const DEFAULT_TYPES: &[Type] = &[
     Type::Q4_K,
     Type::Q6_K,
     Type::Q5_0,
-];
-
-const ALL_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
 ];
 
 fn env_flag(name: &str) -> bool {
@@ -62,7 +44,7 @@ fn types() -> Vec<Type> {
             .collect();
     }
     if env_flag("GGML_BENCH_FULL") {
-        ALL_TYPES.to_vec()
+        MATMUL_TYPES.to_vec()
     } else {
         DEFAULT_TYPES.to_vec()
     }
@@ -81,17 +63,9 @@ struct Setup {
     _buffers: Vec<Arc<dyn Buffer>>,
 }
 
-/// Deterministic pseudo-random floats.
+/// Deterministic pseudo-random values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
+    test_support::Rng(seed).vec(n)
 }
 
 fn setup(ty: Type, k: usize, m: usize, n: usize) -> Setup {

@@ -21,15 +21,15 @@ use crate::simd::{self, scalar, Gemm, Kernels, GEMM_COLS, MAX_COLS, MAX_ROWS, PA
 use crate::tensor::{AlignedBytes, SendPtr, View};
 
 /// Bytes of weight rows a tile should keep in cache (a share of L2).
-const TILE_WEIGHT_BYTES: usize = 192 * 1024;
+pub(crate) const TILE_WEIGHT_BYTES: usize = 192 * 1024;
 /// Columns per tile when there are many.
 const TILE_COLS: usize = 16;
 /// Tiles per thread the split aims for, for load balance.
-const TILES_PER_THREAD: usize = 8;
+pub(crate) const TILES_PER_THREAD: usize = 8;
 /// Activation columns from which weight rows are packed into panels for a
 /// [`Gemm`] kernel: packing costs about one pass over the weights, which
 /// many columns repay.
-const GEMM_MIN_COLS: usize = 16;
+pub(crate) const GEMM_MIN_COLS: usize = 16;
 
 /// True when MUL_MAT takes weights of type `t`.
 pub(crate) fn supports_type(t: Type) -> bool {
@@ -38,14 +38,22 @@ pub(crate) fn supports_type(t: Type) -> bool {
 
 /// How one weight row is dotted with activation rows.
 #[derive(Clone, Copy)]
-enum RowDot {
+pub(crate) enum RowDot {
     Kernel(simd::DotFn),
     Reference(Type),
 }
 
 impl RowDot {
+    /// The best dot product of `kern` for weights of type `t`.
+    pub(crate) fn for_type(kern: &Kernels, t: Type) -> RowDot {
+        match kern.dot(t) {
+            Some(f) => RowDot::Kernel(f),
+            None => RowDot::Reference(t),
+        }
+    }
+
     #[inline]
-    fn run(self, n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
+    pub(crate) fn run(self, n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
         match self {
             RowDot::Kernel(f) => f(n, xs, ys, out),
             RowDot::Reference(t) => scalar::reference_dot(t, n, xs, ys, out),
@@ -92,10 +100,7 @@ pub(crate) fn mul_mat_with(
     let a = &a;
     let k = a.ne[0];
     let vt = partner(a.ty)?;
-    let dot = match kern.dot(a.ty) {
-        Some(f) => RowDot::Kernel(f),
-        None => RowDot::Reference(a.ty),
-    };
+    let dot = RowDot::for_type(kern, a.ty);
     let ys = ColumnSource::new(b, vt, k, &mut ws.act)?;
 
     let (ne01, ne11) = (a.ne[1], b.ne[1]);
@@ -186,7 +191,7 @@ pub(crate) fn mul_mat_with(
 }
 
 /// The type activations are converted to for weights of type `t`.
-fn partner(t: Type) -> Result<Type> {
+pub(crate) fn partner(t: Type) -> Result<Type> {
     simd::vec_dot_type(t).ok_or_else(|| {
         ggml_core::Error::Invalid(format!("CPU: MUL_MAT has no dot product for {t}"))
     })
@@ -194,7 +199,7 @@ fn partner(t: Type) -> Result<Type> {
 
 /// Weight row `(i1, i2, i3)` of `a` (dense rows, validated, not written
 /// while MUL_MAT runs).
-fn weight_row(a: &View, i1: usize, i2: usize, i3: usize) -> &[u8] {
+pub(crate) fn weight_row(a: &View, i1: usize, i2: usize, i3: usize) -> &[u8] {
     let xo = i1 * a.nb[1] + i2 * a.nb[2] + i3 * a.nb[3];
     // SAFETY: the row lies inside src0, whose view was validated against
     // its buffer, and its `row_bytes` are contiguous (dense rows).
@@ -203,7 +208,7 @@ fn weight_row(a: &View, i1: usize, i2: usize, i3: usize) -> &[u8] {
 
 /// Where activation column `col` of batch `(i2, i3)` is, in the weight
 /// type's partner: src1 itself or the converted rows.
-struct ColumnSource<'a> {
+pub(crate) struct ColumnSource<'a> {
     b: &'a View,
     direct: bool,
     act: &'a [u8],
@@ -214,7 +219,12 @@ impl<'a> ColumnSource<'a> {
     /// The columns of `b` for weights of `k` elements per row whose partner
     /// type is `vt`: src1 itself when it already is in that type, else
     /// converted into `act`.
-    fn new(b: &'a View, vt: Type, k: usize, act: &'a mut Vec<u8>) -> Result<ColumnSource<'a>> {
+    pub(crate) fn new(
+        b: &'a View,
+        vt: Type,
+        k: usize,
+        act: &'a mut Vec<u8>,
+    ) -> Result<ColumnSource<'a>> {
         let y_row = k / vt.block_size() * vt.type_size();
         let direct = b.ty == vt && b.dense_rows();
         let need = if direct { 0 } else { y_row * b.n_rows() };
@@ -232,7 +242,7 @@ impl<'a> ColumnSource<'a> {
         })
     }
 
-    fn row(&self, col: usize, i2: usize, i3: usize) -> &[u8] {
+    pub(crate) fn row(&self, col: usize, i2: usize, i3: usize) -> &[u8] {
         if self.direct {
             // SAFETY: src1 is validated and holds this row of `y_row` bytes,
             // which nobody writes while MUL_MAT runs.
@@ -430,7 +440,7 @@ fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> 
 }
 
 /// A dense copy of a float tensor whose rows are strided.
-fn dense_copy(a: &View, buf: &mut AlignedBytes) -> View {
+pub(crate) fn dense_copy(a: &View, buf: &mut AlignedBytes) -> View {
     let rb = a.ne[0] * a.ty.type_size();
     *buf = AlignedBytes::zeroed(rb * a.n_rows());
     let bytes = buf.bytes_mut();

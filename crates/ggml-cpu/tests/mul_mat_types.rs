@@ -23,7 +23,7 @@ fn weight_row(ty: Type, n: usize, rng: &mut Rng) -> Vec<u8> {
         quants::quantize_row(ty, &v, &mut out).unwrap();
         return out;
     }
-    let mut out: Vec<u8> = (0..size).map(|_| rng.next() as u8).collect();
+    let mut out: Vec<u8> = (0..size).map(|_| rng.next_u64() as u8).collect();
     for b in out.chunks_exact_mut(ty.type_size()) {
         match ty {
             // The f16 scale is spread over the top nibbles of the scale words.

@@ -93,16 +93,9 @@ fn run(
     f32s(&out)
 }
 
-const TYPES: [Type; 8] = [
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q8_0,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-];
+/// Every matrix weight type: the repacked type takes those its panel
+/// kernels serve on this CPU.
+const TYPES: &[Type] = ggml_core::MATMUL_TYPES;
 
 /// True when the repacked type takes `ty` weights for MUL_MAT.
 fn accepted(ty: Type) -> bool {
@@ -113,7 +106,7 @@ fn accepted(ty: Type) -> bool {
 #[test]
 fn repacked_types_follow_the_cpu() {
     let f = ggml_cpu::features::cpu_features();
-    let accepted: Vec<Type> = TYPES.into_iter().filter(|&t| accepted(t)).collect();
+    let accepted: Vec<Type> = TYPES.iter().copied().filter(|&t| accepted(t)).collect();
     eprintln!("repacked types on this CPU: {accepted:?}");
     if f.avx512 && f.avx512_vnni && std::env::var_os("GGML_CPU_ISA").is_none() {
         for t in [Type::F32, Type::F16, Type::Q4_0, Type::Q8_0, Type::Q4_K] {
@@ -135,7 +128,7 @@ fn repacked_mul_mat_matches_plain_weights() {
     let mut rng = Rng(0x5eed_1234);
     let mut backend = ggml_cpu::CpuBackend::new(2).unwrap();
     let cpu = ggml_cpu::cpu_buffer_type();
-    for ty in TYPES.into_iter().filter(|&t| accepted(t)) {
+    for ty in TYPES.iter().copied().filter(|&t| accepted(t)) {
         // Matrix x vector and a few columns with a partial panel of rows;
         // many columns (both paths use the panel kernel: bit-identical);
         // weights broadcast over batches.

@@ -143,3 +143,29 @@ fn results_over_their_sources() {
     let want: Vec<f32> = (0..4 * 6).map(|k| vals[(k % 4) * 6 + k / 4]).collect();
     assert_eq!(read(24), want);
 }
+
+/// A node pushed without the sources its op takes: the device does not
+/// support it and computing it is an error naming the op, not a panic.
+#[test]
+fn node_without_its_sources_is_unsupported() {
+    use ggml_core::graph::{Flags, Node};
+    use ggml_core::{Op, TensorDesc};
+    let mut g = Graph::new();
+    let a = g.input("a", Type::F32, &[8, 2]);
+    let m = g.push(Node {
+        desc: TensorDesc::new("product", Type::F32, &[2, 2]),
+        op: Op::MulMat,
+        src: [a].into_iter().collect(),
+        view: None,
+        flags: Flags::default(),
+        at: None,
+    });
+    let _bufs = place(&mut g, &[a, m]);
+    assert!(!ggml_cpu::cpu_device().supports_op(&g, m));
+    let mut backend = ggml_cpu::CpuBackend::new(1).unwrap();
+    let err = backend.graph_compute(&g, &[m]).unwrap_err().to_string();
+    assert!(
+        err.contains("MUL_MAT") && err.contains("1 sources"),
+        "{err}"
+    );
+}

@@ -1,7 +1,7 @@
 //! Our ops in ggml's numbering (`enum ggml_op` of ggml 0c1e570, 101 ops)
 //! and op_params layouts (as ggml.c's builders fill them), both ways.
 
-use ggml_core::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
+use ggml_core::{GluOp, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
 
 use crate::error::{Result, RpcError};
 use crate::proto::N_OP_PARAMS;
@@ -16,6 +16,10 @@ pub mod num {
     pub const ADD: u32 = 2;
     /// GGML_OP_MUL
     pub const MUL: u32 = 7;
+    /// GGML_OP_DIV
+    pub const DIV: u32 = 8;
+    /// GGML_OP_SUM_ROWS
+    pub const SUM_ROWS: u32 = 15;
     /// GGML_OP_ARGMAX
     pub const ARGMAX: u32 = 18;
     /// GGML_OP_NORM
@@ -24,6 +28,8 @@ pub mod num {
     pub const RMS_NORM: u32 = 25;
     /// GGML_OP_MUL_MAT
     pub const MUL_MAT: u32 = 29;
+    /// GGML_OP_MUL_MAT_ID
+    pub const MUL_MAT_ID: u32 = 30;
     /// GGML_OP_SCALE
     pub const SCALE: u32 = 32;
     /// GGML_OP_CPY
@@ -46,6 +52,10 @@ pub mod num {
     pub const SOFT_MAX: u32 = 46;
     /// GGML_OP_ROPE
     pub const ROPE: u32 = 48;
+    /// GGML_OP_CLAMP
+    pub const CLAMP: u32 = 50;
+    /// GGML_OP_ARGSORT
+    pub const ARGSORT: u32 = 69;
     /// GGML_OP_FLASH_ATTN_EXT
     pub const FLASH_ATTN_EXT: u32 = 74;
     /// GGML_OP_UNARY
@@ -58,12 +68,17 @@ pub mod num {
 
 // ggml_unary_op numbers.
 const UNARY_NEG: i32 = 2;
+const UNARY_TANH: i32 = 4;
 const UNARY_RELU: i32 = 6;
+const UNARY_SIGMOID: i32 = 7;
 const UNARY_GELU: i32 = 8;
 const UNARY_SILU: i32 = 10;
 // ggml_glu_op numbers.
 const GLU_GEGLU: i32 = 1;
 const GLU_SWIGLU: i32 = 2;
+// ggml_sort_order numbers.
+const SORT_ASC: i32 = 0;
+const SORT_DESC: i32 = 1;
 // GGML_ROPE_TYPE_NEOX.
 const ROPE_NEOX: i32 = 2;
 
@@ -144,6 +159,8 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
                 UnaryOp::Gelu => UNARY_GELU,
                 UnaryOp::Relu => UNARY_RELU,
                 UnaryOp::Neg => UNARY_NEG,
+                UnaryOp::Tanh => UNARY_TANH,
+                UnaryOp::Sigmoid => UNARY_SIGMOID,
             };
             num::UNARY
         }
@@ -165,6 +182,21 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
             p[1] = f(*max_bias);
             p[2] = f(*softcap);
             num::FLASH_ATTN_EXT
+        }
+        Op::MulMatId => num::MUL_MAT_ID,
+        Op::Argsort(order) => {
+            p[0] = match order {
+                SortOrder::Asc => SORT_ASC,
+                SortOrder::Desc => SORT_DESC,
+            };
+            num::ARGSORT
+        }
+        Op::SumRows => num::SUM_ROWS,
+        Op::Div => num::DIV,
+        Op::Clamp { min, max } => {
+            p[0] = f(*min);
+            p[1] = f(*max);
+            num::CLAMP
         }
     };
     (n, p)
@@ -232,6 +264,8 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             UNARY_GELU => UnaryOp::Gelu,
             UNARY_RELU => UnaryOp::Relu,
             UNARY_NEG => UnaryOp::Neg,
+            UNARY_TANH => UnaryOp::Tanh,
+            UNARY_SIGMOID => UnaryOp::Sigmoid,
             u => return unsupported(format!("UNARY op {u} is not supported")),
         })),
         num::GLU => {
@@ -250,6 +284,18 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             scale: pf(p, 0),
             max_bias: pf(p, 1),
             softcap: pf(p, 2),
+        }),
+        num::MUL_MAT_ID => plain(Op::MulMatId),
+        num::ARGSORT => plain(Op::Argsort(match p[0] {
+            SORT_ASC => SortOrder::Asc,
+            SORT_DESC => SortOrder::Desc,
+            o => return Err(RpcError::Malformed(format!("ARGSORT order {o}"))),
+        })),
+        num::SUM_ROWS => plain(Op::SumRows),
+        num::DIV => plain(Op::Div),
+        num::CLAMP => plain(Op::Clamp {
+            min: pf(p, 0),
+            max: pf(p, 1),
         }),
         o if o < num::COUNT => unsupported(format!("ggml op {o} is not supported by this server")),
         o => Err(RpcError::Malformed(format!(
@@ -321,6 +367,17 @@ mod tests {
                 swapped: true,
             },
             Op::Argmax,
+            Op::Unary(UnaryOp::Tanh),
+            Op::Unary(UnaryOp::Sigmoid),
+            Op::MulMatId,
+            Op::Argsort(SortOrder::Desc),
+            Op::Argsort(SortOrder::Asc),
+            Op::SumRows,
+            Op::Div,
+            Op::Clamp {
+                min: -1.0,
+                max: 2.5,
+            },
             Op::FlashAttnExt {
                 scale: 0.1,
                 max_bias: 0.0,

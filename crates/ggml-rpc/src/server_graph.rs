@@ -109,7 +109,7 @@ fn build_one(
         })
     };
     let n_src = match &op {
-        Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } => {
+        Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
             if matches!(op, Op::FlashAttnExt { .. }) {
                 4
             } else {
@@ -118,6 +118,7 @@ fn build_one(
         }
         Op::Dup | Op::Cont | Op::Scale(_) | Op::RmsNorm { .. } | Op::Norm { .. } => 1,
         Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose | Op::Unary(_) | Op::Argmax => 1,
+        Op::Argsort(_) | Op::SumRows | Op::Clamp { .. } => 1,
         _ => 2,
     };
     if let Some(i) = (n_src..t.src.len()).find(|&i| t.src[i] != 0) {
@@ -171,6 +172,11 @@ fn build_one(
             None => g.glu(need(0)?, *gop, *swapped)?,
         },
         Op::Argmax => g.argmax(need(0)?)?,
+        Op::MulMatId => g.mul_mat_id(need(0)?, need(1)?, need(2)?)?,
+        Op::Argsort(order) => g.argsort(need(0)?, *order)?,
+        Op::SumRows => g.sum_rows(need(0)?)?,
+        Op::Div => g.div(need(0)?, need(1)?)?,
+        Op::Clamp { min, max } => g.clamp(need(0)?, *min, *max)?,
         Op::FlashAttnExt {
             scale,
             max_bias,

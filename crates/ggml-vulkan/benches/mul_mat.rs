@@ -20,27 +20,9 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Flags, Graph, TensorId};
-use ggml_core::{quants, Device, TensorDesc, Type};
+use ggml_core::{quants, Device, TensorDesc, Type, MATMUL_TYPES};
 
 const DEFAULT_TYPES: &[Type] = &[Type::F16, Type::Q4_0, Type::Q8_0, Type::Q4_K, Type::Q6_K];
-
-const ALL_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-];
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
@@ -51,7 +33,7 @@ fn env_usize(name: &str, default: usize) -> usize {
 
 fn types() -> Vec<Type> {
     if let Ok(list) = std::env::var("GGML_BENCH_TYPES") {
-        return ALL_TYPES
+        return MATMUL_TYPES
             .iter()
             .copied()
             .filter(|t| {
@@ -61,7 +43,7 @@ fn types() -> Vec<Type> {
             .collect();
     }
     if std::env::var("GGML_BENCH_FULL").is_ok_and(|v| v == "1") {
-        ALL_TYPES.to_vec()
+        MATMUL_TYPES.to_vec()
     } else {
         DEFAULT_TYPES.to_vec()
     }
@@ -69,15 +51,7 @@ fn types() -> Vec<Type> {
 
 /// Deterministic pseudo-random values in [-1, 1).
 fn values(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            (s >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-        })
-        .collect()
+    test_support::Rng(seed).vec(n)
 }
 
 /// A graph `w x b` with `w` [k, m] of `ty` and `b` [k, n] f32 in buffers of

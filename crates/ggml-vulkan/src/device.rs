@@ -127,6 +127,8 @@ impl Device for VulkanDevice {
         let batch = match n.op {
             Op::GetRows => return false,
             Op::MulMat => graph.desc(n.src[1]).ne[1],
+            // Tokens, as llama.cpp counts them for expert products.
+            Op::MulMatId => n.desc.ne[2],
             _ => n.desc.ne[1],
         };
         batch >= MIN_OFFLOAD_BATCH

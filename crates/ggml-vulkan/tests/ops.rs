@@ -311,3 +311,34 @@ fn weights_larger_than_one_binding() {
     }
     run(dev, &cases);
 }
+
+/// A node pushed without the sources its op takes is not supported (the
+/// check never indexes a source that is not there).
+#[test]
+fn node_without_its_sources_is_unsupported() {
+    use ggml_core::graph::{Flags, Graph, Node};
+    use ggml_core::{Op, TensorDesc};
+    let Some(dev) = common::device() else { return };
+    let mut g = Graph::new();
+    let a = g.input("a", Type::F32, &[8, 2]);
+    for op in [
+        Op::MulMat,
+        Op::Add,
+        Op::SetRows,
+        Op::FlashAttnExt {
+            scale: 1.0,
+            max_bias: 0.0,
+            softcap: 0.0,
+        },
+    ] {
+        let n = g.push(Node {
+            desc: TensorDesc::new("bad", Type::F32, &[8, 2]),
+            op,
+            src: [a].into_iter().collect(),
+            view: None,
+            flags: Flags::default(),
+            at: None,
+        });
+        assert!(!dev.supports_op(&g, n));
+    }
+}

@@ -5,62 +5,13 @@
 
 mod common;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::Cursor;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use gguf::GgufFile;
-
-struct Counting;
-
-static CURRENT: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-fn grew(by: usize) {
-    let now = CURRENT.fetch_add(by, Ordering::SeqCst) + by;
-    PEAK.fetch_max(now, Ordering::SeqCst);
-}
-
-// SAFETY: every method forwards to the system allocator with the caller's
-// arguments unchanged and only updates counters besides.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        // SAFETY: same contract as ours, passed through.
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            grew(layout.size());
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as ours, passed through.
-        unsafe { System.dealloc(ptr, layout) };
-        CURRENT.fetch_sub(layout.size(), Ordering::SeqCst);
-    }
-
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        // SAFETY: same contract as ours, passed through.
-        let p = unsafe { System.realloc(ptr, layout, new_size) };
-        if !p.is_null() {
-            // Count the moment both blocks may exist.
-            grew(new_size);
-            CURRENT.fetch_sub(layout.size(), Ordering::SeqCst);
-        }
-        p
-    }
-}
+use test_support::{peak_during, CountingAlloc};
 
 #[global_allocator]
-static ALLOC: Counting = Counting;
-
-/// Bytes of peak allocation above the starting level while `f` runs.
-fn peak_during(f: impl FnOnce()) -> usize {
-    let base = CURRENT.load(Ordering::SeqCst);
-    PEAK.store(base, Ordering::SeqCst);
-    f();
-    PEAK.load(Ordering::SeqCst).saturating_sub(base)
-}
+static ALLOC: CountingAlloc = CountingAlloc;
 
 /// Allowed peak for parsing a file of `len` bytes: a small multiple of the
 /// file plus the stream buffer. The worst case is a file of one-byte keys

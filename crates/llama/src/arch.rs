@@ -1,19 +1,70 @@
-//! Architectures as tables: metadata key names, tensor names and the shapes
-//! the hyperparameters imply. Adding an architecture is adding a table entry
-//! and a graph builder.
+//! Tensor roles and the one table that says, for each role, its GGUF name,
+//! whether it exists once or per layer, and the op that reads it (llama.cpp's
+//! `LLM_TENSOR_INFOS`). Placement probing, `is_matrix` and weight assembly all
+//! read this table; the architectures themselves live in [`crate::models`].
 
 use ggml_core::RopeMode;
 
 use crate::error::{LlamaError, Result};
 use crate::hparams::HParams;
+use crate::models::{ArchDef, REGISTRY};
 
-/// A supported model architecture.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Arch {
-    /// Llama 1/2/3, Mistral, TinyLlama, llama2.c stories.
-    Llama,
-    /// Qwen2: llama with q/k/v biases and NeoX rope.
-    Qwen2,
+/// A supported model architecture: a handle on its entry of the registry in
+/// [`crate::models`].
+#[derive(Clone, Copy)]
+pub struct Arch(&'static ArchDef);
+
+impl PartialEq for Arch {
+    fn eq(&self, other: &Arch) -> bool {
+        self.0.name == other.0.name
+    }
+}
+
+impl Eq for Arch {}
+
+impl std::fmt::Debug for Arch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Arch({})", self.0.name)
+    }
+}
+
+impl Arch {
+    /// Every supported architecture, in registry order.
+    pub fn all() -> impl Iterator<Item = Arch> {
+        REGISTRY.iter().map(|d| Arch(d))
+    }
+
+    /// The architecture named by `general.architecture`.
+    pub fn from_name(name: &str) -> Result<Arch> {
+        Arch::all()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| LlamaError::UnknownArch(name.to_string()))
+    }
+
+    /// The registry entry: hparams hook, tensor table, graph builder.
+    pub fn def(self) -> &'static ArchDef {
+        self.0
+    }
+
+    /// The GGUF name, also the prefix of its metadata keys.
+    pub fn name(self) -> &'static str {
+        self.0.name
+    }
+
+    /// Rotary embedding layout.
+    pub fn rope_mode(self) -> RopeMode {
+        self.0.rope_mode
+    }
+
+    /// The tensor table.
+    pub fn tensors(self) -> &'static [TensorSpec] {
+        self.0.tensors
+    }
+
+    /// `{arch}.{suffix}`, e.g. `llama.context_length`.
+    pub fn key(self, suffix: &str) -> String {
+        format!("{}.{suffix}", self.name())
+    }
 }
 
 /// The role of a tensor in a model.
@@ -27,6 +78,10 @@ pub enum TensorKind {
     Output,
     /// Rope frequency factors [n_rot / 2] (llama 3.1).
     RopeFreqs,
+    /// Long-context rope factors [n_rot / 2] (phi3).
+    RopeFactorsLong,
+    /// Short-context rope factors [n_rot / 2] (phi3).
+    RopeFactorsShort,
     /// Attention norm [n_embd].
     AttnNorm,
     /// Query projection.
@@ -35,6 +90,8 @@ pub enum TensorKind {
     AttnK,
     /// Value projection.
     AttnV,
+    /// Fused query/key/value projection (phi3).
+    AttnQkv,
     /// Attention output projection.
     AttnOut,
     /// Query bias.
@@ -45,18 +102,69 @@ pub enum TensorKind {
     AttnVBias,
     /// Attention output bias.
     AttnOutBias,
+    /// Per-head query RMS norm [n_embd_head_k].
+    AttnQNorm,
+    /// Per-head key RMS norm [n_embd_head_k].
+    AttnKNorm,
+    /// Norm of the attention output before the residual add [n_embd].
+    AttnPostNorm,
     /// FFN norm [n_embd].
     FfnNorm,
     /// FFN gate projection.
     FfnGate,
     /// FFN down projection.
     FfnDown,
-    /// FFN up projection.
+    /// FFN up projection (gate and up fused in phi3).
     FfnUp,
+    /// Norm of the FFN output before the residual add [n_embd].
+    FfnPostNorm,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 17;
+pub const N_TENSOR_KINDS: usize = 24;
+
+/// Where a tensor lives in the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// Once, in the input layer (on the CPU).
+    Input,
+    /// Once, in the output layer.
+    Output,
+    /// Once, with the first repeating layer (rope factors read by every layer).
+    Rope,
+    /// Once per repeating layer.
+    Layer,
+}
+
+/// The op that reads a weight: the probe of its buffer type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorOp {
+    /// GET_ROWS (embeddings).
+    GetRows,
+    /// MUL (norm weights).
+    Mul,
+    /// ADD (biases).
+    Add,
+    /// MUL_MAT (projections).
+    MulMat,
+    /// ROPE frequency factors.
+    Rope,
+}
+
+/// One row of the tensor-info table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// GGUF name without the `blk.N.` prefix.
+    pub name: &'static str,
+    /// Global or per layer.
+    pub scope: Scope,
+    /// The op that reads it.
+    pub op: TensorOp,
+}
+
+const fn ti(name: &'static str, scope: Scope, op: TensorOp) -> TensorInfo {
+    TensorInfo { name, scope, op }
+}
 
 impl TensorKind {
     /// Index in per-layer tables.
@@ -64,66 +172,92 @@ impl TensorKind {
         self as usize
     }
 
+    /// The tensor-info row of this kind.
+    pub const fn info(self) -> TensorInfo {
+        use Scope::*;
+        use TensorOp::*;
+        match self {
+            TensorKind::TokenEmbd => ti("token_embd.weight", Input, GetRows),
+            TensorKind::OutputNorm => ti("output_norm.weight", Output, Mul),
+            TensorKind::Output => ti("output.weight", Output, MulMat),
+            TensorKind::RopeFreqs => ti("rope_freqs.weight", Scope::Rope, TensorOp::Rope),
+            TensorKind::RopeFactorsLong => {
+                ti("rope_factors_long.weight", Scope::Rope, TensorOp::Rope)
+            }
+            TensorKind::RopeFactorsShort => {
+                ti("rope_factors_short.weight", Scope::Rope, TensorOp::Rope)
+            }
+            TensorKind::AttnNorm => ti("attn_norm.weight", Layer, Mul),
+            TensorKind::AttnQ => ti("attn_q.weight", Layer, MulMat),
+            TensorKind::AttnK => ti("attn_k.weight", Layer, MulMat),
+            TensorKind::AttnV => ti("attn_v.weight", Layer, MulMat),
+            TensorKind::AttnQkv => ti("attn_qkv.weight", Layer, MulMat),
+            TensorKind::AttnOut => ti("attn_output.weight", Layer, MulMat),
+            TensorKind::AttnQBias => ti("attn_q.bias", Layer, Add),
+            TensorKind::AttnKBias => ti("attn_k.bias", Layer, Add),
+            TensorKind::AttnVBias => ti("attn_v.bias", Layer, Add),
+            TensorKind::AttnOutBias => ti("attn_output.bias", Layer, Add),
+            TensorKind::AttnQNorm => ti("attn_q_norm.weight", Layer, Mul),
+            TensorKind::AttnKNorm => ti("attn_k_norm.weight", Layer, Mul),
+            TensorKind::AttnPostNorm => ti("post_attention_norm.weight", Layer, Mul),
+            TensorKind::FfnNorm => ti("ffn_norm.weight", Layer, Mul),
+            TensorKind::FfnGate => ti("ffn_gate.weight", Layer, MulMat),
+            TensorKind::FfnDown => ti("ffn_down.weight", Layer, MulMat),
+            TensorKind::FfnUp => ti("ffn_up.weight", Layer, MulMat),
+            TensorKind::FfnPostNorm => ti("post_ffw_norm.weight", Layer, Mul),
+        }
+    }
+
     /// The GGUF name (`token_embd.weight`, `blk.N.attn_q.weight`).
     pub fn name(self, layer: Option<usize>) -> String {
-        let base = match self {
-            TensorKind::TokenEmbd => "token_embd.weight",
-            TensorKind::OutputNorm => "output_norm.weight",
-            TensorKind::Output => "output.weight",
-            TensorKind::RopeFreqs => "rope_freqs.weight",
-            TensorKind::AttnNorm => "attn_norm.weight",
-            TensorKind::AttnQ => "attn_q.weight",
-            TensorKind::AttnK => "attn_k.weight",
-            TensorKind::AttnV => "attn_v.weight",
-            TensorKind::AttnOut => "attn_output.weight",
-            TensorKind::AttnQBias => "attn_q.bias",
-            TensorKind::AttnKBias => "attn_k.bias",
-            TensorKind::AttnVBias => "attn_v.bias",
-            TensorKind::AttnOutBias => "attn_output.bias",
-            TensorKind::FfnNorm => "ffn_norm.weight",
-            TensorKind::FfnGate => "ffn_gate.weight",
-            TensorKind::FfnDown => "ffn_down.weight",
-            TensorKind::FfnUp => "ffn_up.weight",
-        };
+        let base = self.info().name;
         match layer {
             Some(il) => format!("blk.{il}.{base}"),
             None => base.to_string(),
         }
     }
 
-    /// The shape the hyperparameters imply, for layer `il` when per layer.
+    /// True when the tensor exists once per repeating layer.
+    pub fn per_layer(self) -> bool {
+        self.info().scope == Scope::Layer
+    }
+
+    /// The shape the hyperparameters imply for the common layout, for layer
+    /// `il` when per layer. Architectures with fused tensors give their own
+    /// shape in their table.
     pub fn shape(self, hp: &HParams, il: usize) -> Vec<usize> {
         let n_embd = hp.n_embd;
+        let q_width = hp.n_embd_head_k * hp.n_head(il);
         match self {
             TensorKind::TokenEmbd | TensorKind::Output => vec![n_embd, hp.n_vocab],
-            TensorKind::OutputNorm | TensorKind::AttnNorm | TensorKind::FfnNorm => vec![n_embd],
-            TensorKind::RopeFreqs => vec![hp.n_rot / 2],
-            TensorKind::AttnQ => vec![n_embd, hp.n_embd_head_k * hp.n_head(il)],
+            TensorKind::OutputNorm
+            | TensorKind::AttnNorm
+            | TensorKind::FfnNorm
+            | TensorKind::AttnPostNorm
+            | TensorKind::FfnPostNorm
+            | TensorKind::AttnOutBias => vec![n_embd],
+            TensorKind::RopeFreqs | TensorKind::RopeFactorsLong | TensorKind::RopeFactorsShort => {
+                vec![hp.n_rot / 2]
+            }
+            TensorKind::AttnQNorm | TensorKind::AttnKNorm => vec![hp.n_embd_head_k],
+            TensorKind::AttnQ => vec![n_embd, q_width],
             TensorKind::AttnK => vec![n_embd, hp.n_embd_k_gqa(il)],
             TensorKind::AttnV => vec![n_embd, hp.n_embd_v_gqa(il)],
+            TensorKind::AttnQkv => {
+                vec![n_embd, q_width + hp.n_embd_k_gqa(il) + hp.n_embd_v_gqa(il)]
+            }
             TensorKind::AttnOut => vec![hp.n_embd_head_v * hp.n_head(il), n_embd],
-            TensorKind::AttnQBias => vec![hp.n_embd_head_k * hp.n_head(il)],
+            TensorKind::AttnQBias => vec![q_width],
             TensorKind::AttnKBias => vec![hp.n_embd_k_gqa(il)],
             TensorKind::AttnVBias => vec![hp.n_embd_v_gqa(il)],
-            TensorKind::AttnOutBias => vec![n_embd],
             TensorKind::FfnGate | TensorKind::FfnUp => vec![n_embd, hp.n_ff(il)],
             TensorKind::FfnDown => vec![hp.n_ff(il), n_embd],
         }
     }
 
-    /// The op that consumes the tensor, for buffer-type probing.
+    /// True when the op that reads the tensor is a matrix multiplication.
     pub fn is_matrix(self) -> bool {
-        matches!(
-            self,
-            TensorKind::Output
-                | TensorKind::AttnQ
-                | TensorKind::AttnK
-                | TensorKind::AttnV
-                | TensorKind::AttnOut
-                | TensorKind::FfnGate
-                | TensorKind::FfnDown
-                | TensorKind::FfnUp
-        )
+        self.info().op == TensorOp::MulMat
     }
 }
 
@@ -138,113 +272,68 @@ pub enum Need {
     TiedToEmbd,
 }
 
+/// The shape of a tensor as a function of the hyperparameters and layer.
+pub type ShapeFn = fn(&HParams, usize) -> Vec<usize>;
+
 /// One row of an architecture's tensor table.
 #[derive(Clone, Copy, Debug)]
 pub struct TensorSpec {
     /// Role.
     pub kind: TensorKind,
-    /// Once per layer, or once per model.
-    pub per_layer: bool,
     /// Presence rule.
     pub need: Need,
+    /// The expected shape when it differs from [`TensorKind::shape`].
+    pub shape: Option<ShapeFn>,
 }
 
-const fn g(kind: TensorKind, need: Need) -> TensorSpec {
+impl TensorSpec {
+    /// Once per layer, or once per model (from the tensor-info table).
+    pub fn per_layer(&self) -> bool {
+        self.kind.per_layer()
+    }
+
+    /// The expected shape for layer `il`.
+    pub fn expected_shape(&self, hp: &HParams, il: usize) -> Vec<usize> {
+        match self.shape {
+            Some(f) => f(hp, il),
+            None => self.kind.shape(hp, il),
+        }
+    }
+}
+
+/// A required tensor of the common shape.
+pub const fn req(kind: TensorKind) -> TensorSpec {
     TensorSpec {
         kind,
-        per_layer: false,
-        need,
+        need: Need::Required,
+        shape: None,
     }
 }
 
-const fn l(kind: TensorKind, need: Need) -> TensorSpec {
+/// An optional tensor of the common shape.
+pub const fn opt(kind: TensorKind) -> TensorSpec {
     TensorSpec {
         kind,
-        per_layer: true,
-        need,
+        need: Need::Optional,
+        shape: None,
     }
 }
 
-use Need::{Optional, Required, TiedToEmbd};
-use TensorKind::*;
-
-const LLAMA_TENSORS: &[TensorSpec] = &[
-    g(TokenEmbd, Required),
-    g(OutputNorm, Required),
-    g(Output, TiedToEmbd),
-    g(RopeFreqs, Optional),
-    l(AttnNorm, Required),
-    l(AttnQ, Required),
-    l(AttnK, Required),
-    l(AttnV, Required),
-    l(AttnOut, Required),
-    l(AttnQBias, Optional),
-    l(AttnKBias, Optional),
-    l(AttnVBias, Optional),
-    l(AttnOutBias, Optional),
-    l(FfnNorm, Required),
-    l(FfnGate, Required),
-    l(FfnDown, Required),
-    l(FfnUp, Required),
-];
-
-const QWEN2_TENSORS: &[TensorSpec] = &[
-    g(TokenEmbd, Required),
-    g(OutputNorm, Required),
-    g(Output, TiedToEmbd),
-    l(AttnNorm, Required),
-    l(AttnQ, Required),
-    l(AttnK, Required),
-    l(AttnV, Required),
-    l(AttnOut, Required),
-    l(AttnQBias, Required),
-    l(AttnKBias, Required),
-    l(AttnVBias, Required),
-    l(FfnNorm, Required),
-    l(FfnGate, Required),
-    l(FfnDown, Required),
-    l(FfnUp, Required),
-];
-
-impl Arch {
-    /// Every supported architecture.
-    pub const ALL: [Arch; 2] = [Arch::Llama, Arch::Qwen2];
-
-    /// The architecture named by `general.architecture`.
-    pub fn from_name(name: &str) -> Result<Arch> {
-        Arch::ALL
-            .into_iter()
-            .find(|a| a.name() == name)
-            .ok_or_else(|| LlamaError::UnknownArch(name.to_string()))
+/// The output projection, tied to the embeddings when absent.
+pub const fn tied(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::TiedToEmbd,
+        shape: None,
     }
+}
 
-    /// The GGUF name, also the prefix of its metadata keys.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-        }
-    }
-
-    /// Rotary embedding layout.
-    pub fn rope_mode(self) -> RopeMode {
-        match self {
-            Arch::Llama => RopeMode::Normal,
-            Arch::Qwen2 => RopeMode::Neox,
-        }
-    }
-
-    /// The tensor table.
-    pub fn tensors(self) -> &'static [TensorSpec] {
-        match self {
-            Arch::Llama => LLAMA_TENSORS,
-            Arch::Qwen2 => QWEN2_TENSORS,
-        }
-    }
-
-    /// `{arch}.{suffix}`, e.g. `llama.context_length`.
-    pub fn key(self, suffix: &str) -> String {
-        format!("{}.{suffix}", self.name())
+/// A required tensor with an architecture-specific shape.
+pub const fn req_shaped(kind: TensorKind, shape: ShapeFn) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::Required,
+        shape: Some(shape),
     }
 }
 
@@ -254,10 +343,24 @@ mod tests {
 
     #[test]
     fn names() {
-        assert_eq!(Arch::from_name("qwen2").unwrap(), Arch::Qwen2);
+        assert_eq!(Arch::from_name("qwen2").unwrap().name(), "qwen2");
         let e = Arch::from_name("mamba").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'mamba'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::FfnUp as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::FfnPostNorm as usize + 1, N_TENSOR_KINDS);
+    }
+
+    #[test]
+    fn every_table_row_is_known_and_unique() {
+        for a in Arch::all() {
+            let mut seen = std::collections::HashSet::new();
+            for s in a.tensors() {
+                assert!(seen.insert(s.kind), "{}: {:?} twice", a.name(), s.kind);
+                if s.need == Need::TiedToEmbd {
+                    assert_eq!(s.kind, TensorKind::Output);
+                }
+            }
+            assert!(seen.contains(&TensorKind::TokenEmbd), "{}", a.name());
+        }
     }
 }

@@ -39,6 +39,11 @@ pub struct CommonArgs {
     pub escape: bool,
     /// `--no-warmup` was given.
     pub no_warmup: bool,
+    /// `-cnv` (Some(true)) / `-no-cnv` (Some(false)); None: chat when the
+    /// model has a chat template.
+    pub conversation: Option<bool>,
+    /// `-sys`: system prompt of a conversation.
+    pub system_prompt: Option<String>,
     /// Arguments this parser did not know, for the tool's own flags.
     pub rest: Vec<String>,
 }
@@ -62,6 +67,8 @@ impl Default for CommonArgs {
             log_disable: false,
             escape: true,
             no_warmup: false,
+            conversation: None,
+            system_prompt: None,
             rest: Vec::new(),
         }
     }
@@ -242,7 +249,9 @@ impl CommonArgs {
                 }
                 "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
                 "--no-op-offload" => a.ctx_params.op_offload = false,
-                "-fa" | "--flash-attn" => a.ctx_params.flash_attn = true,
+                "-fa" | "--flash-attn" => {
+                    a.ctx_params.flash_attn_type = val("on|off|auto")?.parse()?
+                }
                 "--rope-freq-base" => {
                     a.ctx_params.rope_freq_base = num(&flag, &val("float")?, "a number")?
                 }
@@ -289,8 +298,9 @@ impl CommonArgs {
                 "-e" | "--escape" => a.escape = true,
                 "--no-escape" => a.escape = false,
                 "--no-warmup" => a.no_warmup = true,
-                // Accepted for compatibility: this tool has no conversation mode.
-                "-no-cnv" | "--no-conversation" => {}
+                "-cnv" | "--conversation" => a.conversation = Some(true),
+                "-no-cnv" | "--no-conversation" => a.conversation = Some(false),
+                "-sys" | "--system-prompt" => a.system_prompt = Some(val("text")?),
                 _ => a.rest.push(flag),
             }
         }
@@ -369,6 +379,24 @@ mod tests {
         assert!(parse("-c abc").is_err());
         assert!(parse("-ctk q9").is_err());
         assert!(parse("-sm diagonal").is_err());
+        use crate::context::FlashAttnType;
+        assert_eq!(
+            parse("-fa off").unwrap().ctx_params.flash_attn_type,
+            FlashAttnType::Disabled
+        );
+        assert_eq!(
+            parse("-fa on").unwrap().ctx_params.flash_attn_type,
+            FlashAttnType::Enabled
+        );
+        assert_eq!(
+            parse("").unwrap().ctx_params.flash_attn_type,
+            FlashAttnType::Auto
+        );
+        let e = match parse("-fa maybe") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("-fa maybe was accepted"),
+        };
+        assert!(e.contains("maybe") && e.contains("auto"), "{e}");
         assert_eq!(parse("--bogus").unwrap().rest, vec!["--bogus".to_string()]);
         assert_eq!(process_escapes("a\\nb\\\\"), "a\nb\\");
     }

@@ -9,6 +9,7 @@ use ggml_core::{Backend, BufferType, Device, DeviceKind, Graph, TensorId, Type};
 
 use crate::batch::{Batch, Token};
 use crate::error::{LlamaError, Result};
+use crate::graph::inputs::{build_mask, MaskTokens};
 use crate::graph::{build_decoder, build_k_shift, BuiltGraph, RopeCfg, UbatchShape, KQ_MASK_PAD};
 use crate::hparams::RopeScaling;
 use crate::kv_cache::{KvCache, Pos, SeqId, MAX_SEQ};
@@ -26,6 +27,34 @@ pub enum PoolingType {
     Cls,
     /// The last token's.
     Last,
+}
+
+/// Whether attention runs as one fused FLASH_ATTN_EXT op (llama.cpp's
+/// `-fa on|off|auto`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FlashAttnType {
+    /// On when every backend of the context supports it for the model's
+    /// head shapes and the KV cache types.
+    #[default]
+    Auto,
+    /// Always on.
+    Enabled,
+    /// Always off.
+    Disabled,
+}
+
+impl std::str::FromStr for FlashAttnType {
+    type Err = LlamaError;
+    fn from_str(s: &str) -> Result<FlashAttnType> {
+        match s {
+            "auto" => Ok(FlashAttnType::Auto),
+            "on" | "1" | "enabled" => Ok(FlashAttnType::Enabled),
+            "off" | "0" | "disabled" => Ok(FlashAttnType::Disabled),
+            other => Err(LlamaError::InvalidParam(format!(
+                "flash attention '{other}': expected on, off or auto"
+            ))),
+        }
+    }
 }
 
 /// Called between graph computations; returning true aborts the decode.
@@ -68,8 +97,8 @@ pub struct ContextParams {
     pub yarn_beta_slow: f32,
     /// YaRN original context; 0 = the model's.
     pub yarn_orig_ctx: usize,
-    /// Fused attention.
-    pub flash_attn: bool,
+    /// Fused attention: on, off, or on where every backend supports it.
+    pub flash_attn_type: FlashAttnType,
     /// Extract embeddings instead of (besides) logits.
     pub embeddings: bool,
     /// Pooling of embeddings.
@@ -106,7 +135,7 @@ impl Default for ContextParams {
             yarn_beta_fast: 32.0,
             yarn_beta_slow: 1.0,
             yarn_orig_ctx: 0,
-            flash_attn: false,
+            flash_attn_type: FlashAttnType::Auto,
             embeddings: false,
             pooling: PoolingType::None,
             abort_callback: None,
@@ -165,6 +194,36 @@ fn kv_padding(flash_attn: bool) -> usize {
     }
 }
 
+/// Resolves [`FlashAttnType::Auto`]: on when the CPU and every device of
+/// the model support FLASH_ATTN_EXT for each layer's head shapes and the
+/// cache types (F16 when quantized types rule it out).
+fn resolve_flash_attn(model: &Model, p: &ContextParams) -> bool {
+    match p.flash_attn_type {
+        FlashAttnType::Enabled => return true,
+        FlashAttnType::Disabled => return false,
+        FlashAttnType::Auto => {}
+    }
+    if p.type_k.is_quantized() || p.type_v.is_quantized() {
+        return false;
+    }
+    let hp = &model.hparams;
+    let mut devs: Vec<&Arc<dyn Device>> = model.devices.iter().collect();
+    devs.push(&model.cpu);
+    (0..hp.n_layer).all(|il| {
+        let mut g = Graph::new();
+        let (hk, hv) = (hp.n_embd_head_k, hp.n_embd_head_v);
+        let q = g.input("q", Type::F32, &[hk, 8, hp.n_head(il)]);
+        let k = g.input("k", p.type_k, &[hk, 256, hp.n_head_kv(il)]);
+        let v = g.input("v", p.type_v, &[hv, 256, hp.n_head_kv(il)]);
+        let m = g.input("m", Type::F32, &[256, KQ_MASK_PAD]);
+        let Ok(fa) = g.flash_attn_ext(q, k, v, Some(m), 1.0, 0.0, hp.f_attn_logit_softcapping)
+        else {
+            return false;
+        };
+        devs.iter().all(|d| d.supports_op(&g, fa))
+    })
+}
+
 fn pad(x: usize, to: usize) -> usize {
     x.div_ceil(to) * to
 }
@@ -183,7 +242,9 @@ impl<'m> Context<'m> {
                 p.n_seq_max
             )));
         }
-        if p.flash_attn && (p.type_k.is_quantized() || p.type_v.is_quantized()) {
+        let flash_attn = resolve_flash_attn(model, &p);
+        crate::info!("llama_init_from_model: flash_attn    = {flash_attn}");
+        if flash_attn && (p.type_k.is_quantized() || p.type_v.is_quantized()) {
             return Err(LlamaError::NotSupported(format!(
                 "flash attention with a quantized KV cache (K {}, V {})",
                 p.type_k, p.type_v
@@ -197,7 +258,7 @@ impl<'m> Context<'m> {
         if p.n_ctx == 0 {
             p.n_ctx = hp.n_ctx_train;
         }
-        p.n_ctx = pad(p.n_ctx, kv_padding(p.flash_attn));
+        p.n_ctx = pad(p.n_ctx, kv_padding(flash_attn));
         if p.n_batch == 0 || p.n_ubatch == 0 {
             return Err(LlamaError::InvalidParam(
                 "n_batch and n_ubatch must be positive".into(),
@@ -258,7 +319,7 @@ impl<'m> Context<'m> {
             p.n_ctx,
             p.type_k,
             p.type_v,
-            !p.flash_attn,
+            !flash_attn,
             p.offload_kqv,
         )?;
 
@@ -674,21 +735,22 @@ impl<'m> Context<'m> {
             .flat_map(|p| p.to_le_bytes())
             .collect();
         Self::write_input(g, inp.pos, &pos_bytes)?;
-        // Mask: a token sees the cells of its sequences at positions <= its own.
+        // Masks, once per ubatch: a token sees the cells of its sequences at
+        // positions <= its own (and, for sliding-window layers, within the
+        // window).
         let mask_rows = g.desc(inp.kq_mask).ne[1];
-        let mut mask = vec![f32::NEG_INFINITY; n_kv * mask_rows];
-        for j in 0..n_tokens {
-            let p = pos[start + j];
-            let ss = &seqs[start + j];
-            let row = &mut mask[j * n_kv..(j + 1) * n_kv];
-            for (i, c) in self.kv.cells[..n_kv].iter().enumerate() {
-                if !c.is_empty() && c.pos <= p && ss.iter().any(|&s| c.has_seq(s)) {
-                    row[i] = 0.0;
-                }
+        let toks = MaskTokens {
+            pos: &pos[start..end],
+            seqs: &seqs[start..end],
+        };
+        let masks = [(Some(inp.kq_mask), None), (inp.kq_mask_swa, Some(hp.n_swa))];
+        for (t, swa) in masks {
+            if let Some(t) = t {
+                let mask = build_mask(&self.kv.cells, n_kv, mask_rows, &toks, swa);
+                let bytes: Vec<u8> = mask.iter().flat_map(|x| x.to_le_bytes()).collect();
+                Self::write_input(g, t, &bytes)?;
             }
         }
-        let mask_bytes: Vec<u8> = mask.iter().flat_map(|x| x.to_le_bytes()).collect();
-        Self::write_input(g, inp.kq_mask, &mask_bytes)?;
         if let Some(ids) = inp.out_ids {
             let bytes: Vec<u8> = rows
                 .iter()

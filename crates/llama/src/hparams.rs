@@ -56,6 +56,37 @@ pub struct HParams {
     pub rope_scaling: RopeScaling,
     /// Original context of YaRN scaling.
     pub n_ctx_orig_yarn: usize,
+    /// Sliding window in positions (0: no sliding-window layers).
+    pub n_swa: usize,
+    /// Per layer: true when the layer attends only the last `n_swa` positions.
+    pub swa_layers: Vec<bool>,
+    /// Rope base frequency of sliding-window layers.
+    pub rope_freq_base_train_swa: f32,
+    /// Rope frequency scale of sliding-window layers.
+    pub rope_freq_scale_train_swa: f32,
+    /// Soft-capping of attention logits (0: off).
+    pub f_attn_logit_softcapping: f32,
+    /// Soft-capping of the output logits (0: off).
+    pub f_final_logit_softcapping: f32,
+    /// Scale of the attention scores; 0 = 1/sqrt(n_embd_head_k).
+    pub f_attention_scale: f32,
+}
+
+/// Largest width of any one tensor dim the hyperparameters may imply; a
+/// hostile file cannot make the products below overflow.
+pub const MAX_DIM: usize = 1 << 31;
+
+fn checked_dim(what: &str, parts: &[usize]) -> Result<usize> {
+    let mut acc = 1usize;
+    for &p in parts {
+        acc = acc
+            .checked_mul(p)
+            .filter(|&x| x <= MAX_DIM)
+            .ok_or_else(|| {
+                LlamaError::HParams(format!("{what} = {parts:?} multiplied is too large"))
+            })?;
+    }
+    Ok(acc)
 }
 
 impl HParams {
@@ -78,6 +109,14 @@ impl HParams {
     /// Value width of all KV heads of layer `il`.
     pub fn n_embd_v_gqa(&self, il: usize) -> usize {
         self.n_embd_head_v * self.n_head_kv(il)
+    }
+    /// True when layer `il` uses the sliding window.
+    pub fn is_swa(&self, il: usize) -> bool {
+        self.n_swa > 0 && self.swa_layers.get(il).copied().unwrap_or(false)
+    }
+    /// True when some layer uses the sliding window.
+    pub fn has_swa(&self) -> bool {
+        (0..self.n_layer).any(|il| self.is_swa(il))
     }
     /// Query heads per KV head (GQA ratio) of layer `il`.
     pub fn n_gqa(&self, il: usize) -> usize {
@@ -173,11 +212,24 @@ impl HParams {
         let n_ctx_orig_yarn = meta
             .get_usize_opt(&k("rope.scaling.original_context_length"))?
             .unwrap_or(n_ctx_train);
+        // Every product the shapes use, checked once so later arithmetic
+        // cannot overflow.
+        checked_dim("n_embd", &[n_embd])?;
+        for il in 0..n_layer {
+            checked_dim("n_embd_head_k * n_head", &[n_embd_head_k, n_head_arr[il]])?;
+            checked_dim("n_embd_head_v * n_head", &[n_embd_head_v, n_head_arr[il]])?;
+            checked_dim("n_ff", &[n_ff_arr[il], 2])?;
+            let q = n_embd_head_k * n_head_arr[il];
+            let kv = n_embd_head_k.max(n_embd_head_v) * n_head_kv_arr[il];
+            checked_dim("fused qkv width", &[q + 2 * kv])?;
+        }
         let n_vocab = match meta.get_usize_opt(&k("vocab_size"))? {
             Some(v) => v,
             None => meta.array_len_opt("tokenizer.ggml.tokens").unwrap_or(0),
         };
-        Ok(HParams {
+        checked_dim("n_embd * n_vocab", &[n_embd, n_vocab.max(1)])
+            .or_else(|_| checked_dim("n_vocab", &[n_vocab]))?;
+        let mut hp = HParams {
             arch,
             n_ctx_train,
             n_embd,
@@ -194,7 +246,60 @@ impl HParams {
             rope_freq_scale_train,
             rope_scaling,
             n_ctx_orig_yarn,
-        })
+            n_swa: 0,
+            swa_layers: vec![false; n_layer],
+            rope_freq_base_train_swa: 10000.0,
+            rope_freq_scale_train_swa: 1.0,
+            f_attn_logit_softcapping: 0.0,
+            f_final_logit_softcapping: 0.0,
+            f_attention_scale: 0.0,
+        };
+        (arch.def().load_hparams)(&mut hp, meta)?;
+        Ok(hp)
+    }
+
+    /// Reads the sliding window (`attention.sliding_window`, which must be
+    /// positive) and which layers use it: `attention.sliding_window_pattern`
+    /// as one integer (layer il is local iff il % n < n - 1; 0 = every layer)
+    /// or as one bool per layer; `default_pattern` when absent. Without the
+    /// window key the model has no sliding window unless `default_window`.
+    pub fn load_swa(
+        &mut self,
+        meta: &MetaView<'_>,
+        default_pattern: usize,
+        default_window: Option<usize>,
+    ) -> Result<()> {
+        let key = self.arch.key("attention.sliding_window");
+        let Some(n_swa) = meta.get_usize_opt(&key)?.or(default_window) else {
+            return Ok(());
+        };
+        if n_swa == 0 {
+            return Err(LlamaError::HParams(format!(
+                "{key} = 0: a sliding window must hold at least one position"
+            )));
+        }
+        self.n_swa = n_swa;
+        let pkey = self.arch.key("attention.sliding_window_pattern");
+        if let Some(arr) = meta.metadata().get(&pkey).and_then(|v| v.as_array()) {
+            if arr.len() != self.n_layer {
+                return Err(LlamaError::HParams(format!(
+                    "{pkey} has {} entries, expected one per layer ({})",
+                    arr.len(),
+                    self.n_layer
+                )));
+            }
+            let vals = meta
+                .metadata()
+                .get_array::<bool>(&pkey)
+                .map_err(|e| LlamaError::Metadata(format!("key '{pkey}': {e}")))?;
+            self.swa_layers = vals;
+            return Ok(());
+        }
+        let n = meta.get_usize_opt(&pkey)?.unwrap_or(default_pattern);
+        self.swa_layers = (0..self.n_layer)
+            .map(|il| n == 0 || il % n < n - 1)
+            .collect();
+        Ok(())
     }
 }
 

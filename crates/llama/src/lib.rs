@@ -4,6 +4,7 @@
 pub mod arch;
 pub mod error;
 pub mod hparams;
+pub mod models;
 pub mod params;
 pub mod vocab;
 
@@ -26,6 +27,7 @@ pub mod kv_cache;
 
 pub use batch::{Batch, Token};
 pub use context::{Context, ContextParams, PoolingType};
+pub mod chat;
 pub mod cli;
 pub mod perplexity;
 pub mod sampling;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use ggml_core::{Buffer, Device, DeviceKind, TensorDesc};
 use gguf::{GgufModel, Metadata};
 
-use crate::arch::{Arch, Need, TensorKind, N_TENSOR_KINDS};
+use crate::arch::{Arch, Need, Scope, TensorKind, N_TENSOR_KINDS};
 use crate::devices::{backend_init, cpu_device, select_devices};
 use crate::error::{LlamaError, Result};
 use crate::hparams::{HParams, MetaView};
@@ -61,8 +61,28 @@ pub struct Weights {
     pub output: Weight,
     /// Rope frequency factors.
     pub rope_freqs: Option<Weight>,
+    /// Rope factors for contexts longer than the original (phi3).
+    pub rope_factors_long: Option<Weight>,
+    /// Rope factors for contexts within the original (phi3).
+    pub rope_factors_short: Option<Weight>,
     /// Repeating layers.
     pub layers: Vec<Layer>,
+}
+
+impl Weights {
+    /// The rope frequency factors for a context of `n_ctx` positions per
+    /// sequence: `rope_freqs`, or the long/short factors chosen by whether
+    /// the context exceeds the original one.
+    pub fn rope_factors(&self, n_ctx: usize, n_ctx_orig: usize) -> Option<&Weight> {
+        if let Some(r) = &self.rope_freqs {
+            return Some(r);
+        }
+        if n_ctx > n_ctx_orig {
+            self.rope_factors_long.as_ref()
+        } else {
+            self.rope_factors_short.as_ref()
+        }
+    }
 }
 
 /// A model loaded from a GGUF file.
@@ -278,17 +298,17 @@ impl Model {
         let mut used = std::collections::HashSet::new();
         let mut moved: BTreeMap<(String, String), usize> = BTreeMap::new();
         for spec in self.arch.tensors() {
-            let layers: Vec<Option<usize>> = if spec.per_layer {
+            let layers: Vec<Option<usize>> = if spec.per_layer() {
                 (0..hp.n_layer).map(Some).collect()
             } else {
                 vec![None]
             };
             for il in layers {
                 let name = spec.kind.name(il);
-                let layer_dev = match (spec.kind, il) {
+                let layer_dev = match (spec.kind.info().scope, il) {
                     (_, Some(i)) => &self.plan.layers[i],
-                    (TensorKind::TokenEmbd, None) => &self.plan.input,
-                    (TensorKind::RopeFreqs, None) => &self.plan.layers[0],
+                    (Scope::Input, None) => &self.plan.input,
+                    (Scope::Rope, None) => &self.plan.layers[0],
                     _ => &self.plan.output,
                 };
                 let found = files.tensor(&name);
@@ -315,7 +335,7 @@ impl Model {
                     },
                 };
                 used.insert(info.name.clone());
-                let expected = spec.kind.shape(hp, il.unwrap_or(0));
+                let expected = spec.expected_shape(hp, il.unwrap_or(0));
                 check_shape(&name, &info.dims, &expected)?;
                 let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
                 let desc = TensorDesc::new(name.clone(), info.ty, &ne);
@@ -418,21 +438,32 @@ impl Model {
         items: impl Iterator<Item = ((TensorKind, Option<usize>), Weight)>,
     ) -> Result<Weights> {
         let mut layers = vec![Layer::default(); self.hparams.n_layer];
-        let (mut tok, mut onorm, mut out, mut rope) = (None, None, None, None);
+        let mut globals: [Option<Weight>; N_TENSOR_KINDS] = Default::default();
         for ((kind, il), w) in items {
-            match (kind, il) {
-                (k, Some(i)) => layers[i].w[k.index()] = Some(w),
-                (TensorKind::TokenEmbd, None) => tok = Some(w),
-                (TensorKind::OutputNorm, None) => onorm = Some(w),
-                (TensorKind::Output, None) => out = Some(w),
-                (TensorKind::RopeFreqs, None) => rope = Some(w),
-                (k, None) => {
+            match (kind.info().scope, il) {
+                (Scope::Layer, Some(i)) if i < layers.len() => layers[i].w[kind.index()] = Some(w),
+                (Scope::Input | Scope::Output | Scope::Rope, None) => {
+                    globals[kind.index()] = Some(w)
+                }
+                _ => {
                     return Err(LlamaError::Tensor(format!(
-                        "unexpected global tensor {k:?}"
+                        "tensor {} does not fit the tensor-info table",
+                        kind.name(il)
                     )))
                 }
             }
         }
+        let mut take = |k: TensorKind| globals[k.index()].take();
+        let (tok, onorm, out, rope) = (
+            take(TensorKind::TokenEmbd),
+            take(TensorKind::OutputNorm),
+            take(TensorKind::Output),
+            take(TensorKind::RopeFreqs),
+        );
+        let (rope_long, rope_short) = (
+            take(TensorKind::RopeFactorsLong),
+            take(TensorKind::RopeFactorsShort),
+        );
         let missing = |n: &str| LlamaError::Tensor(format!("missing tensor '{n}'"));
         let tok_embd = tok.ok_or_else(|| missing("token_embd.weight"))?;
         let output = out.unwrap_or_else(|| tok_embd.clone());
@@ -441,6 +472,8 @@ impl Model {
             tok_embd,
             output,
             rope_freqs: rope,
+            rope_factors_long: rope_long,
+            rope_factors_short: rope_short,
             layers,
         })
     }

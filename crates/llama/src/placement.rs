@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use ggml_core::{registry, BufferType, Device, DeviceKind, Graph, TensorDesc, TensorId, Type};
 
-use crate::arch::TensorKind;
+use crate::arch::{TensorKind, TensorOp};
 use crate::error::{LlamaError, Result};
 use crate::hparams::HParams;
 use crate::params::{ModelParams, SplitMode};
@@ -191,34 +191,33 @@ pub struct Probe {
 
 /// Builds the op that consumes a weight, in a small graph, so a device can be
 /// asked whether it supports it with a realistic batch of 512 tokens.
+/// The op comes from the tensor-info table; `None` when the op cannot be
+/// built for this shape (the caller then refuses the tensor).
 pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<Probe> {
     const N: usize = 512;
     let mut g = Graph::new();
     let w = g.new_tensor(desc.name.clone(), desc.ty, &desc.ne);
-    let node = match kind {
-        TensorKind::TokenEmbd => {
+    let node = match kind.info().op {
+        TensorOp::GetRows => {
             let idx = g.input("ids", Type::I32, &[N]);
             g.get_rows(w, idx).ok()?
         }
-        TensorKind::OutputNorm | TensorKind::AttnNorm | TensorKind::FfnNorm => {
+        TensorOp::Mul => {
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.mul(x, w).ok()?
         }
-        TensorKind::AttnQBias
-        | TensorKind::AttnKBias
-        | TensorKind::AttnVBias
-        | TensorKind::AttnOutBias => {
+        TensorOp::Add => {
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.add_op(x, w).ok()?
         }
-        TensorKind::RopeFreqs => {
+        TensorOp::Rope => {
             let x = g.input("x", Type::F32, &[hp.n_embd_head_k, hp.n_head(0), N]);
             let pos = g.input("pos", Type::I32, &[N]);
             let p =
                 ggml_core::RopeParams::new(hp.n_rot, hp.arch.rope_mode(), hp.rope_freq_base_train);
             g.rope_ext(x, pos, Some(w), p).ok()?
         }
-        _ => {
+        TensorOp::MulMat => {
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.mul_mat(w, x).ok()?
         }
@@ -238,14 +237,12 @@ pub fn select_buft(
     desc: &TensorDesc,
     hp: &HParams,
 ) -> Option<BuftEntry> {
-    let probe = probe_graph(kind, desc, hp);
+    let p = probe_graph(kind, desc, hp)?;
     list.iter()
         .find(|e| {
             e.dev.supports_buft(e.buft.as_ref())
-                && probe.as_ref().is_none_or(|p| {
-                    e.dev.supports_op(&p.graph, p.node)
-                        && e.buft.supports_weight(&p.graph, p.node, p.weight)
-                })
+                && e.dev.supports_op(&p.graph, p.node)
+                && e.buft.supports_weight(&p.graph, p.node, p.weight)
         })
         .cloned()
 }
@@ -258,7 +255,7 @@ pub fn buft_holds(
     desc: &TensorDesc,
     hp: &HParams,
 ) -> bool {
-    probe_graph(kind, desc, hp).is_none_or(|p| buft.supports_weight(&p.graph, p.node, p.weight))
+    probe_graph(kind, desc, hp).is_some_and(|p| buft.supports_weight(&p.graph, p.node, p.weight))
 }
 
 /// Finds a buffer type by name among every registered device's types.

@@ -22,26 +22,15 @@ struct Shape {
     neox: bool,
 }
 
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 11) as f64 / (1u64 << 53) as f64) as f32 * 2.0 - 1.0
-    }
-}
-
 /// name, dims (ggml order), values
 type Tensors = Vec<(String, Vec<usize>, Vec<f32>)>;
 
 fn make_model(s: &Shape, path: &std::path::Path) -> Tensors {
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = test_support::Rng(0x9E37_79B9_7F4A_7C15);
     let mut tensors: Tensors = Vec::new();
     let mut add = |name: String, dims: Vec<usize>, scale: f32, offset: f32| {
         let n: usize = dims.iter().product();
-        let v = (0..n).map(|_| offset + scale * rng.next()).collect();
+        let v = (0..n).map(|_| offset + scale * rng.f()).collect();
         tensors.push((name, dims, v));
     };
     let hd = s.n_embd / s.n_head;
@@ -260,6 +249,8 @@ fn check(s: Shape) {
         type_v: ty,
         n_threads: 2,
         n_threads_batch: 2,
+        // The reference computes in f64; flash attention rounds Q to F16.
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).unwrap();

@@ -75,6 +75,8 @@ fn context_full_is_an_error_not_a_panic() {
         &model,
         ContextParams {
             n_ctx: 32,
+            // Flash attention would pad the context to 256 cells.
+            flash_attn_type: llama::context::FlashAttnType::Disabled,
             ..params()
         },
     )
@@ -254,7 +256,7 @@ fn bad_context_params() {
     let e = Context::new(
         &model,
         ContextParams {
-            flash_attn: true,
+            flash_attn_type: llama::context::FlashAttnType::Enabled,
             type_k: ggml_core::Type::Q8_0,
             ..params()
         },

@@ -14,37 +14,104 @@ fn stories(fx: &std::path::Path) -> std::path::PathBuf {
     fx.join("models/stories260K.gguf")
 }
 
+/// The kinds of weight a repeating layer may hold.
+const LAYER_KINDS: [llama::TensorKind; 13] = {
+    use llama::TensorKind::*;
+    [
+        AttnNorm,
+        AttnQ,
+        AttnK,
+        AttnV,
+        AttnOut,
+        AttnQBias,
+        AttnKBias,
+        AttnVBias,
+        AttnOutBias,
+        FfnNorm,
+        FfnGate,
+        FfnDown,
+        FfnUp,
+    ]
+};
+
+/// Every weight of a model (the output twice when tied to the embeddings).
+fn all_weights(w: &llama::Weights) -> Vec<&llama::Weight> {
+    let mut v = vec![&w.tok_embd, &w.output_norm, &w.output];
+    v.extend(&w.rope_freqs);
+    for l in &w.layers {
+        v.extend(LAYER_KINDS.iter().filter_map(|&k| l.get(k)));
+    }
+    v
+}
+
+/// With mmap the CPU's weights are used in place from the mapping; without
+/// it they are read into host buffers; the weights hold the same bytes
+/// either way. Weights repacked for the CPU's matrix kernels (without a
+/// GPU, for the types its ISA packs) cannot be read back, so the bytes are
+/// compared with ggml's layout (`use_extra_bufts: false`), and with the
+/// default placement the repacked weights are the same either way and
+/// every other weight is compared.
 #[test]
 fn loads_with_and_without_mmap() {
     let Some(fx) = fixtures() else { return };
-    let m = Model::load(stories(&fx), &ModelParams::default()).expect("mmap load");
-    assert_eq!(m.hparams.n_layer, 5);
-    assert_eq!(m.hparams.n_ctx_train, 512);
-    assert!(
-        m.stats.bytes_mapped > 0,
-        "weights should be used in place from the mapping"
-    );
-    assert_eq!(m.stats.bytes_read, 0);
-    let w = m.weights().unwrap();
-    assert_eq!(w.layers.len(), 5);
-    let p = ModelParams {
-        use_mmap: false,
-        ..ModelParams::default()
-    };
-    let m2 = Model::load(stories(&fx), &p).expect("read load");
-    assert_eq!(m2.stats.bytes_mapped, 0);
-    assert_eq!(m2.stats.bytes_read, m.stats.bytes_mapped);
-    // Same bytes either way.
-    let (a, b) = (&w.layers[3], &m2.weights().unwrap().layers[3]);
-    let (wa, wb) = (
-        a.get(llama::TensorKind::FfnDown).unwrap(),
-        b.get(llama::TensorKind::FfnDown).unwrap(),
-    );
-    let mut x = vec![0u8; wa.desc.nbytes()];
-    let mut y = vec![0u8; wb.desc.nbytes()];
-    wa.at.buffer.get_tensor(wa.at.offset, &mut x).unwrap();
-    wb.at.buffer.get_tensor(wb.at.offset, &mut y).unwrap();
-    assert_eq!(x, y);
+    for use_extra_bufts in [false, true] {
+        let base = ModelParams {
+            use_extra_bufts,
+            ..ModelParams::default()
+        };
+        let m = Model::load(stories(&fx), &base).expect("mmap load");
+        assert_eq!(m.hparams.n_layer, 5);
+        assert_eq!(m.hparams.n_ctx_train, 512);
+        assert!(
+            m.stats.bytes_mapped > 0,
+            "weights should be used in place from the mapping"
+        );
+        assert_eq!(m.stats.bytes_read, 0);
+        let w = m.weights().unwrap();
+        assert_eq!(w.layers.len(), 5);
+        let p = ModelParams {
+            use_mmap: false,
+            ..base
+        };
+        let m2 = Model::load(stories(&fx), &p).expect("read load");
+        assert_eq!(m2.stats.bytes_mapped, 0);
+        assert_eq!(m2.stats.bytes_read, m.stats.bytes_mapped);
+        assert_eq!(m2.stats.bytes_repacked, m.stats.bytes_repacked);
+        if !use_extra_bufts {
+            assert_eq!(m.stats.bytes_repacked, 0);
+        }
+        let w2 = m2.weights().unwrap();
+        // The CPU's extra buffer types store weights in layouts of their own.
+        llama::backend_init();
+        let extra: Vec<String> = ggml_core::registry::device_by_kind(ggml_core::DeviceKind::Cpu)
+            .expect("a CPU device")
+            .extra_buffer_types()
+            .iter()
+            .map(|b| b.name().to_string())
+            .collect();
+        let (mut seen, mut compared) = (0, 0);
+        for (a, b) in all_weights(w).into_iter().zip(all_weights(w2)) {
+            let (ba, bb) = (a.at.buffer.buffer_type(), b.at.buffer.buffer_type());
+            assert_eq!(a.desc.name, b.desc.name);
+            assert_eq!(ba.name(), bb.name(), "{}", a.desc.name);
+            seen += 1;
+            if extra.iter().any(|e| e == ba.name()) {
+                assert!(use_extra_bufts, "{} repacked", a.desc.name);
+                continue;
+            }
+            let mut x = vec![0u8; a.desc.nbytes()];
+            let mut y = vec![0u8; b.desc.nbytes()];
+            a.at.buffer.get_tensor(a.at.offset, &mut x).unwrap();
+            b.at.buffer.get_tensor(b.at.offset, &mut y).unwrap();
+            assert_eq!(x, y, "{}", a.desc.name);
+            compared += 1;
+        }
+        // Every weight without repacking; at least the norms with it.
+        assert!(compared >= 2 + 2 * w.layers.len(), "{compared} compared");
+        if !use_extra_bufts {
+            assert_eq!(compared, seen, "every weight compared");
+        }
+    }
 }
 
 #[test]
@@ -221,20 +288,57 @@ fn cancel_from_progress_callback() {
     assert_eq!(*last.lock().unwrap(), 1.0);
 }
 
+/// A dry run plans the memory of every buffer type as the load allocates
+/// it, and allocates nothing; in ggml's layout the plan is the file's
+/// tensor bytes (repacked weights take their own, larger layout).
 #[test]
 fn dry_run_plans_without_allocating() {
     let Some(fx) = fixtures() else { return };
-    let m = Model::load(
-        stories(&fx),
-        &ModelParams {
-            dry_run: true,
+    for use_extra_bufts in [false, true] {
+        let params = ModelParams {
+            use_extra_bufts,
             ..ModelParams::default()
-        },
-    )
-    .unwrap();
-    assert!(m.weights().is_err());
-    let total: usize = m.memory_plan.values().sum();
-    assert_eq!(total as u64, m.size_bytes);
+        };
+        let m = Model::load(
+            stories(&fx),
+            &ModelParams {
+                dry_run: true,
+                ..params.clone()
+            },
+        )
+        .unwrap();
+        assert!(m.weights().is_err());
+        assert_eq!(m.stats.bytes_mapped + m.stats.bytes_read, 0);
+        // Read into buffers of the planned types (a mapped load names its
+        // buffer `CPU_Mapped` instead).
+        let read = ModelParams {
+            use_mmap: false,
+            ..params.clone()
+        };
+        let loaded = Model::load(stories(&fx), &read).unwrap();
+        // The same buffer types, each holding the planned bytes and at most
+        // the alignment padding between its tensors.
+        let mut slack: std::collections::BTreeMap<String, usize> = Default::default();
+        for wt in all_weights(loaded.weights().unwrap()) {
+            let bt = wt.at.buffer.buffer_type();
+            *slack.entry(bt.name().to_string()).or_default() += bt.alignment();
+        }
+        assert_eq!(
+            m.memory_plan.keys().collect::<Vec<_>>(),
+            loaded.memory_plan.keys().collect::<Vec<_>>()
+        );
+        for (buft, &planned) in &m.memory_plan {
+            let got = loaded.memory_plan[buft];
+            assert!(
+                planned <= got && got <= planned + slack[buft],
+                "{buft}: planned {planned} bytes, allocated {got}"
+            );
+        }
+        let total: usize = m.memory_plan.values().sum();
+        if !use_extra_bufts {
+            assert_eq!(total as u64, m.size_bytes);
+        }
+    }
 }
 
 #[test]

@@ -2,7 +2,7 @@
 //! tokenizer algorithms on small hand-made vocabularies, malformed data, and
 //! robustness against arbitrary input.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use gguf::{Metadata, StringArray};
 use llama::vocab::{
@@ -480,31 +480,9 @@ fn metadata_keys() {
     assert_eq!(Vocab::from_metadata(&nv).unwrap().n_tokens(), 32);
 }
 
-/// xorshift64*, enough to produce arbitrary inputs reproducibly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-}
-
+/// The fixtures folder with its vocabularies (see [`test_support::fixtures`]).
 fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if dir.join("vocab").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").is_ok_and(|v| v == "1") {
-        panic!("fixtures not found at {}", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
+    test_support::fixtures_with("vocab")
 }
 
 /// Arbitrary bytes, text mixing scripts, whitespace and special-token
@@ -515,7 +493,7 @@ fn arbitrary_input_never_panics() {
     let alphabet: Vec<char> = "aZ09 \t\n\r\u{0B}'’.,!?<>|/\\_-éßøΩж漢字한국あ😀\u{2581}\u{3000}\u{200B}\u{FFFD}\u{0301}\u{0}"
         .chars()
         .collect();
-    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let mut rng = test_support::Rng(0x9E37_79B9_7F4A_7C15);
     for entry in std::fs::read_dir(dir.join("vocab")).unwrap() {
         let path = entry.unwrap().path();
         if path.extension() != Some(std::ffi::OsStr::new("gguf")) {
@@ -529,14 +507,16 @@ fn arbitrary_input_never_panics() {
             .map(|i| String::from_utf8_lossy(v.get_text(i).unwrap()).into_owned())
             .collect();
         for round in 0..40 {
-            let raw: Vec<u8> = (0..rng.next() % 64).map(|_| rng.next() as u8).collect();
+            let raw: Vec<u8> = (0..rng.next_u64() % 64)
+                .map(|_| rng.next_u64() as u8)
+                .collect();
             v.tokenize_bytes(&raw, round % 2 == 0, round % 3 == 0);
             let mut text = String::new();
-            for _ in 0..rng.next() % 48 {
-                if !specials.is_empty() && rng.next() % 8 == 0 {
-                    text.push_str(&specials[rng.next() as usize % specials.len()]);
+            for _ in 0..rng.next_u64() % 48 {
+                if !specials.is_empty() && rng.next_u64() % 8 == 0 {
+                    text.push_str(&specials[rng.next_u64() as usize % specials.len()]);
                 } else {
-                    text.push(alphabet[rng.next() as usize % alphabet.len()]);
+                    text.push(alphabet[rng.next_u64() as usize % alphabet.len()]);
                 }
             }
             let ids = v.tokenize(&text, round % 2 == 1, round % 4 == 0);
@@ -546,7 +526,7 @@ fn arbitrary_input_never_panics() {
                 path.display()
             );
             v.detokenize(&ids, round % 2 == 0, round % 3 == 0);
-            let junk: Vec<TokenId> = (0..16).map(|_| rng.next() as TokenId).collect();
+            let junk: Vec<TokenId> = (0..16).map(|_| rng.next_u64() as TokenId).collect();
             v.detokenize(&junk, true, true);
             v.token_to_piece(-1, true);
         }
@@ -581,10 +561,12 @@ fn synthetic_vocabs_never_panic() {
     .into_iter()
     .map(|d| Vocab::from_parts(d).unwrap())
     .collect();
-    let mut rng = Rng(42);
+    let mut rng = test_support::Rng(42);
     for v in &vocabs {
         for round in 0..200 {
-            let raw: Vec<u8> = (0..rng.next() % 40).map(|_| rng.next() as u8).collect();
+            let raw: Vec<u8> = (0..rng.next_u64() % 40)
+                .map(|_| rng.next_u64() as u8)
+                .collect();
             let ids = v.tokenize_bytes(&raw, round % 2 == 0, round % 3 == 0);
             assert!(ids.iter().all(|&i| i >= 0 && (i as usize) < v.n_tokens()));
             v.detokenize(&ids, round % 2 == 1, true);

@@ -7,19 +7,9 @@ use llama::vocab::{PreType, TokenAttr, TokenId, Vocab, VocabType};
 
 /// The fixtures folder, or `None` (after saying so) when it is absent and
 /// not required.
+/// The fixtures folder with its vocabularies (see [`test_support::fixtures`]).
 fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if dir.join("vocab").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").is_ok_and(|v| v == "1") {
-        panic!("fixtures not found at {}", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
+    test_support::fixtures_with("vocab")
 }
 
 fn open(path: &Path) -> Vocab {

@@ -1,6 +1,6 @@
 #version 450
 // d = a OP b with b broadcast over a (each dim of b divides a's).
-// Defines: A_TYPE, B_TYPE, D_TYPE; OP_ADD or OP_MUL.
+// Defines: A_TYPE, B_TYPE, D_TYPE; OP_ADD, OP_MUL or OP_DIV.
 #include "common.glsl"
 
 layout(local_size_x = 256) in;
@@ -27,6 +27,8 @@ void main() {
     const float r = a + b;
 #elif defined(OP_MUL)
     const float r = a * b;
+#elif defined(OP_DIV)
+    const float r = a / b;
 #else
 #error "no op defined"
 #endif

@@ -6,7 +6,8 @@
 // Specialization constant 0: workgroup size (a power of two); with
 // SUBGROUP, the subgroup size, so that one subgroup reduction suffices.
 // Defines: an A type (see dequant.glsl); B_F16 for f16 b (else f32);
-// SUBGROUP to reduce with subgroup arithmetic.
+// SUBGROUP to reduce with subgroup arithmetic; MUL_MAT_ID for MUL_MAT_ID
+// (see below).
 #include "common.glsl"
 #if defined(SUBGROUP)
 #extension GL_KHR_shader_subgroup_basic : require
@@ -24,6 +25,10 @@ layout(binding = 1, scalar) readonly buffer BufB { float16_t data_b[]; };
 layout(binding = 1, scalar) readonly buffer BufB { float data_b[]; };
 #endif
 layout(binding = 3, scalar) writeonly buffer BufD { float data_d[]; };
+#if defined(MUL_MAT_ID)
+// The expert of each (slot, token).
+layout(binding = 2, scalar) readonly buffer BufIds { int data_ids[]; };
+#endif
 
 #include "pc_mm.glsl"
 
@@ -83,10 +88,24 @@ void main() {
     const uint row0 = (g % p.tiles_m) * NUM_ROWS; g /= p.tiles_m;
     const uint col = g % p.N;
     const uint batch = g / p.N;
+#if defined(MUL_MAT_ID)
+    // N slots per token, n_batch tokens; a's matrix is the slot's expert.
+    // Reused fields: ne12 = number of experts, r2 = b's columns per token
+    // (1 or N), r3 = ids' token stride, tiles_n = ids' offset (in ints).
+    const uint i12 = batch;
+    const uint i13 = 0u;
+    const int ex = data_ids[p.tiles_n + col + batch * p.r3];
+    if (ex < 0 || uint(ex) >= p.ne12) {
+        return;
+    }
+    const uint a0 = p.a_off + uint(ex) * p.batch_a2;
+    const uint b0 = p.b_off + (col % p.r2) * p.stride_b + batch * p.batch_b2;
+#else
     const uint i12 = batch % p.ne12;
     const uint i13 = batch / p.ne12;
     const uint a0 = p.a_off + (i12 / p.r2) * p.batch_a2 + (i13 / p.r3) * p.batch_a3;
     const uint b0 = p.b_off + col * p.stride_b + i12 * p.batch_b2 + i13 * p.batch_b3;
+#endif
     const uint tid = gl_LocalInvocationID.x;
     // Rows past the end repeat the last one and are not written.
     uint arow[NUM_ROWS];

@@ -99,7 +99,7 @@ pub fn all() -> Vec<Variant> {
         "copy.comp",
         &[ty("A_TYPE", "int"), ty("D_TYPE", "int"), "SAME_TYPE".into()],
     ));
-    for op in ["add", "mul"] {
+    for op in ["add", "mul", "div"] {
         for &(an, at) in FLOAT_TYPES {
             for &(bn, bt) in FLOAT_TYPES {
                 out.push(v(
@@ -117,7 +117,9 @@ pub fn all() -> Vec<Variant> {
     }
     for &(an, at) in FLOAT_TYPES {
         let td = [ty("A_TYPE", at), ty("D_TYPE", at)];
-        for op in ["silu", "gelu", "relu", "neg", "scale"] {
+        for op in [
+            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "scale", "clamp",
+        ] {
             let mut defs = td.to_vec();
             defs.push(format!("OP_{}", op.to_uppercase()));
             out.push(v(format!("{op}_{an}"), "unary.comp", &defs));
@@ -146,6 +148,8 @@ pub fn all() -> Vec<Variant> {
         }
     }
     out.push(v("argmax_f32".into(), "argmax.comp", &[]));
+    out.push(v("argsort_f32".into(), "argsort.comp", &[]));
+    out.push(v("sum_rows_f32".into(), "sum_rows.comp", &[]));
     for &(kn, kt) in FLOAT_TYPES {
         for &(mn, mt) in FLOAT_TYPES {
             out.push(v(
@@ -178,6 +182,17 @@ pub fn all() -> Vec<Variant> {
             "mul_mat_vec.comp",
             &[ad.to_string(), "SUBGROUP".into()],
         ));
+        let id = "MUL_MAT_ID".to_string();
+        out.push(v(
+            format!("mul_mat_vec_id_{an}_f32"),
+            "mul_mat_vec.comp",
+            &[ad.to_string(), id.clone()],
+        ));
+        out.push(v(
+            format!("mul_mat_vec_id_{an}_f32_sg"),
+            "mul_mat_vec.comp",
+            &[ad.to_string(), "SUBGROUP".into(), id],
+        ));
     }
     for r in ROUNDINGS {
         let def = format!("R_{}", r.to_uppercase());
@@ -190,6 +205,19 @@ pub fn all() -> Vec<Variant> {
         "mul_mat_vec_f16_f16_sg".into(),
         "mul_mat_vec.comp",
         &[f16b[0].clone(), f16b[1].clone(), "SUBGROUP".into()],
+    ));
+    let f16id = [f16b[0].clone(), f16b[1].clone(), "MUL_MAT_ID".into()];
+    out.push(v(
+        "mul_mat_vec_id_f16_f16".into(),
+        "mul_mat_vec.comp",
+        &f16id,
+    ));
+    let mut f16id_sg = f16id.to_vec();
+    f16id_sg.push("SUBGROUP".into());
+    out.push(v(
+        "mul_mat_vec_id_f16_f16_sg".into(),
+        "mul_mat_vec.comp",
+        &f16id_sg,
     ));
     out.sort_by(|a, b| a.name.cmp(&b.name));
     out

@@ -39,22 +39,7 @@ use super::{host, peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::{Error, Result};
 
 /// The weight types measured by default, in ggml's order.
-pub const DEFAULT_TYPES: [Type; 14] = [
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-];
+pub const DEFAULT_TYPES: &[Type] = ggml_core::MATMUL_TYPES;
 
 /// Weight shapes (k = input width, m = output rows) of a default run: the
 /// attention projections of a 7B model.
@@ -115,7 +100,11 @@ impl Config {
                 return Err(Error::Usage(format!(
                     "--types {}: the kernels bench measures {}",
                     t.name,
-                    DEFAULT_TYPES.map(|t| t.name().to_lowercase()).join(", ")
+                    DEFAULT_TYPES
+                        .iter()
+                        .map(|t| t.name().to_lowercase())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 )));
             }
             if !types.contains(&ty) {
@@ -183,7 +172,7 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
 }
 
 /// `m` rows of `k` weights of `ty`: a few distinct quantized rows, repeated.
-fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
+pub(super) fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
     let row = quants::row_size(ty, k)?;
     let distinct = DISTINCT_ROWS.min(m);
     let mut rows = vec![0u8; row * distinct];

@@ -14,6 +14,7 @@ pub mod host;
 pub mod load;
 pub mod matmul;
 pub mod memory;
+pub mod mul_mat_id;
 pub mod report;
 
 use std::path::PathBuf;
@@ -114,6 +115,7 @@ fn suites(which: Which) -> Vec<Box<dyn Suite>> {
             Box::new(memory::Stream),
             Box::new(fma::PeakFma),
             Box::new(matmul::MulMatSuite),
+            Box::new(mul_mat_id::MulMatIdSuite),
         ],
         Which::Load => vec![
             Box::new(load::SequentialRead),

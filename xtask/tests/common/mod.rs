@@ -20,23 +20,9 @@ pub fn spec(preset: Preset, o: ShapeOverrides, ty: &str, seed: u64) -> ModelSpec
     }
 }
 
-/// The fixtures folder (`$LLAMA_FIXTURES`, else `../shared/fixtures` from
-/// the workspace root); `None`, with a message, when it is not there,
-/// unless `REQUIRE_FIXTURES=1`.
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => xtask::workspace_root().join("../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("REQUIRE_FIXTURES=1 but no fixtures at '{}'", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
-}
+// Each test binary uses a part of these.
+#[allow(unused_imports)]
+pub use test_support::fixtures;
 
 /// The shape of the tiny-* fixture models over the stories260k preset.
 pub fn tiny_fixture_shape() -> ShapeOverrides {
@@ -51,8 +37,5 @@ pub fn tiny_fixture_shape() -> ShapeOverrides {
 
 /// A fresh temporary folder for one test.
 pub fn temp_dir(test: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("xtask-{test}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
+    test_support::scratch_dir("xtask", test)
 }

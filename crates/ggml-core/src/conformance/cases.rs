@@ -3,6 +3,7 @@
 use super::{Case, Check, Fill};
 use crate::op::{GluOp, Op, RopeMode, RopeParams, UnaryOp};
 use crate::Type;
+use crate::MATMUL_TYPES;
 
 pub(super) const ACT: Check = Check::Close {
     atol: 1e-6,
@@ -38,25 +39,6 @@ pub fn mul_mat_check(ty: Type) -> Check {
     }
 }
 
-/// Weight types MUL_MAT is checked with.
-pub const MUL_MAT_TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-];
-
 /// Every case of the suite.
 pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
@@ -68,6 +50,7 @@ pub fn cases() -> Vec<Case> {
     rope_cases(&mut v);
     soft_max_cases(&mut v);
     flash_attn_cases(&mut v);
+    super::moe_cases::moe_cases(&mut v);
     v
 }
 
@@ -237,6 +220,7 @@ fn elementwise_cases(v: &mut Vec<Case>) {
             (UnaryOp::Gelu, GELU),
             (UnaryOp::Relu, Check::Exact),
             (UnaryOp::Neg, Check::Exact),
+            (UnaryOp::Tanh, ACT),
         ] {
             let check = for_type(check, ty);
             v.push(Case::new(
@@ -336,24 +320,8 @@ fn row_cases(v: &mut Vec<Case>) {
 }
 
 fn rows_index_cases(v: &mut Vec<Case>) {
-    let types = [
-        Type::F32,
-        Type::F16,
-        Type::BF16,
-        Type::Q4_0,
-        Type::Q4_1,
-        Type::Q5_0,
-        Type::Q5_1,
-        Type::Q8_0,
-        Type::Q2_K,
-        Type::Q3_K,
-        Type::Q4_K,
-        Type::Q5_K,
-        Type::Q6_K,
-        Type::IQ4_NL,
-        Type::IQ4_XS,
-        Type::I32,
-    ];
+    // GET_ROWS and SET_ROWS take every matrix weight type and I32 ids.
+    let types = MATMUL_TYPES.iter().copied().chain([Type::I32]);
     for ty in types {
         let ne0 = if ty.block_size() > 32 { 256 } else { 64 };
         v.push(Case::new(
@@ -405,7 +373,7 @@ fn rows_index_cases(v: &mut Vec<Case>) {
 }
 
 fn mul_mat_cases(v: &mut Vec<Case>) {
-    for &ty in MUL_MAT_TYPES {
+    for &ty in MATMUL_TYPES {
         let k = if ty.block_size() > 32 { 512 } else { 96 };
         let check = mul_mat_check(ty);
         for n in [1usize, 3, 4, 7, 18] {
@@ -633,6 +601,11 @@ pub fn covered_ops() -> Vec<&'static str> {
         }
         .name(),
         "ROPE",
+        "MUL_MAT_ID",
+        "ARGSORT",
+        "SUM_ROWS",
+        "DIV",
+        "CLAMP",
         "VIEW",
         "PERMUTE",
         "TRANSPOSE",

@@ -44,6 +44,28 @@ pub use validate::validate_row_data;
 use crate::error::{Error, Result};
 use crate::Type;
 
+/// The weight types of MUL_MAT that every backend is checked with and
+/// measured for: the conformance cases, the CPU's SIMD tests, the quant
+/// property tests, the benches and `cargo xtask bench` all read this list,
+/// so a weight type with matrix kernels is added here once.
+pub const MATMUL_TYPES: &[Type] = &[
+    Type::F32,
+    Type::F16,
+    Type::BF16,
+    Type::Q4_0,
+    Type::Q4_1,
+    Type::Q5_0,
+    Type::Q5_1,
+    Type::Q8_0,
+    Type::Q2_K,
+    Type::Q3_K,
+    Type::Q4_K,
+    Type::Q5_K,
+    Type::Q6_K,
+    Type::IQ4_NL,
+    Type::IQ4_XS,
+];
+
 /// Bytes of a row of `n` elements of `ty`; fails when `n` is not a multiple
 /// of the block size, for removed types, or on overflow.
 pub fn row_size(ty: Type, n: usize) -> Result<usize> {

@@ -1,4 +1,4 @@
-//! ADD and MUL with src1 broadcast over src0 (ggml's repeat semantics).
+//! ADD, MUL and DIV with src1 broadcast over src0 (ggml's repeat semantics).
 
 use ggml_core::Result;
 
@@ -9,6 +9,7 @@ use crate::compute::{par_rows, NodeCtx};
 pub(crate) enum BinOp {
     Add,
     Mul,
+    Div,
 }
 
 /// `dst = src0 op src1`, src1 repeated over src0's shape.
@@ -40,6 +41,11 @@ pub(crate) fn binary(ctx: &NodeCtx<'_>, op: BinOp) -> Result<()> {
                                 *o = p * q;
                             }
                         }
+                        BinOp::Div => {
+                            for ((o, &p), &q) in out.iter_mut().zip(x).zip(y) {
+                                *o = p / q;
+                            }
+                        }
                     }
                 } else {
                     for (k, (o, &p)) in out.iter_mut().zip(x).enumerate() {
@@ -47,6 +53,7 @@ pub(crate) fn binary(ctx: &NodeCtx<'_>, op: BinOp) -> Result<()> {
                         *o = match op {
                             BinOp::Add => p + q,
                             BinOp::Mul => p * q,
+                            BinOp::Div => p / q,
                         };
                     }
                 }

@@ -4,8 +4,10 @@
 pub(crate) mod binary;
 pub(crate) mod copy;
 pub(crate) mod flash_attn;
+pub(crate) mod mul_mat_id;
 pub(crate) mod norm;
 pub(crate) mod rope;
+pub(crate) mod routing;
 pub(crate) mod softmax;
 pub(crate) mod unary;
 

@@ -88,7 +88,14 @@ pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
         UnaryOp::Gelu => map_rows(ctx, w, gelu),
         UnaryOp::Relu => map_rows(ctx, w, |x| if x > 0.0 { x } else { 0.0 }),
         UnaryOp::Neg => map_rows(ctx, w, |x| -x),
+        UnaryOp::Tanh => map_rows(ctx, w, f32::tanh),
+        UnaryOp::Sigmoid => map_rows(ctx, w, |x| 1.0 / (1.0 + (-x).exp())),
     }
+}
+
+/// `dst = clamp(src0, min, max)`.
+pub(crate) fn clamp(ctx: &NodeCtx<'_>, min: f32, max: f32) -> Result<()> {
+    map_rows(ctx, ctx.dst.ne[0], move |x| x.clamp(min, max))
 }
 
 /// `act(gate) * up`, from the two halves of src0's rows or from two tensors.

@@ -9,36 +9,9 @@ use crate::convert;
 use crate::features::{available_isas, Isa};
 
 /// Weight types with kernels of their own.
-pub(super) const TYPES: &[Type] = &[
-    Type::F32,
-    Type::F16,
-    Type::BF16,
-    Type::Q4_0,
-    Type::Q4_1,
-    Type::Q5_0,
-    Type::Q5_1,
-    Type::Q8_0,
-    Type::Q2_K,
-    Type::Q3_K,
-    Type::Q4_K,
-    Type::Q5_K,
-    Type::Q6_K,
-    Type::IQ4_NL,
-    Type::IQ4_XS,
-];
+pub(super) use ggml_core::MATMUL_TYPES as TYPES;
 
-pub(super) struct Rng(pub u64);
-impl Rng {
-    pub fn f(&mut self) -> f32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        ((self.0 >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-    pub fn vec(&mut self, n: usize) -> Vec<f32> {
-        (0..n).map(|_| self.f()).collect()
-    }
-}
+pub(super) use test_support::Rng;
 
 pub(super) fn quantize(ty: Type, v: &[f32]) -> Vec<u8> {
     let mut out = vec![0u8; quants::row_size(ty, v.len()).unwrap()];
@@ -195,6 +168,7 @@ fn vector_paths_are_bit_exact_on_integer_sums() {
             if ty.block_size() == 1 {
                 continue;
             }
+            let mut checked = 0;
             // Rows of at most 8 blocks: longer ones can sum past 2^24,
             // where f32 stops holding every integer.
             for n in lengths(ty)
@@ -203,9 +177,17 @@ fn vector_paths_are_bit_exact_on_integer_sums() {
             {
                 let (xs, ys) = setup(ty, n, 3 + n as u64, true);
                 let want = run(ty, Isa::Scalar, n, &xs, &ys, MAX_ROWS, MAX_COLS);
+                // Sub-block scales can still take a sum past 2^24 (then
+                // the order of the float additions shows).
+                let limit = (1u32 << 24) as f32;
+                if want.iter().flatten().any(|v| v.abs() >= limit) {
+                    continue;
+                }
                 let got = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
                 assert_eq!(got, want, "{ty} {isa:?} n={n}");
+                checked += 1;
             }
+            assert!(checked > 0, "{ty} {isa:?}: no length sums exactly");
         }
     }
 }

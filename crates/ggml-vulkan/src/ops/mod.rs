@@ -2,6 +2,8 @@
 //! ([`record`]): the shader variant, the push constants and the grid.
 
 mod mul_mat;
+mod mul_mat_id;
+mod routing;
 
 use ggml_core::{GluOp, Graph, Op, RopeMode, TensorDesc, TensorId, Type, UnaryOp};
 
@@ -89,8 +91,14 @@ fn fits(s: &DeviceShared, d: &TensorDesc) -> bool {
     indexable(d) && d.nbytes() <= max_span(s, d)
 }
 
-/// True when the device can compute node `id` of `graph`.
+/// True when the device can compute node `id` of `graph`. The node's
+/// sources and shapes are checked by ggml-core ([`Graph::validate`]) before
+/// anything else, so the sources indexed below are there; this checks the
+/// types, layouts and sizes the shaders take.
 pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
+    if graph.validate(id).is_err() {
+        return false;
+    }
     let n = graph.node(id);
     if n.op == Op::None || n.op.is_view() {
         return true;
@@ -119,13 +127,15 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                     && a.nb[0] == a.ty.type_size()
                     && d.ne[0] % 4 == 0)
         }
-        Op::Add | Op::Mul => {
+        Op::Add | Op::Mul | Op::Div => {
             let (a, b) = (src(0), src(1));
-            is_float(a.ty) && is_float(b.ty) && d.ty == a.ty && b.can_repeat_into(a)
+            is_float(a.ty) && is_float(b.ty) && d.ty == a.ty
         }
-        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } => {
+        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } | Op::Clamp { .. } => {
             is_float(src(0).ty) && d.ty == src(0).ty
         }
+        Op::MulMatId => mul_mat_id::supports(src(0), src(1), src(2), d),
+        Op::Argsort(_) | Op::SumRows => routing::supports(src(0), d),
         Op::Glu { .. } => {
             let a = src(0);
             is_float(a.ty) && d.ty == a.ty && (n.src.len() == 1 || src(1).ty == a.ty)
@@ -171,8 +181,6 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                 && d.is_contiguous()
                 && q.ne[0] <= FA_MAX_D
                 && v.ne[0] <= FA_MAX_D
-                && q.ne[2] % k.ne[2] == 0
-                && q.ne[3] % k.ne[3] == 0
         }
         _ => false,
     }
@@ -246,7 +254,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
             let name = format!("copy_{}_{}", tn(a.ty), tn(d.ty));
             be.dispatch(&name, [Some(&ba), None, None], &bd, &pc.0, groups)?;
         }
-        Op::Add | Op::Mul => {
+        Op::Add | Op::Mul | Op::Div => {
             let (a, b) = (src(0), src(1));
             let ba = be.bind(graph, n.src[0], unit(0))?;
             let bb = be.bind(graph, n.src[1], unit(1))?;
@@ -255,25 +263,32 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
                 .tensor(0, &ba, a)
                 .tensor(1, &bb, b)
                 .tensor(2, &bd, d);
-            let op = if n.op == Op::Add { "add" } else { "mul" };
+            let op = match n.op {
+                Op::Add => "add",
+                Op::Mul => "mul",
+                _ => "div",
+            };
             let name = format!("{op}_{}_{}", tn(a.ty), tn(b.ty));
             be.dispatch(&name, [Some(&ba), Some(&bb), None], &bd, &pc.0, groups)?;
         }
-        Op::Scale(_) | Op::Unary(_) => {
+        Op::Scale(_) | Op::Unary(_) | Op::Clamp { .. } => {
             let a = src(0);
-            let (op, scale) = match n.op {
-                Op::Scale(s) => ("scale", s),
-                Op::Unary(UnaryOp::Silu) => ("silu", 0.0),
-                Op::Unary(UnaryOp::Gelu) => ("gelu", 0.0),
-                Op::Unary(UnaryOp::Relu) => ("relu", 0.0),
-                _ => ("neg", 0.0),
+            let (op, scale, p1) = match n.op {
+                Op::Scale(s) => ("scale", s, 0.0),
+                Op::Clamp { min, max } => ("clamp", min, max),
+                Op::Unary(UnaryOp::Silu) => ("silu", 0.0, 0.0),
+                Op::Unary(UnaryOp::Gelu) => ("gelu", 0.0, 0.0),
+                Op::Unary(UnaryOp::Relu) => ("relu", 0.0, 0.0),
+                Op::Unary(UnaryOp::Sigmoid) => ("sigmoid", 0.0, 0.0),
+                Op::Unary(UnaryOp::Tanh) => ("tanh", 0.0, 0.0),
+                _ => ("neg", 0.0, 0.0),
             };
             let ba = be.bind(graph, n.src[0], unit(0))?;
             let bd = be.bind(graph, id, d.ty.type_size())?;
             let pc = Pc4d::new(elems)?
                 .tensor(0, &ba, a)
                 .tensor(2, &bd, d)
-                .params(scale, 0.0);
+                .params(scale, p1);
             be.dispatch(
                 &format!("{op}_{}", tn(a.ty)),
                 [Some(&ba), None, None],
@@ -423,6 +438,8 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
             softcap,
         } => record_flash_attn(be, graph, id, [*scale, *max_bias, *softcap])?,
         Op::MulMat => mul_mat::record(be, graph, id)?,
+        Op::MulMatId => mul_mat_id::record(be, graph, id)?,
+        Op::Argsort(_) | Op::SumRows => routing::record(be, graph, id)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())

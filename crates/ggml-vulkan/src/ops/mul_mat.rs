@@ -26,9 +26,9 @@ pub(crate) const MMV_MAX_COLS: usize = 8;
 /// Output tile of the tiled kernel (rows of a, columns of b).
 const TILE: usize = 64;
 /// Rows of a per workgroup of the matrix x vector kernel.
-const MMV_ROWS: usize = 2;
+pub(super) const MMV_ROWS: usize = 2;
 /// Workgroup size of the matrix x vector kernel without subgroups.
-const MMV_WG: u32 = 64;
+pub(super) const MMV_WG: u32 = 64;
 
 /// True when the shaders take a of type `a.ty` with b and d as given.
 pub(crate) fn supports(a: &TensorDesc, b: &TensorDesc, d: &TensorDesc) -> bool {
@@ -102,10 +102,10 @@ fn rounding_wg(block: usize) -> u64 {
 
 /// b as the kernels read it: its binding, its strides in elements and
 /// where its Q8_1 block-sum corrections start (0 when it has none).
-struct BindB {
-    bound: Bound,
-    strides: [u32; 4],
-    sums: u32,
+pub(super) struct BindB {
+    pub bound: Bound,
+    pub strides: [u32; 4],
+    pub sums: u32,
 }
 
 pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> Result<()> {
@@ -138,7 +138,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> Res
 /// Binds columns `c0..c0 + nc` of b (`b_id`) for a product with a
 /// (`a_id`): b itself, or its values rounded to the partner of a's type in
 /// the activation scratch (dense).
-fn bind_b(
+pub(super) fn bind_b(
     be: &mut VulkanBackend,
     graph: &Graph,
     a_id: TensorId,

@@ -5,23 +5,9 @@ use std::path::{Path, PathBuf};
 
 use gguf::{Array, GgmlType, GgufWriter, Metadata, StringArray, TensorInfo, Value};
 
-/// The fixtures folder: `$LLAMA_FIXTURES`, else `../shared/fixtures` next to
-/// the workspace root. `None` (after printing "skipped: no fixtures") when
-/// absent, unless `REQUIRE_FIXTURES=1`, which makes absence a failure.
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!("REQUIRE_FIXTURES=1 but no fixtures at {}", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
-}
+// Each test binary uses a part of these.
+#[allow(unused_imports)]
+pub use test_support::{fixtures, Rng};
 
 /// Evaluates to the fixtures folder or returns from the test.
 #[macro_export]
@@ -54,10 +40,7 @@ pub fn all_ggufs(dir: &Path) -> Vec<PathBuf> {
 
 /// A fresh empty temporary folder for one test.
 pub fn temp_dir(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("gguf-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).expect("create temp dir");
-    d
+    test_support::scratch_dir("gguf", name)
 }
 
 /// Metadata using every value type, nested arrays and string arrays.
@@ -130,21 +113,4 @@ pub fn sample_file() -> Vec<u8> {
         w.write_tensor(&t.name, &tensor_bytes(t)).expect("tensor");
     }
     w.finish().expect("finish")
-}
-
-/// A seeded pseudo-random generator (splitmix64).
-pub struct Rng(pub u64);
-
-impl Rng {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n.max(1) as u64) as usize
-    }
 }

@@ -5,6 +5,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use llama::chat::{self, ChatTemplate};
 use llama::cli::{print_devices, CommonArgs};
 use llama::sampling::SamplerChain;
 use llama::{Batch, Context, LlamaError, Model, Result};
@@ -32,10 +33,16 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --override-kv KEY=TYPE:VALUE
   -ctk, -ctv TYPE           KV cache types (f16 default; f32, q8_0, q4_0)
   -nkvo, --no-kv-offload    keep the KV cache on the CPU
+  -fa, --flash-attn on|off|auto  fused attention (default auto: on where every
+                            backend supports it)
   --no-op-offload           never move CPU-stored weights' ops to a GPU
   --temp T, --top-k N, --top-p P, --min-p P, --typical P, --repeat-penalty P,
   --repeat-last-n N, --frequency-penalty P, --presence-penalty P, -s, --seed N
-  -no-cnv                   accepted; this tool always completes the prompt
+  -cnv, --conversation      chat (default when the model has a chat template)
+  -no-cnv, --no-conversation  complete the prompt instead of chatting
+  -sys, --system-prompt TEXT  system message of the chat
+  --chat-template NAME|FILE built-in template (chatml, llama3, gemma, ...) or a file
+  --jinja, --no-jinja       render the model's template with Jinja (default) or in code
   -v, --verbose; --log-disable";
 
 fn run() -> Result<()> {
@@ -44,6 +51,8 @@ fn run() -> Result<()> {
         println!("{HELP}");
         return Ok(());
     }
+    let mut args = args;
+    let chat = chat_flags(&mut args.rest)?;
     args.reject_rest()?;
     if args.list_devices {
         print_devices();
@@ -67,6 +76,30 @@ fn run() -> Result<()> {
     }
     let model = Model::load(&path, &mp)?;
     let mut ctx = Context::new(&model, args.ctx_params.clone())?;
+    let own_template = model.metadata.get_str(chat::METADATA_KEY).ok();
+    let conversation = args
+        .conversation
+        .unwrap_or(own_template.is_some() || chat.template.is_some());
+    if conversation {
+        let template = ChatTemplate::new(
+            own_template,
+            chat.template.as_deref(),
+            chat.jinja,
+            &model.vocab,
+        )
+        .map_err(|e| LlamaError::InvalidParam(e.to_string()))?;
+        let mut sampler = SamplerChain::from_params(&args.sampling, model.hparams.n_vocab);
+        let system = args.system_prompt.clone().or(args.prompt.clone());
+        return chat::conversation::run(
+            &mut ctx,
+            &template,
+            &mut sampler,
+            system.as_deref(),
+            args.n_predict,
+            &mut std::io::stdin().lock(),
+            &mut std::io::stdout(),
+        );
+    }
     let vocab = &model.vocab;
     let prompt = args.prompt.clone().unwrap_or_default();
     let tokens = vocab.tokenize(&prompt, true, true);
@@ -165,6 +198,36 @@ fn run() -> Result<()> {
         n_past
     );
     Ok(())
+}
+
+/// Chat template flags of this tool.
+struct ChatFlags {
+    template: Option<String>,
+    jinja: bool,
+}
+
+/// Takes `--chat-template` and `--jinja`/`--no-jinja` out of `rest`.
+fn chat_flags(rest: &mut Vec<String>) -> Result<ChatFlags> {
+    let mut f = ChatFlags {
+        template: None,
+        jinja: true,
+    };
+    let mut kept = Vec::new();
+    let mut it = std::mem::take(rest).into_iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--chat-template" | "--chat-template-file" => {
+                f.template = Some(it.next().ok_or_else(|| {
+                    LlamaError::InvalidParam(format!("{a} needs a value (name or file)"))
+                })?)
+            }
+            "--jinja" => f.jinja = true,
+            "--no-jinja" => f.jinja = false,
+            _ => kept.push(a),
+        }
+    }
+    *rest = kept;
+    Ok(f)
 }
 
 fn main() -> ExitCode {

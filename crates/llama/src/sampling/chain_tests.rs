@@ -5,21 +5,13 @@ use crate::sampling::{
     Candidates, Dist, Greedy, Penalties, Sampler, SamplerChain, SamplerKind, SamplingParams, TopK,
     DEFAULT_SEED, TOKEN_NULL,
 };
+use test_support::Rng;
 
-/// A small deterministic generator for test logits (xorshift32).
-struct XorShift(u32);
-
-impl XorShift {
-    fn logits(&mut self, n: usize) -> Vec<f32> {
-        (0..n)
-            .map(|_| {
-                self.0 ^= self.0 << 13;
-                self.0 ^= self.0 >> 17;
-                self.0 ^= self.0 << 5;
-                (self.0 % 20_000) as f32 / 1000.0 - 10.0
-            })
-            .collect()
-    }
+/// `n` logits in [-10, 10), in steps of 0.001.
+fn logits(gen: &mut Rng, n: usize) -> Vec<f32> {
+    (0..n)
+        .map(|_| gen.below(20_000) as f32 / 1000.0 - 10.0)
+        .collect()
 }
 
 fn argmax(logits: &[f32]) -> i32 {
@@ -111,7 +103,7 @@ fn custom_order_from_names_and_chars() {
 
 #[test]
 fn temp_zero_is_argmax() {
-    let mut gen = XorShift(12345);
+    let mut gen = Rng(12345);
     for seed in [0, 1, 42, DEFAULT_SEED] {
         let p = SamplingParams {
             temp: 0.0,
@@ -119,7 +111,7 @@ fn temp_zero_is_argmax() {
         };
         let mut chain = SamplerChain::from_params(&p, 500);
         for _ in 0..50 {
-            let logits = gen.logits(500);
+            let logits = logits(&mut gen, 500);
             assert_eq!(chain.sample(&logits), argmax(&logits));
         }
     }
@@ -127,7 +119,7 @@ fn temp_zero_is_argmax() {
 
 #[test]
 fn temp_zero_with_top_k_disabled_is_argmax() {
-    let mut gen = XorShift(99);
+    let mut gen = Rng(99);
     let p = SamplingParams {
         temp: 0.0,
         top_k: 0,
@@ -137,7 +129,7 @@ fn temp_zero_with_top_k_disabled_is_argmax() {
     };
     let mut chain = SamplerChain::from_params(&p, 3000);
     for _ in 0..10 {
-        let logits = gen.logits(3000);
+        let logits = logits(&mut gen, 3000);
         assert_eq!(chain.sample(&logits), argmax(&logits));
     }
 }
@@ -146,9 +138,9 @@ fn temp_zero_with_top_k_disabled_is_argmax() {
 fn greedy_chain_is_argmax() {
     let mut chain = SamplerChain::new();
     chain.add(Greedy::new());
-    let mut gen = XorShift(7);
+    let mut gen = Rng(7);
     for _ in 0..20 {
-        let logits = gen.logits(64);
+        let logits = logits(&mut gen, 64);
         assert_eq!(chain.sample(&logits), argmax(&logits));
     }
 }
@@ -157,10 +149,10 @@ fn greedy_chain_is_argmax() {
 fn fixed_seed_is_reproducible() {
     let run = |seed: u32| -> Vec<i32> {
         let mut chain = SamplerChain::from_params(&params(seed), 256);
-        let mut gen = XorShift(2024);
+        let mut gen = Rng(2024);
         (0..100)
             .map(|_| {
-                let t = chain.sample(&gen.logits(256));
+                let t = chain.sample(&logits(&mut gen, 256));
                 chain.accept(t);
                 t
             })
@@ -220,9 +212,9 @@ fn top_k_one_always_picks_the_max() {
         ..params(3)
     };
     let mut chain = SamplerChain::from_params(&p, 100);
-    let mut gen = XorShift(5);
+    let mut gen = Rng(5);
     for _ in 0..30 {
-        let logits = gen.logits(100);
+        let logits = logits(&mut gen, 100);
         assert_eq!(chain.sample(&logits), argmax(&logits));
     }
 }

@@ -549,37 +549,12 @@ mod tests {
 
     #[test]
     fn all_regexes_compile() {
-        use PreType::*;
-        for pre in [
-            Default,
-            Llama3,
-            DeepseekLlm,
-            DeepseekCoder,
-            Deepseek3Llm,
-            Falcon,
-            Mpt,
-            Starcoder,
-            Gpt2,
-            Refact,
-            CommandR,
-            Stablelm2,
-            Qwen2,
-            Olmo,
-            Dbrx,
-            Smaug,
-            Poro,
-            Chatglm4,
-            Viking,
-            Jais,
-            Tekken,
-            Smollm,
-            Codeshell,
-            Bloom,
-            Gpt3Finnish,
-            Exaone,
-            Chameleon,
-            Minerva,
-        ] {
+        for (i, pre) in PreType::ALL.into_iter().enumerate() {
+            // A variant missing from the list shifts the ones after it.
+            assert_eq!(
+                pre as usize, i,
+                "PreType::ALL is missing a variant before {pre:?}"
+            );
             PreTokenizer::new(pre).unwrap_or_else(|e| panic!("{pre:?}: {e}"));
         }
     }

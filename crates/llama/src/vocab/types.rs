@@ -264,6 +264,39 @@ pub enum PreType {
 }
 
 impl PreType {
+    /// Every pre-tokenizer, in declaration order (`ALL[i] as usize == i`),
+    /// so that tests cover a new one without being told.
+    pub const ALL: [PreType; 28] = [
+        PreType::Default,
+        PreType::Llama3,
+        PreType::DeepseekLlm,
+        PreType::DeepseekCoder,
+        PreType::Deepseek3Llm,
+        PreType::Falcon,
+        PreType::Mpt,
+        PreType::Starcoder,
+        PreType::Gpt2,
+        PreType::Refact,
+        PreType::CommandR,
+        PreType::Stablelm2,
+        PreType::Qwen2,
+        PreType::Olmo,
+        PreType::Dbrx,
+        PreType::Smaug,
+        PreType::Poro,
+        PreType::Chatglm4,
+        PreType::Viking,
+        PreType::Jais,
+        PreType::Tekken,
+        PreType::Smollm,
+        PreType::Codeshell,
+        PreType::Bloom,
+        PreType::Gpt3Finnish,
+        PreType::Exaone,
+        PreType::Chameleon,
+        PreType::Minerva,
+    ];
+
     /// The type for a `tokenizer.ggml.pre` name, `None` for an unknown name.
     pub fn from_name(name: &str) -> Option<PreType> {
         Some(match name {

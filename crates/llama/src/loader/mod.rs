@@ -61,6 +61,15 @@ use crate::model::Weight;
 use crate::params::ModelParams;
 use crate::placement::BuftEntry;
 
+mod check;
+mod os;
+mod staging;
+
+use check::*;
+pub use os::MemLock;
+use os::*;
+use staging::*;
+
 /// Bytes of one pinned staging buffer of asynchronous uploads.
 pub const STAGING_SIZE: usize = 1 << 20;
 /// Pinned staging buffers in the ring.
@@ -70,11 +79,6 @@ pub const PIECE_SIZE: usize = 16 << 20;
 /// Smallest piece or staging buffer: larger than any block of any type, so
 /// that pieces hold whole blocks and can be validated on their own.
 pub const MIN_PIECE_SIZE: usize = 4096;
-/// Bytes of tensor data gathered before a batch is validated.
-const CHECK_BATCH: usize = 64 << 20;
-/// Largest part of a tensor one validation task takes: a staging buffer
-/// splits into several.
-const CHECK_UNIT: usize = 256 << 10;
 
 /// One weight to load: what it is, where it is in the files, where it goes.
 #[derive(Clone)]
@@ -145,30 +149,6 @@ impl Default for LoadOptions {
     }
 }
 
-/// Memory locked for `use_mlock`; unlocked when dropped.
-#[cfg_attr(not(unix), allow(dead_code))]
-pub struct MemLock {
-    addr: usize,
-    len: usize,
-}
-
-impl std::fmt::Debug for MemLock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "MemLock({} bytes)", self.len)
-    }
-}
-
-impl Drop for MemLock {
-    fn drop(&mut self) {
-        #[cfg(unix)]
-        // SAFETY: munlock only changes the paging of the range; a range that
-        // is no longer mapped gives an error, which is ignored.
-        unsafe {
-            libc::munlock(self.addr as *const libc::c_void, self.len);
-        }
-    }
-}
-
 /// The result of [`load_weights`].
 pub struct LoadedWeights {
     /// Every buffer holding weights.
@@ -202,36 +182,6 @@ impl Progress<'_> {
     }
 }
 
-fn validate(desc: &TensorDesc, data: &[u8]) -> Result<()> {
-    ggml_core::quants::validate_row_data(desc.ty, data).map_err(|e| LlamaError::TensorData {
-        name: desc.name.clone(),
-        why: e.to_string(),
-    })
-}
-
-/// Validates `data` in parallel parts of whole blocks. When a part is bad,
-/// all of `data` is validated again in one piece, so that the indices in
-/// the message count from the start of `data`.
-fn validate_parallel(desc: &TensorDesc, data: &[u8]) -> Result<()> {
-    let unit = check_unit(desc);
-    if data.len() <= unit {
-        return validate(desc, data);
-    }
-    match data
-        .par_chunks(unit)
-        .find_first(|part| validate(desc, part).is_err())
-    {
-        None => Ok(()),
-        Some(_) => validate(desc, data),
-    }
-}
-
-/// Bytes of one validation task for `desc`: whole blocks, about [`CHECK_UNIT`].
-fn check_unit(desc: &TensorDesc) -> usize {
-    let ts = desc.ty.type_size().max(1);
-    (CHECK_UNIT / ts).max(1) * ts
-}
-
 fn bounds_err(name: &str) -> LlamaError {
     LlamaError::Tensor(format!(
         "tensor '{name}' data is not within the file bounds: the file may be truncated"
@@ -241,54 +191,6 @@ fn bounds_err(name: &str) -> LlamaError {
 /// A backend or buffer error, with the tensor named.
 fn tensor_err(name: &str, what: &str, e: impl std::fmt::Display) -> LlamaError {
     LlamaError::Tensor(format!("tensor '{name}': {what}: {e}"))
-}
-
-/// Tensor data waiting to be validated. A batch is validated in parallel
-/// and its first bad tensor in request (file) order is the one reported.
-struct Checks<'a> {
-    on: bool,
-    items: Vec<(usize, &'a [u8])>,
-    bytes: usize,
-}
-
-impl<'a> Checks<'a> {
-    /// Adds the data of request `i`; validates the batch once it is large.
-    fn push(&mut self, reqs: &[WeightRequest], i: usize, data: &'a [u8]) -> Result<()> {
-        if !self.on {
-            return Ok(());
-        }
-        self.items.push((i, data));
-        self.bytes += data.len();
-        if self.bytes >= CHECK_BATCH {
-            self.flush(reqs)?;
-        }
-        Ok(())
-    }
-
-    /// Validates everything gathered, in parallel over parts of tensors.
-    fn flush(&mut self, reqs: &[WeightRequest]) -> Result<()> {
-        let items = std::mem::take(&mut self.items);
-        self.bytes = 0;
-        let mut parts: Vec<(usize, &[u8])> = Vec::new();
-        for (k, &(i, data)) in items.iter().enumerate() {
-            let unit = check_unit(&reqs[i].desc);
-            if data.is_empty() {
-                parts.push((k, data));
-            } else {
-                parts.extend(data.chunks(unit).map(|p| (k, p)));
-            }
-        }
-        let bad = parts
-            .par_iter()
-            .find_first(|&&(k, part)| validate(&reqs[items[k].0].desc, part).is_err());
-        match bad {
-            None => Ok(()),
-            Some(&(k, _)) => {
-                let (i, data) = items[k];
-                validate(&reqs[i].desc, data)
-            }
-        }
-    }
 }
 
 /// Reads tensor data with plain reads, one handle per file, opened when
@@ -344,23 +246,6 @@ impl<'f> Reader<'f> {
     }
 }
 
-/// Tells the kernel the file is read front to back, which widens its
-/// readahead window; a refusal only costs speed.
-fn advise_sequential(f: &File) {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: posix_fadvise only reads its integer arguments; the
-        // descriptor is open for the duration of the call.
-        let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_SEQUENTIAL) };
-        if rc != 0 {
-            crate::debug!("posix_fadvise(SEQUENTIAL) failed: error {rc}");
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    let _ = f;
-}
-
 /// The pieces `(start, len)` of `size` bytes in pieces of at most `max`
 /// bytes that hold whole blocks of `desc`'s type.
 fn pieces(desc: &TensorDesc, size: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -381,361 +266,6 @@ fn copy_parallel(dst: &mut [u8], src: &[u8]) {
         dst.par_chunks_mut(PART)
             .zip(src.par_chunks(PART))
             .for_each(|(d, s)| d.copy_from_slice(s));
-    }
-}
-
-/// A ring of pinned staging buffers of one device, each with an event,
-/// and the backend that queues the copies out of them.
-struct Ring {
-    backend: Box<dyn Backend>,
-    slots: Vec<Slot>,
-    next: usize,
-    size: usize,
-}
-
-struct Slot {
-    buffer: Arc<dyn Buffer>,
-    base: NonNull<u8>,
-    event: Arc<dyn Event>,
-    /// A copy out of the slot was queued after its event was last waited for.
-    busy: bool,
-}
-
-impl Ring {
-    /// A ring of `count` staging buffers of `size` bytes on `dev`, or why
-    /// the device cannot have one.
-    fn new(dev: &Arc<dyn Device>, size: usize, count: usize) -> std::result::Result<Ring, String> {
-        let caps = dev.props().caps;
-        if !caps.async_ {
-            return Err("no asynchronous transfers".into());
-        }
-        if !caps.events {
-            return Err("no events".into());
-        }
-        let buft = dev
-            .host_buffer_type()
-            .filter(|_| caps.host_buffer)
-            .ok_or("no pinned host buffer type")?;
-        let mut slots = Vec::with_capacity(count);
-        for _ in 0..count {
-            let buffer = buft
-                .alloc_buffer(size)
-                .map_err(|e| format!("pinned staging buffer: {e}"))?;
-            let base = buffer
-                .base()
-                .filter(|_| !buffer.is_read_only())
-                .ok_or("the pinned buffer has no host address")?;
-            let event = dev.event_new().ok_or("cannot create an event")?;
-            slots.push(Slot {
-                buffer,
-                base,
-                event,
-                busy: false,
-            });
-        }
-        let backend = dev.init_backend().map_err(|e| e.to_string())?;
-        Ok(Ring {
-            backend,
-            slots,
-            next: 0,
-            size,
-        })
-    }
-
-    /// The next staging buffer, once the copy queued out of it last has
-    /// completed.
-    fn acquire(&mut self) -> ggml_core::Result<usize> {
-        let k = self.next;
-        self.next = (k + 1) % self.slots.len();
-        let s = &mut self.slots[k];
-        if s.busy {
-            s.event.synchronize()?;
-            s.busy = false;
-        }
-        Ok(k)
-    }
-
-    /// The first `len` bytes of staging buffer `k` (from [`Ring::acquire`]).
-    fn slot_mut(&mut self, k: usize, len: usize) -> &mut [u8] {
-        let s = &self.slots[k];
-        debug_assert!(!s.busy && len <= self.size);
-        // SAFETY: the buffer is pinned host memory of `self.size` bytes that
-        // only this ring uses; no queued copy reads it (its event was waited
-        // for in `acquire`), and the borrow of `self` keeps it exclusive.
-        unsafe { std::slice::from_raw_parts_mut(s.base.as_ptr(), len.min(self.size)) }
-    }
-
-    /// Queues the copy of the first `len` bytes of staging buffer `k` to
-    /// `dst`, then records the slot's event.
-    fn submit(&mut self, k: usize, dst: &Placement, len: usize) -> ggml_core::Result<()> {
-        let src = Placement {
-            buffer: self.slots[k].buffer.clone(),
-            offset: 0,
-        };
-        if !self.backend.cpy_tensor_async(&src, dst, len)? {
-            // The backend cannot copy out of the buffer itself: it takes the
-            // bytes during the call instead.
-            let base = self.slots[k].base;
-            // SAFETY: the first `len` bytes of the staging buffer (at most
-            // its size) were just filled; nothing writes them during the
-            // call, which copies them before it returns.
-            let data = unsafe { std::slice::from_raw_parts(base.as_ptr(), len.min(self.size)) };
-            self.backend.set_tensor_async(dst, data)?;
-        }
-        let s = &mut self.slots[k];
-        self.backend.event_record(&*s.event)?;
-        s.busy = true;
-        Ok(())
-    }
-
-    /// Waits for every queued copy.
-    fn finish(&mut self) -> ggml_core::Result<()> {
-        self.backend.synchronize()?;
-        for s in &mut self.slots {
-            s.busy = false;
-        }
-        Ok(())
-    }
-}
-
-impl Drop for Ring {
-    fn drop(&mut self) {
-        // Queued copies hold the buffers they use; waiting here makes an
-        // early return (an error, a cancel) leave nothing in flight.
-        let _ = self.backend.synchronize();
-    }
-}
-
-/// How a device buffer group is filled.
-enum Uploader {
-    /// `set_tensor`, piece by piece (or the whole tensor at once when
-    /// `whole`), from the mapping or a staging vector.
-    Sync { staging: Vec<u8>, whole: bool },
-    /// Through a ring of pinned staging buffers.
-    Async(Ring),
-}
-
-impl Uploader {
-    fn new(entry: &BuftEntry, opts: &LoadOptions) -> Uploader {
-        let sync = |whole| Uploader::Sync {
-            staging: Vec::new(),
-            whole,
-        };
-        // A CPU type that is not plain host memory transforms what it
-        // stores, and takes whole tensors.
-        if entry.dev.kind() == DeviceKind::Cpu && !entry.buft.is_host() {
-            return sync(true);
-        }
-        if !opts.async_upload {
-            return sync(false);
-        }
-        let Some(dev) = owning_device(entry) else {
-            return sync(false);
-        };
-        match Ring::new(&dev, opts.staging_size, opts.staging_count) {
-            Ok(r) => {
-                crate::debug!(
-                    "load_tensors: {}: asynchronous uploads through {} pinned buffers of {} KiB",
-                    dev.name(),
-                    opts.staging_count,
-                    opts.staging_size / 1024
-                );
-                Uploader::Async(r)
-            }
-            Err(why) => {
-                crate::debug!("load_tensors: {}: synchronous uploads: {why}", dev.name());
-                sync(false)
-            }
-        }
-    }
-}
-
-/// The device whose memory `entry`'s buffer type is.
-fn owning_device(entry: &BuftEntry) -> Option<Arc<dyn Device>> {
-    if entry.dev.buffer_type().name() == entry.buft.name() {
-        return Some(entry.dev.clone());
-    }
-    let name = entry.buft.device_name()?;
-    registry::devices().into_iter().find(|d| d.name() == name)
-}
-
-/// Number of NUMA nodes of the machine (1 when unknown).
-#[cfg_attr(not(unix), allow(dead_code))]
-fn numa_nodes() -> usize {
-    #[cfg(target_os = "linux")]
-    {
-        std::fs::read_to_string("/sys/devices/system/node/online")
-            .map(|s| count_nodes(&s))
-            .unwrap_or(1)
-            .max(1)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        1
-    }
-}
-
-/// Counts the entries of a kernel node list such as `0-1,4`.
-#[cfg_attr(not(unix), allow(dead_code))]
-fn count_nodes(list: &str) -> usize {
-    list.trim()
-        .split(',')
-        .filter(|p| !p.is_empty())
-        .map(|p| match p.split_once('-') {
-            Some((a, b)) => match (a.trim().parse::<usize>(), b.trim().parse::<usize>()) {
-                (Ok(a), Ok(b)) if b >= a => b - a + 1,
-                _ => 1,
-            },
-            None => 1,
-        })
-        .sum()
-}
-
-/// The soft memlock limit in bytes; `None` when unlimited or unknown.
-fn memlock_limit() -> Option<u64> {
-    #[cfg(unix)]
-    {
-        let mut rl = libc::rlimit {
-            rlim_cur: 0,
-            rlim_max: 0,
-        };
-        // SAFETY: getrlimit writes the limits into `rl`, a valid struct.
-        let rc = unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut rl) };
-        if rc != 0 || rl.rlim_cur == libc::RLIM_INFINITY {
-            return None;
-        }
-        // rlim_t is not u64 on every platform.
-        #[allow(clippy::unnecessary_cast)]
-        Some(rl.rlim_cur as u64)
-    }
-    #[cfg(not(unix))]
-    {
-        None
-    }
-}
-
-/// The size of a memory page.
-#[cfg(unix)]
-fn page_size() -> usize {
-    // SAFETY: sysconf only reads its argument.
-    usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-        .ok()
-        .filter(|p| p.is_power_of_two())
-        .unwrap_or(4096)
-}
-
-/// Gives back the pages of the file mappings that hold only tensors whose
-/// data now lives elsewhere (read into host buffers, repacked, uploaded),
-/// as llama.cpp unmaps those fragments: they would otherwise stay resident
-/// next to their copy. Pages shared with a tensor used in place are kept.
-/// A later read of a released page fetches the file again, so this costs
-/// nothing but the page faults of such a read. Each tensor is released as
-/// soon as it is copied, so that the mapping and the copies never hold the
-/// whole model twice.
-#[cfg(unix)]
-struct Release {
-    page: usize,
-    /// (file, byte range) of every tensor used in place.
-    in_place: Vec<(usize, (usize, usize))>,
-}
-
-#[cfg(unix)]
-impl Release {
-    fn new(reqs: &[WeightRequest], routes: &[Option<Route>]) -> Release {
-        let in_place = reqs
-            .iter()
-            .zip(routes)
-            .filter(|(_, route)| matches!(route, Some(Route::Mapped)))
-            .map(|(r, _)| (r.file, Self::span(r)))
-            .collect();
-        Release {
-            page: page_size(),
-            in_place,
-        }
-    }
-
-    fn span(r: &WeightRequest) -> (usize, usize) {
-        (r.file_offset as usize, r.file_offset as usize + r.size)
-    }
-
-    /// Releases the mapped pages of `r`, whose data was copied elsewhere
-    /// and is not read from the mapping any more.
-    fn tensor(&self, files: &GgufModel, r: &WeightRequest) {
-        let Some(m) = files.files()[r.file].mmap() else {
-            return;
-        };
-        let (lo, hi) = Self::span(r);
-        let (start, end) = (lo.next_multiple_of(self.page), hi & !(self.page - 1));
-        let shared = self
-            .in_place
-            .iter()
-            .any(|&(f, (a, b))| f == r.file && a < end && start < b);
-        if end <= start || end > m.len() || shared {
-            return;
-        }
-        // SAFETY: the pages lie inside the read-only file mapping and hold
-        // bytes of this tensor alone, which nothing reads from the mapping
-        // any more (its data lives in its own buffer, and no tensor used in
-        // place shares them); a later read would fetch the file again.
-        let advised = unsafe {
-            m.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start)
-        };
-        if let Err(e) = advised {
-            crate::debug!("madvise(DONTNEED) of '{}' failed: {e}", r.desc.name);
-        }
-    }
-}
-
-/// Locks the ranges `(address, bytes)` of `what` in memory, keeping the
-/// locks in `locks`. Failing to lock is never an error: it stops at the
-/// first range that cannot be locked and prints one warning with the
-/// memlock limit.
-fn lock_ranges(
-    what: &str,
-    ranges: &[(usize, usize)],
-    stats: &mut LoadStats,
-    locks: &mut Vec<MemLock>,
-) {
-    let need: usize = ranges.iter().map(|r| r.1).sum();
-    if need == 0 {
-        return;
-    }
-    #[cfg(unix)]
-    let failure = {
-        let page = page_size();
-        let mut locked = 0usize;
-        let mut failure = None;
-        for &(addr, n) in ranges.iter().filter(|r| r.1 > 0) {
-            let start = addr & !(page - 1);
-            let len = n + (addr - start);
-            // SAFETY: mlock only changes the paging of the range, which is
-            // memory of a live buffer or mapping (rounded out to pages).
-            let rc = unsafe { libc::mlock(start as *const libc::c_void, len) };
-            if rc != 0 {
-                failure = Some(std::io::Error::last_os_error().to_string());
-                break;
-            }
-            locks.push(MemLock { addr: start, len });
-            locked += n;
-        }
-        stats.bytes_locked += locked as u64;
-        failure.map(|e| (need - locked, e))
-    };
-    #[cfg(not(unix))]
-    let failure = Some((need, "not supported on this platform".to_string()));
-    if let Some((missing, why)) = failure {
-        stats.bytes_lock_failed += missing as u64;
-        let limit = match memlock_limit() {
-            Some(l) => format!("the memlock limit (ulimit -l) is {} KiB", l / 1024),
-            None => "the memlock limit (ulimit -l) is unlimited".to_string(),
-        };
-        crate::warn!(
-            "warning: use_mlock: failed to lock {} KiB of {what} ({} KiB needed): {why}; \
-             {limit}: raise it (e.g. ulimit -l unlimited, or memlock in limits.conf) \
-             to keep the model in RAM",
-            missing / 1024,
-            need / 1024
-        );
     }
 }
 
@@ -1066,34 +596,6 @@ pub fn load_weights_with(
         sizes,
         stats,
         locks,
-    })
-}
-
-/// Validates a piece of request `i` that starts `start` bytes into it; on
-/// an error, earlier tensors waiting in `checks` are validated first, so
-/// that the first bad tensor in file order is the one reported.
-fn check_piece(
-    checks: &mut Checks<'_>,
-    reqs: &[WeightRequest],
-    i: usize,
-    data: &[u8],
-    start: usize,
-) -> Result<()> {
-    let Err(e) = validate_parallel(&reqs[i].desc, data) else {
-        return Ok(());
-    };
-    checks.flush(reqs)?;
-    Err(match e {
-        LlamaError::TensorData { name, why } if data.len() != reqs[i].size => {
-            LlamaError::TensorData {
-                name,
-                why: format!(
-                    "{why} (counting from byte {start} of the tensor, in the piece of {} bytes read there)",
-                    data.len()
-                ),
-            }
-        }
-        e => e,
     })
 }
 

@@ -1,0 +1,297 @@
+//! MUL_MAT_ID: for every token `t` and slot `e`, the expert matrix
+//! `ids[e, t]` times activation column `b[:, e % b.ne1, t]`.
+//!
+//! The (slot, token) pairs are first grouped by expert, so that each
+//! expert's weights are read once per call however many tokens chose it
+//! (a ubatch of 512 tokens with 8 of 128 experts each reads every expert
+//! once instead of 32 times). The activations are converted once to the
+//! weight type's partner, as for MUL_MAT; then the team works on tiles of
+//! one expert's rows x all the columns that chose it, with MUL_MAT's
+//! kernels: a panel kernel when an expert has many columns, the row dot
+//! products otherwise. Experts nobody chose are never read.
+
+use std::cell::RefCell;
+use std::ops::Range;
+
+use ggml_core::Result;
+
+use crate::compute::{NodeCtx, Workspace};
+use crate::matmul::{
+    dense_copy, partner, weight_row, ColumnSource, RowDot, GEMM_MIN_COLS, TILES_PER_THREAD,
+    TILE_WEIGHT_BYTES,
+};
+use crate::ops::read_index;
+use crate::pool;
+use crate::simd::{self, Gemm, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
+use crate::tensor::{AlignedBytes, SendPtr, View};
+
+/// Multiply-adds below which the call runs on the calling thread.
+const SERIAL_WORK: usize = 64 * 1024;
+
+thread_local! {
+    /// Packed panels of the tile a thread works on, kept between calls.
+    static PANELS: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The (slot, token) pairs of every expert, grouped by expert in token order.
+struct Groups {
+    /// `pairs[start[x]..start[x + 1]]` chose expert x.
+    start: Vec<usize>,
+    pairs: Vec<(u32, u32)>,
+}
+
+impl Groups {
+    /// Groups the ids (a counting sort by expert); an id outside
+    /// `0..n_expert` is an error naming the node.
+    fn new(ctx: &NodeCtx<'_>, ids: &View, n_expert: usize) -> Result<Groups> {
+        let (n_used, n_tok) = (ids.ne[0], ids.ne[1]);
+        let mut chosen = Vec::with_capacity(n_used * n_tok);
+        let mut start = vec![0usize; n_expert + 1];
+        for t in 0..n_tok {
+            for e in 0..n_used {
+                // SAFETY: (e, t) is inside the I32 ids tensor.
+                let x = unsafe { read_index(ids, [e, t, 0, 0]) };
+                if x < 0 || x as usize >= n_expert {
+                    return Err(ctx.err(format!(
+                        "expert id {x} of slot {e}, token {t} is outside 0..{n_expert}"
+                    )));
+                }
+                start[x as usize + 1] += 1;
+                chosen.push(x as usize);
+            }
+        }
+        for x in 0..n_expert {
+            start[x + 1] += start[x];
+        }
+        let mut fill = start.clone();
+        let mut pairs = vec![(0u32, 0u32); chosen.len()];
+        for (i, &x) in chosen.iter().enumerate() {
+            pairs[fill[x]] = ((i % n_used) as u32, (i / n_used) as u32);
+            fill[x] += 1;
+        }
+        Ok(Groups { start, pairs })
+    }
+
+    fn of(&self, x: usize) -> &[(u32, u32)] {
+        &self.pairs[self.start[x]..self.start[x + 1]]
+    }
+}
+
+/// One unit of work: rows of one expert against all its columns.
+struct Task {
+    expert: usize,
+    rows: Range<usize>,
+    gemm: bool,
+}
+
+/// MUL_MAT_ID with the best kernels of this CPU.
+pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
+    let (a, b, ids, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
+    let mut a_copy = AlignedBytes::default();
+    let a = if a.dense_rows() {
+        a.clone()
+    } else {
+        dense_copy(a, &mut a_copy)
+    };
+    let a = &a;
+    let kern = simd::kernels();
+    let (k, m, n_expert) = (a.ne[0], a.ne[1], a.ne[2]);
+    let groups = Groups::new(ctx, ids, n_expert)?;
+    let vt = partner(a.ty)?;
+    let ys = ColumnSource::new(b, vt, k, &mut ws.act)?;
+    let gemm = kern.gemm(a.ty);
+    let threads = pool::current_num_threads().max(1);
+
+    // Columns are prepared for the panel kernel only when an expert has
+    // enough of them to repay packing its rows.
+    let any_gemm = gemm.is_some() && (0..n_expert).any(|x| groups.of(x).len() >= GEMM_MIN_COLS);
+    let prep: &[u8] = match (any_gemm, gemm) {
+        (true, Some(g)) => prepare(g, &ys, b, k, &mut ws.prep),
+        _ => &[],
+    };
+
+    let active: Vec<usize> = (0..n_expert)
+        .filter(|&x| !groups.of(x).is_empty())
+        .collect();
+    let tiles_per_expert = (threads * TILES_PER_THREAD).div_ceil(active.len().max(1));
+    let row_bytes = a.row_bytes().max(1);
+    let mut tasks = Vec::new();
+    for &x in &active {
+        let n_cols = groups.of(x).len();
+        let use_gemm = any_gemm && n_cols >= GEMM_MIN_COLS;
+        let rows_cache = if n_cols <= MAX_COLS {
+            m
+        } else {
+            (TILE_WEIGHT_BYTES / row_bytes).max(PANEL_ROWS)
+        };
+        let per_tile = m
+            .div_ceil(tiles_per_expert)
+            .min(rows_cache)
+            .next_multiple_of(PANEL_ROWS);
+        let mut r = 0;
+        while r < m {
+            let end = (r + per_tile).min(m);
+            tasks.push(Task {
+                expert: x,
+                rows: r..end,
+                gemm: use_gemm,
+            });
+            r = end;
+        }
+    }
+
+    let dot = RowDot::for_type(kern, a.ty);
+    let nb1 = b.ne[1];
+    let dptr = d.ptr;
+    let put = |r: usize, (e, t): (u32, u32), v: f32| {
+        let o = r * d.nb[0] + e as usize * d.nb[1] + t as usize * d.nb[2];
+        // SAFETY: element (r, e, t) of the F32 result is in bounds and
+        // aligned; each (row, slot, token) belongs to one expert's group and
+        // to one row tile of it, so one task writes it.
+        unsafe { (dptr.get().add(o) as *mut f32).write(v) };
+    };
+    let run = |t: usize| {
+        let task = &tasks[t];
+        let cols = groups.of(task.expert);
+        match (task.gemm, gemm) {
+            (true, Some(g)) => PANELS.with_borrow_mut(|buf| {
+                panel_tile(g, a, task, cols, prep, nb1, buf, &put);
+            }),
+            _ => dot_tile(dot, a, task, cols, &ys, nb1, &put),
+        }
+    };
+    let work = groups.pairs.len() * m * k;
+    if threads == 1 || tasks.len() <= 1 || work < SERIAL_WORK {
+        (0..tasks.len()).for_each(run);
+    } else {
+        pool::for_each(tasks.len(), run);
+    }
+    Ok(())
+}
+
+/// Prepares every activation row of `b` for the panel kernel `g`, in
+/// flat row order, in `prep`.
+fn prepare<'p>(
+    g: &Gemm,
+    ys: &ColumnSource<'_>,
+    b: &View,
+    k: usize,
+    prep: &'p mut Vec<u8>,
+) -> &'p [u8] {
+    let ab = (g.act_bytes)(k);
+    let n_y = b.n_rows();
+    if prep.len() < ab * n_y {
+        prep.resize(ab * n_y, 0);
+    }
+    let prep = &mut prep[..ab * n_y];
+    let prep_col = |r: usize, o: &mut [u8]| {
+        let [col, i2, i3] = b.row_index(r);
+        (g.prep)(k, ys.row(col, i2, i3), o);
+    };
+    if pool::current_num_threads() <= 1 || n_y * k < SERIAL_WORK {
+        prep.chunks_exact_mut(ab)
+            .enumerate()
+            .for_each(|(r, o)| prep_col(r, o));
+    } else {
+        let base = SendPtr(prep.as_mut_ptr());
+        pool::for_each(n_y, |r| {
+            // SAFETY: row r's `ab` bytes lie inside `prep`, and each index is
+            // handed to one thread only, so the rows written are disjoint.
+            let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * ab), ab) };
+            prep_col(r, o)
+        });
+    }
+    prep
+}
+
+/// Rows of one expert by its columns through the row dot products,
+/// [`MAX_ROWS`] x [`MAX_COLS`] at a time.
+fn dot_tile(
+    dot: RowDot,
+    a: &View,
+    task: &Task,
+    cols: &[(u32, u32)],
+    ys: &ColumnSource<'_>,
+    nb1: usize,
+    put: &impl Fn(usize, (u32, u32), f32),
+) {
+    let k = a.ne[0];
+    let mut out = [0f32; MAX_ROWS * MAX_COLS];
+    for group in cols.chunks(MAX_COLS) {
+        let nc = group.len();
+        let mut yr: [&[u8]; MAX_COLS] = [&[]; MAX_COLS];
+        for (y, &(e, t)) in yr.iter_mut().zip(group) {
+            *y = ys.row(e as usize % nb1, t as usize, 0);
+        }
+        let mut r0 = task.rows.start;
+        while r0 < task.rows.end {
+            let nr = if task.rows.end - r0 >= MAX_ROWS {
+                MAX_ROWS
+            } else {
+                1
+            };
+            let mut xs: [&[u8]; MAX_ROWS] = [&[]; MAX_ROWS];
+            for (i, x) in xs.iter_mut().enumerate().take(nr) {
+                *x = weight_row(a, r0 + i, task.expert, 0);
+            }
+            dot.run(k, &xs[..nr], &yr[..nc], &mut out[..nr * nc]);
+            for i in 0..nr {
+                for (j, &pair) in group.iter().enumerate() {
+                    put(r0 + i, pair, out[i * nc + j]);
+                }
+            }
+            r0 += nr;
+        }
+    }
+}
+
+/// Rows of one expert, packed into panels once, by all its columns
+/// [`GEMM_COLS`] at a time.
+#[allow(clippy::too_many_arguments)]
+fn panel_tile(
+    g: &Gemm,
+    a: &View,
+    task: &Task,
+    cols: &[(u32, u32)],
+    prep: &[u8],
+    nb1: usize,
+    buf: &mut Vec<u8>,
+    put: &impl Fn(usize, (u32, u32), f32),
+) {
+    let k = a.ne[0];
+    let pb = (g.panel_bytes)(k);
+    let ab = (g.act_bytes)(k);
+    let r_end = task.rows.end;
+    let np = (r_end - task.rows.start).div_ceil(PANEL_ROWS);
+    if buf.len() < np * pb {
+        buf.resize(np * pb, 0);
+    }
+    for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
+        let r0 = task.rows.start + p * PANEL_ROWS;
+        let nr = PANEL_ROWS.min(r_end - r0);
+        let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
+        for (i, x) in rows.iter_mut().enumerate().take(nr) {
+            *x = weight_row(a, r0 + i, task.expert, 0);
+        }
+        (g.pack)(k, &rows[..nr], dst);
+    }
+    let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
+    for group in cols.chunks(GEMM_COLS) {
+        let nc = group.len();
+        let mut cs: [&[u8]; GEMM_COLS] = [&[]; GEMM_COLS];
+        for (c, &(e, t)) in cs.iter_mut().zip(group) {
+            let r = t as usize * nb1 + e as usize % nb1;
+            *c = &prep[r * ab..(r + 1) * ab];
+        }
+        for (p, panel) in buf.chunks_exact(pb).take(np).enumerate() {
+            let r0 = task.rows.start + p * PANEL_ROWS;
+            let nr = PANEL_ROWS.min(r_end - r0);
+            (g.run)(k, panel, &cs[..nc], &mut out[..nc * PANEL_ROWS]);
+            for (j, &pair) in group.iter().enumerate() {
+                for i in 0..nr {
+                    put(r0 + i, pair, out[j * PANEL_ROWS + i]);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+//! Command-line flags of `llama-server`: the model and context flags the
+//! tools share, plus the server's own, with llama.cpp's names.
+
+use std::time::Duration;
+
+use llama::cli::CommonArgs;
+use llama::{LlamaError, PoolingType, Result};
+
+/// Parsed flags.
+#[derive(Clone)]
+pub struct ServerArgs {
+    /// Model, context and sampling flags.
+    pub common: CommonArgs,
+    /// Address to listen on.
+    pub host: String,
+    /// Port (0 = any free one).
+    pub port: u16,
+    /// Slots (`-np`).
+    pub n_parallel: usize,
+    /// `--api-key`.
+    pub api_key: Option<String>,
+    /// `--metrics`.
+    pub metrics: bool,
+    /// `-to`, seconds.
+    pub timeout: Duration,
+    /// `--chat-template`.
+    pub chat_template: Option<String>,
+    /// Jinja rendering of the model's template (`--jinja`, default on;
+    /// `--no-jinja` recognises it and renders it in code).
+    pub jinja: bool,
+    /// `--embeddings`, with `--pooling`.
+    pub embeddings: Option<PoolingType>,
+    /// `-a/--alias`: the model name in responses.
+    pub alias: Option<String>,
+}
+
+/// Usage text.
+pub const HELP: &str = "usage: llama-server -m MODEL [options]
+
+server:
+  --host HOST               address to listen on (default 127.0.0.1)
+  --port PORT               port (default 8080)
+  -np, --parallel N         parallel slots sharing the context (default 1)
+  -c, --ctx-size N          context size, split among the slots (default 4096)
+  --api-key KEY             require this key on every endpoint but /health
+  --api-key-file FILE       read the key from a file
+  --metrics                 serve Prometheus metrics at /metrics
+  -to, --timeout N          read timeout and longest wait for a token, seconds (default 600)
+  --chat-template NAME|FILE built-in template (chatml, llama3, gemma, ...), a file, or Jinja text
+  --jinja, --no-jinja       render the model's template with Jinja (default on), or by
+                            recognising it as a built-in one
+  --embeddings              serve /v1/embeddings
+  --pooling mean|cls|last   pooling of embeddings (default mean)
+  -a, --alias NAME          model name in responses (default: the file name)
+
+model, context and sampling flags are those of llama-cli (-ngl, -t, -b, -ub,
+-ctk, -ctv, -dev, --temp, --top-k, --top-p, --min-p, -s, ...).";
+
+impl ServerArgs {
+    /// Parses `args` (without the program name).
+    pub fn parse(args: impl IntoIterator<Item = String>) -> Result<ServerArgs> {
+        let common = CommonArgs::parse(args)?;
+        let mut a = ServerArgs {
+            host: "127.0.0.1".into(),
+            port: 8080,
+            n_parallel: 1,
+            api_key: None,
+            metrics: false,
+            timeout: Duration::from_secs(600),
+            chat_template: None,
+            jinja: true,
+            embeddings: None,
+            alias: None,
+            common: CommonArgs {
+                rest: Vec::new(),
+                ..common.clone()
+            },
+        };
+        let mut embeddings = false;
+        let mut pooling = PoolingType::Mean;
+        let mut it = common.rest.into_iter();
+        while let Some(flag) = it.next() {
+            let mut val = |what: &str| -> Result<String> {
+                it.next().ok_or_else(|| {
+                    LlamaError::InvalidParam(format!("{flag} needs a value ({what})"))
+                })
+            };
+            let bad = |v: &str, what: &str| {
+                LlamaError::InvalidParam(format!("invalid value '{v}' for {flag}: expected {what}"))
+            };
+            match flag.as_str() {
+                "--host" => a.host = val("address")?,
+                "--port" => {
+                    let v = val("port")?;
+                    a.port = v.parse().map_err(|_| bad(&v, "a port number"))?;
+                }
+                "-np" | "--parallel" => {
+                    let v = val("int")?;
+                    a.n_parallel = v
+                        .parse()
+                        .ok()
+                        .filter(|&n| n >= 1)
+                        .ok_or_else(|| bad(&v, "an integer >= 1"))?;
+                }
+                "--api-key" => a.api_key = Some(val("key")?),
+                "--api-key-file" => {
+                    let p = val("path")?;
+                    let text = std::fs::read_to_string(&p).map_err(|source| LlamaError::Io {
+                        path: p.clone(),
+                        source,
+                    })?;
+                    a.api_key = text
+                        .lines()
+                        .next()
+                        .map(|l| l.trim().to_string())
+                        .filter(|k| !k.is_empty());
+                }
+                "--metrics" => a.metrics = true,
+                "-to" | "--timeout" => {
+                    let v = val("seconds")?;
+                    let s: u64 = v
+                        .parse()
+                        .ok()
+                        .filter(|&s| s > 0)
+                        .ok_or_else(|| bad(&v, "seconds > 0"))?;
+                    a.timeout = Duration::from_secs(s);
+                }
+                "--chat-template" | "--chat-template-file" => {
+                    a.chat_template = Some(val("name or file")?)
+                }
+                "--jinja" => a.jinja = true,
+                "--no-jinja" => a.jinja = false,
+                "--embedding" | "--embeddings" => embeddings = true,
+                "--pooling" => {
+                    let v = val("type")?;
+                    pooling = match v.as_str() {
+                        "mean" => PoolingType::Mean,
+                        "cls" => PoolingType::Cls,
+                        "last" => PoolingType::Last,
+                        _ => return Err(bad(&v, "mean, cls or last")),
+                    };
+                }
+                "-a" | "--alias" => a.alias = Some(val("name")?),
+                // Generation continues within each slot's context; no shift.
+                "--no-context-shift" | "--cont-batching" | "-cb" => {}
+                _ => {
+                    return Err(LlamaError::InvalidParam(format!(
+                        "unknown argument: {flag} (see --help)"
+                    )))
+                }
+            }
+        }
+        if embeddings {
+            a.embeddings = Some(pooling);
+        }
+        Ok(a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(s: &str) -> Result<ServerArgs> {
+        ServerArgs::parse(s.split_whitespace().map(String::from))
+    }
+
+    #[test]
+    fn flags() {
+        let a = parse("-m x.gguf --port 9000 -np 4 --api-key k --metrics -to 5 --no-jinja --embeddings --pooling last -c 256").unwrap();
+        assert_eq!(
+            (a.port, a.n_parallel, a.metrics, a.jinja),
+            (9000, 4, true, false)
+        );
+        assert_eq!(a.api_key.as_deref(), Some("k"));
+        assert_eq!(a.timeout, Duration::from_secs(5));
+        assert_eq!(a.embeddings, Some(PoolingType::Last));
+        assert_eq!(a.common.ctx_params.n_ctx, 256);
+        for bad in [
+            "-np 0",
+            "--port x",
+            "-to 0",
+            "--pooling max",
+            "--bogus",
+            "--port",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The engine: one thread that owns the model and its context and serves
+//! every request through parallel slots with continuous batching.
+
+mod slots;
+pub mod task;
+pub mod text;
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{self, Receiver, Sender};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use llama::{ContextParams, Model, ModelParams, PoolingType};
+
+use crate::metrics::Metrics;
+pub use task::{Done, Event, Finish, GenRequest, Probs, Task, TaskKind, TokenProb};
+
+/// What the engine needs to start.
+#[derive(Clone)]
+pub struct EngineConfig {
+    /// The GGUF file.
+    pub model_path: String,
+    /// How the model is loaded.
+    pub model_params: ModelParams,
+    /// The shared context (`n_ctx` is split among the slots).
+    pub ctx_params: ContextParams,
+    /// Number of slots (`-np`).
+    pub n_parallel: usize,
+    /// Serve embeddings (`--embeddings`), with this pooling.
+    pub embeddings: Option<PoolingType>,
+}
+
+/// The state of one slot, as `/slots` shows it.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct SlotInfo {
+    /// Slot id (its sequence id in the KV cache).
+    pub id: usize,
+    /// The slot's context size.
+    pub n_ctx: usize,
+    /// Whether a task runs in it.
+    pub is_processing: bool,
+    /// The task's id (or -1).
+    pub id_task: i64,
+    /// Prompt tokens of the task.
+    pub n_prompt_tokens: usize,
+    /// Tokens in the KV cache for the slot.
+    pub n_past: usize,
+    /// Tokens generated so far.
+    pub n_decoded: usize,
+}
+
+/// State shared by the engine thread and the HTTP handlers.
+#[derive(Default)]
+pub struct Shared {
+    /// The model, once loaded.
+    pub model: OnceLock<Arc<Model>>,
+    /// Set once the context exists and requests are served.
+    pub ready: AtomicBool,
+    /// Why loading failed.
+    pub load_error: Mutex<Option<String>>,
+    /// Context size of each slot.
+    pub n_ctx_slot: AtomicUsize,
+    /// Most tokens of one embedding input.
+    pub n_ctx_embd: AtomicUsize,
+    /// Counters for `/metrics`.
+    pub metrics: Metrics,
+    /// Slot states for `/slots`.
+    pub slots: Mutex<Vec<SlotInfo>>,
+    /// Tasks waiting for a slot.
+    pub n_deferred: AtomicUsize,
+}
+
+/// The handlers' side of the engine.
+#[derive(Clone)]
+pub struct EngineHandle {
+    tx: Sender<Task>,
+    next_id: Arc<AtomicU64>,
+    /// State shared with the engine thread.
+    pub shared: Arc<Shared>,
+    /// Whether embeddings are served.
+    pub embeddings: bool,
+    /// Number of slots.
+    pub n_parallel: usize,
+}
+
+impl EngineHandle {
+    /// Starts the engine thread, which loads the model, then serves.
+    pub fn start(config: EngineConfig) -> EngineHandle {
+        let (tx, rx) = mpsc::channel();
+        let shared = Arc::new(Shared::default());
+        let handle = EngineHandle {
+            tx,
+            next_id: Arc::new(AtomicU64::new(0)),
+            shared: shared.clone(),
+            embeddings: config.embeddings.is_some(),
+            n_parallel: config.n_parallel.max(1),
+        };
+        std::thread::Builder::new()
+            .name("llama-engine".into())
+            .spawn(move || run(config, shared, rx))
+            .expect("spawning the engine thread");
+        handle
+    }
+
+    /// The loaded model, if loading is over.
+    pub fn model(&self) -> Option<&Arc<Model>> {
+        self.shared.model.get()
+    }
+
+    /// Whether requests can be served.
+    pub fn is_ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Acquire)
+    }
+
+    /// Queues a task; events arrive on the returned receiver. Dropping the
+    /// receiver (or setting the flag) cancels the task.
+    pub fn submit(
+        &self,
+        kind: TaskKind,
+    ) -> (tokio::sync::mpsc::UnboundedReceiver<Event>, Arc<AtomicBool>) {
+        let (out, rx) = tokio::sync::mpsc::unbounded_channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let task = Task {
+            id: self.next_id.fetch_add(1, Ordering::Relaxed),
+            kind,
+            out,
+            cancel: cancel.clone(),
+        };
+        if let Err(mpsc::SendError(task)) = self.tx.send(task) {
+            task.out
+                .send(Event::Error("the engine has stopped".into()))
+                .ok();
+        }
+        (rx, cancel)
+    }
+}
+
+fn run(config: EngineConfig, shared: Arc<Shared>, rx: Receiver<Task>) {
+    let fail = |msg: String| {
+        llama::warn!("{msg}");
+        *shared.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(msg);
+    };
+    let model = match Model::load(&config.model_path, &config.model_params) {
+        Ok(m) => Arc::new(m),
+        Err(e) => return fail(format!("failed to load model '{}': {e}", config.model_path)),
+    };
+    shared.model.set(model.clone()).ok();
+    if let Err(e) = slots::serve(&model, &config, &shared, rx) {
+        fail(format!("failed to create the context: {e}"));
+    }
+}

@@ -1,0 +1,539 @@
+//! Parallel slots over one context with continuous batching: each step
+//! decodes one batch holding the next token of every generating slot and
+//! prompt chunks of slots that are still reading their prompt.
+
+use std::collections::VecDeque;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
+use std::time::{Duration, Instant};
+
+use llama::sampling::SamplerChain;
+use llama::{Batch, Context, ContextParams, Model, Token};
+
+use super::task::{Done, Event, Finish, GenRequest, Probs, Task, TaskKind, TokenProb};
+use super::text::TextState;
+use super::{EngineConfig, Shared, SlotInfo};
+
+/// A task running in a slot.
+struct Active {
+    task: Task,
+    req: GenRequest,
+    sampler: SamplerChain,
+    /// Prompt tokens already in the cache.
+    n_prompt_done: usize,
+    /// Tokens of this slot in the cache.
+    n_past: usize,
+    /// A sampled token not yet decoded.
+    next: Option<Token>,
+    n_gen: usize,
+    text: TextState,
+    t_start: Instant,
+    t_prompt: Option<Instant>,
+}
+
+/// Part of a batch: `n` tokens of one slot, the last one with logits when
+/// `logits`.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    slot: usize,
+    /// Index into the slot's pending tokens (prompt offset or the sampled one).
+    first: usize,
+    n: usize,
+    /// Generation token rather than prompt chunk.
+    gen: bool,
+    logits: bool,
+}
+
+struct Engine<'m> {
+    model: &'m Model,
+    ctx: Context<'m>,
+    embd_ctx: Option<Context<'m>>,
+    slots: Vec<Option<Active>>,
+    waiting: VecDeque<Task>,
+    n_ctx_slot: usize,
+    shared: &'m Shared,
+}
+
+/// Serves tasks until every sender is gone.
+pub(super) fn serve(
+    model: &Model,
+    config: &EngineConfig,
+    shared: &Shared,
+    rx: Receiver<Task>,
+) -> llama::Result<()> {
+    let np = config.n_parallel.max(1);
+    let mut params = config.ctx_params.clone();
+    params.n_seq_max = np;
+    params.embeddings = false;
+    let ctx = Context::new(model, params)?;
+    let embd_ctx = match config.embeddings {
+        Some(pooling) => Some(Context::new(
+            model,
+            ContextParams {
+                n_ctx: ctx.params.n_batch,
+                n_seq_max: 1,
+                embeddings: true,
+                pooling,
+                ..config.ctx_params.clone()
+            },
+        )?),
+        None => None,
+    };
+    if let Some(e) = &embd_ctx {
+        shared
+            .n_ctx_embd
+            .store(e.n_ctx().min(e.params.n_ubatch), Ordering::Release);
+    }
+    let n_ctx_slot = ctx.n_ctx() / np;
+    shared.n_ctx_slot.store(n_ctx_slot, Ordering::Release);
+    let mut eng = Engine {
+        model,
+        ctx,
+        embd_ctx,
+        slots: (0..np).map(|_| None).collect(),
+        waiting: VecDeque::new(),
+        n_ctx_slot,
+        shared,
+    };
+    eng.publish();
+    shared.ready.store(true, Ordering::Release);
+    llama::info!(
+        "server: {np} slots of {n_ctx_slot} tokens, context {}",
+        eng.ctx.n_ctx()
+    );
+    loop {
+        if !eng.intake(&rx) {
+            return Ok(());
+        }
+        eng.step();
+        eng.publish();
+    }
+}
+
+impl<'m> Engine<'m> {
+    fn busy(&self) -> bool {
+        self.slots.iter().any(Option::is_some)
+    }
+
+    /// Takes new tasks; blocks while there is nothing to do. False when the
+    /// channel is closed and no work is left.
+    fn intake(&mut self, rx: &Receiver<Task>) -> bool {
+        loop {
+            let msg = if self.busy() {
+                match rx.try_recv() {
+                    Ok(t) => Ok(t),
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => Err(()),
+                }
+            } else {
+                match rx.recv_timeout(Duration::from_millis(250)) {
+                    Ok(t) => Ok(t),
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.drop_cancelled_waiting();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => Err(()),
+                }
+            };
+            match msg {
+                Ok(task) => {
+                    match task.kind {
+                        TaskKind::Embed(_) => self.embed(task),
+                        TaskKind::Generate(_) => self.waiting.push_back(task),
+                    }
+                    self.assign();
+                    if self.busy() {
+                        // Take whatever else already arrived, then run.
+                        continue;
+                    }
+                }
+                Err(()) => return self.busy(),
+            }
+        }
+        self.assign();
+        true
+    }
+
+    fn drop_cancelled_waiting(&mut self) {
+        self.waiting
+            .retain(|t| !(t.cancel.load(Ordering::Relaxed) || t.out.is_closed()));
+    }
+
+    /// Moves waiting tasks into free slots.
+    fn assign(&mut self) {
+        self.drop_cancelled_waiting();
+        while let Some(free) = self.slots.iter().position(Option::is_none) {
+            let Some(task) = self.waiting.pop_front() else {
+                break;
+            };
+            let TaskKind::Generate(req) = &task.kind else {
+                continue;
+            };
+            let req = req.clone();
+            if req.prompt.is_empty() || req.prompt.len() >= self.n_ctx_slot {
+                task.out
+                    .send(Event::Error(format!(
+                        "the prompt has {} tokens; the slot's context holds {}",
+                        req.prompt.len(),
+                        self.n_ctx_slot
+                    )))
+                    .ok();
+                continue;
+            }
+            let n_vocab = self.model.hparams.n_vocab;
+            let mut sampler = SamplerChain::from_params(
+                &req.sampling.clone().with_n_ctx(self.n_ctx_slot as u32),
+                n_vocab,
+            );
+            for &t in &req.prompt {
+                sampler.accept(t);
+            }
+            self.ctx.seq_rm(free as i32, -1, -1);
+            self.shared.metrics.requests.fetch_add(1, Ordering::Relaxed);
+            let text = TextState::new(req.stop.clone());
+            self.slots[free] = Some(Active {
+                task,
+                req,
+                sampler,
+                n_prompt_done: 0,
+                n_past: 0,
+                next: None,
+                n_gen: 0,
+                text,
+                t_start: Instant::now(),
+                t_prompt: None,
+            });
+        }
+        self.shared
+            .n_deferred
+            .store(self.waiting.len(), Ordering::Relaxed);
+    }
+
+    /// Frees a slot and its cache cells at once.
+    fn free(&mut self, slot: usize) {
+        self.slots[slot] = None;
+        self.ctx.seq_rm(slot as i32, -1, -1);
+        self.publish();
+    }
+
+    /// One step: drops cancelled tasks, decodes one batch, samples.
+    fn step(&mut self) {
+        for s in 0..self.slots.len() {
+            if let Some(a) = &self.slots[s] {
+                if a.task.cancel.load(Ordering::Relaxed) || a.task.out.is_closed() {
+                    self.free(s);
+                }
+            }
+        }
+        for s in 0..self.slots.len() {
+            if let Some(a) = &self.slots[s] {
+                if a.req.n_predict == 0 && a.n_prompt_done == a.req.prompt.len() {
+                    self.finish(s, Finish::Length, None);
+                }
+            }
+        }
+        let mut entries = Vec::new();
+        let mut budget = self.ctx.params.n_ubatch.max(1);
+        for (s, a) in self.slots.iter().enumerate() {
+            if let Some(a) = a {
+                if a.next.is_some() {
+                    entries.push(Entry {
+                        slot: s,
+                        first: 0,
+                        n: 1,
+                        gen: true,
+                        logits: true,
+                    });
+                    budget -= 1;
+                }
+            }
+        }
+        for (s, a) in self.slots.iter().enumerate() {
+            let Some(a) = a else { continue };
+            let left = a.req.prompt.len() - a.n_prompt_done;
+            if a.next.is_some() || left == 0 || budget == 0 {
+                continue;
+            }
+            let n = left.min(budget);
+            budget -= n;
+            entries.push(Entry {
+                slot: s,
+                first: a.n_prompt_done,
+                n,
+                gen: false,
+                logits: n == left && a.req.n_predict != 0,
+            });
+        }
+        if !entries.is_empty() {
+            self.run(&entries);
+        }
+    }
+
+    /// Decodes `entries` as one batch; when the cache has no contiguous
+    /// room for it, decodes it in two halves.
+    fn run(&mut self, entries: &[Entry]) {
+        let mut batch = Batch::new();
+        let mut rows = Vec::new();
+        for e in entries {
+            let Some(a) = &self.slots[e.slot] else {
+                continue;
+            };
+            let seq = [e.slot as i32];
+            if e.gen {
+                let tok = a.next.unwrap_or_default();
+                batch.add(tok, a.n_past as i32, &seq, true);
+            } else {
+                for i in 0..e.n {
+                    let last = i + 1 == e.n;
+                    batch.add(
+                        a.req.prompt[e.first + i],
+                        (a.n_past + i) as i32,
+                        &seq,
+                        last && e.logits,
+                    );
+                }
+            }
+            if e.logits {
+                rows.push((e.slot, batch.tokens.len() - 1));
+            }
+        }
+        if batch.tokens.is_empty() {
+            return;
+        }
+        let t0 = Instant::now();
+        if let Err(err) = self.ctx.decode(&batch) {
+            let total: usize = entries.iter().map(|e| e.n).sum();
+            if total > 1 {
+                let (a, b) = split(entries);
+                self.run(&a);
+                self.run(&b);
+            } else {
+                for e in entries {
+                    self.fail(e.slot, format!("decode failed: {err}"));
+                }
+            }
+            return;
+        }
+        let dt = t0.elapsed().as_secs_f64();
+        let m = &self.shared.metrics;
+        m.n_decode.fetch_add(1, Ordering::Relaxed);
+        m.n_busy_slots_sum
+            .fetch_add(entries.len() as u64, Ordering::Relaxed);
+        let n_prompt: usize = entries.iter().filter(|e| !e.gen).map(|e| e.n).sum();
+        let n_gen = entries.len() - entries.iter().filter(|e| !e.gen).count();
+        m.add_time(n_prompt, n_gen, dt);
+        for e in entries {
+            if let Some(a) = self.slots[e.slot].as_mut() {
+                a.n_past += e.n;
+                if e.gen {
+                    a.next = None;
+                } else {
+                    a.n_prompt_done += e.n;
+                    if a.n_prompt_done == a.req.prompt.len() {
+                        a.t_prompt = Some(Instant::now());
+                    }
+                }
+            }
+        }
+        for (slot, row) in rows {
+            self.sample(slot, row);
+        }
+    }
+
+    /// Samples a slot's next token from batch row `row` and reports it.
+    fn sample(&mut self, slot: usize, row: usize) {
+        let Some(a) = self.slots[slot].as_mut() else {
+            return;
+        };
+        let logits = match self.ctx.logits_ith(row as i32) {
+            Ok(l) => l,
+            Err(e) => return self.fail(slot, e.to_string()),
+        };
+        let tok = a.sampler.sample(logits);
+        let probs = (a.req.n_probs > 0).then(|| top_probs(self.model, logits, tok, a.req.n_probs));
+        a.sampler.accept(tok);
+        let vocab = &self.model.vocab;
+        if tok < 0 || (vocab.is_eog(tok) && !a.req.ignore_eos) {
+            return self.finish(slot, Finish::Eos, None);
+        }
+        a.n_gen += 1;
+        let stop = a.text.push(&vocab.token_to_piece(tok, false));
+        let text = a.text.take(false);
+        let event = Event::Text {
+            text,
+            tokens: vec![tok],
+            probs: probs.into_iter().collect(),
+        };
+        if a.task.out.send(event).is_err() {
+            return self.free(slot);
+        }
+        if let Some(word) = stop {
+            return self.finish(slot, Finish::Word, Some(word));
+        }
+        let limit = a.req.n_predict >= 0 && a.n_gen as i64 >= a.req.n_predict;
+        if limit || a.n_past + 1 >= self.n_ctx_slot {
+            return self.finish(slot, Finish::Length, None);
+        }
+        a.next = Some(tok);
+    }
+
+    fn finish(&mut self, slot: usize, finish: Finish, stop_word: Option<String>) {
+        let Some(mut a) = self.slots[slot].take() else {
+            return;
+        };
+        let rest = a.text.take(true);
+        if !rest.is_empty() {
+            a.task
+                .out
+                .send(Event::Text {
+                    text: rest,
+                    tokens: Vec::new(),
+                    probs: Vec::new(),
+                })
+                .ok();
+        }
+        let now = Instant::now();
+        let t_prompt = a.t_prompt.unwrap_or(now);
+        let done = Done {
+            slot,
+            n_prompt: a.req.prompt.len(),
+            n_gen: a.n_gen,
+            finish,
+            stop_word,
+            t_prompt_ms: (t_prompt - a.t_start).as_secs_f64() * 1e3,
+            t_gen_ms: (now - t_prompt).as_secs_f64() * 1e3,
+        };
+        let m = &self.shared.metrics;
+        m.prompt_tokens
+            .fetch_add(done.n_prompt as u64, Ordering::Relaxed);
+        m.predicted_tokens
+            .fetch_add(done.n_gen as u64, Ordering::Relaxed);
+        self.free(slot);
+        a.task.out.send(Event::Done(done)).ok();
+    }
+
+    fn fail(&mut self, slot: usize, msg: String) {
+        if let Some(a) = &self.slots[slot] {
+            a.task.out.send(Event::Error(msg)).ok();
+        }
+        self.free(slot);
+    }
+
+    /// Pooled, normalised embeddings of each input, on the embedding context.
+    fn embed(&mut self, task: Task) {
+        let TaskKind::Embed(inputs) = &task.kind else {
+            return;
+        };
+        let Some(ctx) = self.embd_ctx.as_mut() else {
+            task.out
+                .send(Event::Error(
+                    "embeddings are not enabled: start the server with --embeddings".into(),
+                ))
+                .ok();
+            return;
+        };
+        let mut out = Vec::with_capacity(inputs.len());
+        let mut n_tokens = 0;
+        for toks in inputs {
+            ctx.kv_clear();
+            let mut b = Batch::new();
+            for (i, &t) in toks.iter().enumerate() {
+                b.add(t, i as i32, &[0], true);
+            }
+            let res = ctx.decode(&b).and_then(|()| ctx.embeddings_pooled());
+            match res {
+                Ok(mut v) => {
+                    let norm = v
+                        .iter()
+                        .map(|x| f64::from(*x) * f64::from(*x))
+                        .sum::<f64>()
+                        .sqrt();
+                    if norm > 0.0 {
+                        v.iter_mut()
+                            .for_each(|x| *x = (f64::from(*x) / norm) as f32);
+                    }
+                    out.push(v);
+                    n_tokens += toks.len();
+                }
+                Err(e) => {
+                    task.out
+                        .send(Event::Error(format!("embedding failed: {e}")))
+                        .ok();
+                    return;
+                }
+            }
+        }
+        ctx.kv_clear();
+        task.out.send(Event::Embeddings(out, n_tokens)).ok();
+    }
+
+    /// Publishes the slots' states for `/slots`.
+    fn publish(&self) {
+        let infos = self
+            .slots
+            .iter()
+            .enumerate()
+            .map(|(id, a)| SlotInfo {
+                id,
+                n_ctx: self.n_ctx_slot,
+                is_processing: a.is_some(),
+                id_task: a.as_ref().map_or(-1, |a| a.task.id as i64),
+                n_prompt_tokens: a.as_ref().map_or(0, |a| a.req.prompt.len()),
+                n_past: a.as_ref().map_or(0, |a| a.n_past),
+                n_decoded: a.as_ref().map_or(0, |a| a.n_gen),
+            })
+            .collect();
+        *self.shared.slots.lock().unwrap_or_else(|e| e.into_inner()) = infos;
+        self.shared.metrics.processing.store(
+            self.slots.iter().filter(|s| s.is_some()).count() as u64,
+            Ordering::Relaxed,
+        );
+    }
+}
+
+/// Splits entries into two batches of about half the tokens each; a prompt
+/// chunk is cut in two (its first part without logits).
+fn split(entries: &[Entry]) -> (Vec<Entry>, Vec<Entry>) {
+    if entries.len() > 1 {
+        let mid = entries.len() / 2;
+        return (entries[..mid].to_vec(), entries[mid..].to_vec());
+    }
+    let e = entries[0];
+    let h = e.n / 2;
+    (
+        vec![Entry {
+            n: h,
+            logits: false,
+            ..e
+        }],
+        vec![Entry {
+            first: e.first + h,
+            n: e.n - h,
+            ..e
+        }],
+    )
+}
+
+/// The `n` most probable tokens under the raw logits, and the chosen one.
+fn top_probs(model: &Model, logits: &[f32], chosen: Token, n: usize) -> Probs {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let lse = max + logits.iter().map(|&l| (l - max).exp()).sum::<f32>().ln();
+    let mk = |id: Token| TokenProb {
+        id,
+        piece: model.vocab.token_to_piece(id, false),
+        logprob: logits
+            .get(id as usize)
+            .map_or(f32::NEG_INFINITY, |&l| l - lse),
+    };
+    let mut idx: Vec<usize> = (0..logits.len()).collect();
+    let n = n.min(idx.len());
+    if n > 0 && n < idx.len() {
+        idx.select_nth_unstable_by(n - 1, |&a, &b| logits[b].total_cmp(&logits[a]));
+    }
+    idx.truncate(n);
+    idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]));
+    Probs {
+        chosen: mk(chosen),
+        top: idx.into_iter().map(|i| mk(i as Token)).collect(),
+    }
+}

@@ -1,0 +1,411 @@
+//! Reading request bodies: JSON objects whose fields are checked one by one,
+//! so that an error names the field at fault.
+
+use llama::chat::Message;
+use llama::sampling::SamplingParams;
+use llama::vocab::Vocab;
+use llama::Token;
+use serde_json::{Map, Value};
+
+use crate::error::ApiError;
+
+/// A request body as a JSON object.
+pub struct Body(pub Map<String, Value>);
+
+/// Parses `bytes` as a JSON object.
+pub fn parse(bytes: &[u8]) -> Result<Body, ApiError> {
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::field("body", format!("malformed JSON: {e}")))?;
+    match v {
+        Value::Object(m) => Ok(Body(m)),
+        _ => Err(ApiError::field(
+            "body",
+            "the request body must be a JSON object",
+        )),
+    }
+}
+
+fn wrong(field: &str, what: &str) -> ApiError {
+    ApiError::field(field, format!("'{field}' must be {what}"))
+}
+
+impl Body {
+    /// A field that is present and not null.
+    pub fn get(&self, field: &str) -> Option<&Value> {
+        self.0.get(field).filter(|v| !v.is_null())
+    }
+
+    /// A number field.
+    pub fn f32(&self, field: &str) -> Result<Option<f32>, ApiError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|x| x.is_finite())
+                .map(|x| Some(x as f32))
+                .ok_or_else(|| wrong(field, "a number")),
+        }
+    }
+
+    /// An integer field.
+    pub fn i64(&self, field: &str) -> Result<Option<i64>, ApiError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => v
+                .as_i64()
+                .or_else(|| {
+                    v.as_f64()
+                        .filter(|x| x.fract() == 0.0 && x.abs() < 9e15)
+                        .map(|x| x as i64)
+                })
+                .map(Some)
+                .ok_or_else(|| wrong(field, "an integer")),
+        }
+    }
+
+    /// A boolean field.
+    pub fn bool(&self, field: &str) -> Result<Option<bool>, ApiError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => v
+                .as_bool()
+                .map(Some)
+                .ok_or_else(|| wrong(field, "a boolean")),
+        }
+    }
+
+    /// A string field.
+    pub fn str(&self, field: &str) -> Result<Option<&str>, ApiError> {
+        match self.get(field) {
+            None => Ok(None),
+            Some(v) => v.as_str().map(Some).ok_or_else(|| wrong(field, "a string")),
+        }
+    }
+}
+
+/// Generation settings common to the completion endpoints.
+#[derive(Debug, Clone)]
+pub struct GenOptions {
+    /// Sampling settings.
+    pub sampling: SamplingParams,
+    /// Tokens to generate (-1 = no limit).
+    pub n_predict: i64,
+    /// Stop strings.
+    pub stop: Vec<String>,
+    /// Stream the reply as server-sent events.
+    pub stream: bool,
+    /// Send usage in the last streamed chunk.
+    pub include_usage: bool,
+    /// Keep going past end-of-generation tokens.
+    pub ignore_eos: bool,
+    /// Top tokens reported per token (0: no probabilities).
+    pub n_probs: usize,
+    /// Report probabilities at all (chat's `logprobs: true` with 0 top).
+    pub logprobs: bool,
+}
+
+/// Most top tokens a request may ask probabilities for.
+const MAX_PROBS: i64 = 20;
+
+/// Reads the generation fields. `chat` selects the chat meaning of
+/// `logprobs` (a boolean with `top_logprobs`).
+pub fn gen_options(
+    b: &Body,
+    defaults: &SamplingParams,
+    vocab: &Vocab,
+    chat: bool,
+) -> Result<GenOptions, ApiError> {
+    let mut s = defaults.clone();
+    if let Some(x) = b.f32("temperature")? {
+        if x < 0.0 {
+            return Err(ApiError::field("temperature", "'temperature' must be >= 0"));
+        }
+        s.temp = x;
+    }
+    if let Some(x) = b.f32("top_p")? {
+        if !(0.0..=1.0).contains(&x) {
+            return Err(ApiError::field("top_p", "'top_p' must be in [0, 1]"));
+        }
+        s.top_p = x;
+    }
+    if let Some(x) = b.i64("top_k")? {
+        s.top_k = x.clamp(i64::from(i32::MIN), i64::from(i32::MAX)) as i32;
+    }
+    if let Some(x) = b.f32("min_p")? {
+        s.min_p = x;
+    }
+    if let Some(x) = b.f32("typical_p")? {
+        s.typ_p = x;
+    }
+    if let Some(x) = b.i64("seed")? {
+        // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
+        s.seed = if x < 0 {
+            llama::sampling::DEFAULT_SEED
+        } else {
+            x as u32
+        };
+    }
+    for (field, dst) in [
+        ("presence_penalty", &mut s.penalty_present),
+        ("frequency_penalty", &mut s.penalty_freq),
+        ("repeat_penalty", &mut s.penalty_repeat),
+    ] {
+        if let Some(x) = b.f32(field)? {
+            if !(-2.0..=2.0).contains(&x) && field != "repeat_penalty" {
+                return Err(ApiError::field(
+                    field,
+                    format!("'{field}' must be in [-2, 2]"),
+                ));
+            }
+            *dst = x;
+        }
+    }
+    if let Some(x) = b.i64("repeat_last_n")? {
+        if x < -1 {
+            return Err(ApiError::field(
+                "repeat_last_n",
+                "'repeat_last_n' must be >= -1",
+            ));
+        }
+        s.penalty_last_n = x as i32;
+    }
+    if let Some(v) = b.get("logit_bias") {
+        s.logit_bias = logit_bias(v, vocab)?;
+    }
+    let n_predict = match (
+        b.i64("max_completion_tokens")?,
+        b.i64("max_tokens")?,
+        b.i64("n_predict")?,
+    ) {
+        (Some(x), _, _) | (None, Some(x), _) => {
+            if x < 0 {
+                let f = if b.get("max_completion_tokens").is_some() {
+                    "max_completion_tokens"
+                } else {
+                    "max_tokens"
+                };
+                return Err(ApiError::field(f, format!("'{f}' must be >= 0")));
+            }
+            x
+        }
+        (None, None, Some(x)) => {
+            if x < -1 {
+                return Err(ApiError::field("n_predict", "'n_predict' must be >= -1"));
+            }
+            x
+        }
+        (None, None, None) => -1,
+    };
+    if let Some(n) = b.i64("n")? {
+        if n != 1 {
+            return Err(ApiError::field(
+                "n",
+                "only one choice per request is supported ('n' must be 1)",
+            ));
+        }
+    }
+    let stop = match b.get("stop") {
+        None => Vec::new(),
+        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::Array(a)) => a
+            .iter()
+            .map(|v| v.as_str().map(String::from))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| wrong("stop", "a string or an array of strings"))?,
+        Some(_) => return Err(wrong("stop", "a string or an array of strings")),
+    };
+    let (logprobs, n_probs) = if chat {
+        let on = b.bool("logprobs")?.unwrap_or(false);
+        let top = b.i64("top_logprobs")?.unwrap_or(0);
+        if !(0..=MAX_PROBS).contains(&top) {
+            return Err(ApiError::field(
+                "top_logprobs",
+                format!("'top_logprobs' must be in [0, {MAX_PROBS}]"),
+            ));
+        }
+        (on, if on { top.max(1) } else { 0 })
+    } else {
+        let (field, n) = match b.i64("logprobs")? {
+            Some(n) => ("logprobs", n),
+            None => ("n_probs", b.i64("n_probs")?.unwrap_or(0)),
+        };
+        if !(0..=MAX_PROBS).contains(&n) {
+            return Err(ApiError::field(
+                field,
+                format!("'{field}' must be in [0, {MAX_PROBS}]"),
+            ));
+        }
+        (n > 0, n)
+    };
+    let include_usage = match b.get("stream_options") {
+        None => false,
+        Some(Value::Object(o)) => o
+            .get("include_usage")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+        Some(_) => return Err(wrong("stream_options", "an object")),
+    };
+    Ok(GenOptions {
+        sampling: s,
+        n_predict,
+        stop,
+        stream: b.bool("stream")?.unwrap_or(false),
+        include_usage,
+        ignore_eos: b.bool("ignore_eos")?.unwrap_or(false),
+        n_probs: n_probs as usize,
+        logprobs,
+    })
+}
+
+/// OpenAI's `{"token id": bias}` or llama.cpp's `[[id or text, bias or
+/// false], ...]`; `false` forbids the token.
+fn logit_bias(v: &Value, vocab: &Vocab) -> Result<Vec<(i32, f32)>, ApiError> {
+    let n_vocab = vocab.n_tokens() as i64;
+    let bad = |m: String| ApiError::field("logit_bias", m);
+    let bias_of = |b: &Value| -> Result<f32, ApiError> {
+        match b {
+            Value::Bool(false) => Ok(f32::NEG_INFINITY),
+            Value::Number(n) => n
+                .as_f64()
+                .map(|x| x as f32)
+                .ok_or_else(|| bad("a bias must be a number".into())),
+            _ => Err(bad("a bias must be a number or false".into())),
+        }
+    };
+    let id_of = |s: i64| -> Result<i32, ApiError> {
+        if (0..n_vocab).contains(&s) {
+            Ok(s as i32)
+        } else {
+            Err(bad(format!(
+                "token {s} is outside the vocabulary of {n_vocab} tokens"
+            )))
+        }
+    };
+    let mut out = Vec::new();
+    match v {
+        Value::Object(m) => {
+            for (k, b) in m {
+                let id: i64 = k
+                    .parse()
+                    .map_err(|_| bad(format!("key '{k}' is not a token id")))?;
+                out.push((id_of(id)?, bias_of(b)?));
+            }
+        }
+        Value::Array(a) => {
+            for pair in a {
+                let Some([t, b]) = pair.as_array().map(Vec::as_slice) else {
+                    return Err(bad("each entry must be a pair [token, bias]".into()));
+                };
+                let bias = bias_of(b)?;
+                match t {
+                    Value::Number(n) => out.push((id_of(n.as_i64().unwrap_or(-1))?, bias)),
+                    Value::String(s) => {
+                        for id in vocab.tokenize(s, false, false) {
+                            out.push((id, bias));
+                        }
+                    }
+                    _ => return Err(bad("a token must be an id or a string".into())),
+                }
+            }
+        }
+        _ => return Err(wrong("logit_bias", "an object or an array")),
+    }
+    Ok(out)
+}
+
+/// A prompt as text or token ids.
+pub enum Prompt {
+    /// Text, tokenized with special tokens parsed.
+    Text(String),
+    /// Token ids.
+    Tokens(Vec<Token>),
+}
+
+/// Reads `prompt`: a string, an array of token ids, or an array of one
+/// string.
+pub fn prompt(b: &Body, vocab: &Vocab) -> Result<Prompt, ApiError> {
+    let err = || wrong("prompt", "a string or an array of token ids");
+    match b.get("prompt") {
+        None => Err(ApiError::field("prompt", "'prompt' is required")),
+        Some(Value::String(s)) => Ok(Prompt::Text(s.clone())),
+        Some(Value::Array(a)) if a.len() == 1 && a[0].is_string() => {
+            Ok(Prompt::Text(a[0].as_str().unwrap_or_default().to_string()))
+        }
+        Some(Value::Array(a)) if a.iter().all(Value::is_i64) => {
+            let n = vocab.n_tokens() as i64;
+            a.iter()
+                .map(|v| {
+                    let t = v.as_i64().unwrap_or(-1);
+                    (0..n).contains(&t).then_some(t as Token).ok_or_else(|| {
+                        ApiError::field("prompt", format!("token {t} is outside the vocabulary of {n} tokens"))
+                    })
+                })
+                .collect::<Result<_, _>>()
+                .map(Prompt::Tokens)
+        }
+        Some(Value::Array(_)) => Err(ApiError::field(
+            "prompt",
+            "one prompt per request: 'prompt' must be a string, one string in an array, or token ids",
+        )),
+        Some(_) => Err(err()),
+    }
+}
+
+/// Roles a chat message may have.
+pub const ROLES: [&str; 5] = ["system", "user", "assistant", "tool", "developer"];
+
+/// Reads `messages`: objects with a known `role` and a text `content`
+/// (a string, or an array of `{"type": "text", "text": ...}` parts).
+pub fn messages(b: &Body) -> Result<Vec<Message>, ApiError> {
+    let Some(Value::Array(a)) = b.get("messages") else {
+        return Err(match b.get("messages") {
+            None => ApiError::field("messages", "'messages' is required"),
+            Some(_) => wrong("messages", "an array"),
+        });
+    };
+    if a.is_empty() {
+        return Err(ApiError::field("messages", "'messages' must not be empty"));
+    }
+    a.iter()
+        .enumerate()
+        .map(|(i, m)| {
+            let f = |k: &str| format!("messages[{i}].{k}");
+            let Some(m) = m.as_object() else {
+                return Err(ApiError::field(&format!("messages[{i}]"), "each message must be an object"));
+            };
+            let role = match m.get("role") {
+                Some(Value::String(r)) if ROLES.contains(&r.as_str()) => r.clone(),
+                Some(Value::String(r)) => {
+                    return Err(ApiError::field(
+                        &f("role"),
+                        format!("unknown role '{r}': expected one of {}", ROLES.join(", ")),
+                    ))
+                }
+                _ => return Err(ApiError::field(&f("role"), format!("'{}' must be a string", f("role")))),
+            };
+            let content = match m.get("content") {
+                None | Some(Value::Null) => String::new(),
+                Some(Value::String(s)) => s.clone(),
+                Some(Value::Array(parts)) => {
+                    let mut s = String::new();
+                    for p in parts {
+                        match (p.get("type").and_then(Value::as_str), p.get("text").and_then(Value::as_str)) {
+                            (Some("text"), Some(t)) => s.push_str(t),
+                            _ => {
+                                return Err(ApiError::field(
+                                    &f("content"),
+                                    "only text parts ({\"type\": \"text\", \"text\": ...}) are supported",
+                                ))
+                            }
+                        }
+                    }
+                    s
+                }
+                Some(_) => {
+                    return Err(ApiError::field(&f("content"), format!("'{}' must be a string or an array of parts", f("content"))))
+                }
+            };
+            Ok(Message { role, content })
+        })
+        .collect()
+}

@@ -1,0 +1,141 @@
+//! Chat templates against llama.cpp's own test vectors
+//! (`testdata/llama_cpp_cases.json`: templates of real models, the
+//! conversation below, and llama.cpp's renderings in code and with Jinja).
+
+use super::*;
+
+fn conversation() -> Vec<Message> {
+    [
+        ("system", "You are a helpful assistant"),
+        ("user", "Hello"),
+        ("assistant", "Hi there"),
+        ("user", "Who are you"),
+        ("assistant", "   I am an assistant   "),
+        ("user", "Another question"),
+    ]
+    .into_iter()
+    .map(|(r, c)| Message::new(r, c))
+    .collect()
+}
+
+struct Case {
+    name: String,
+    template: String,
+    expected: String,
+    expected_jinja: String,
+    bos: String,
+    eos: String,
+    jinja: bool,
+}
+
+fn cases() -> Vec<Case> {
+    let text = include_str!("testdata/llama_cpp_cases.json");
+    let v: serde_json::Value = serde_json::from_str(text).unwrap();
+    let s = |c: &serde_json::Value, k: &str| c[k].as_str().unwrap_or_default().to_string();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|c| Case {
+            name: s(c, "name"),
+            template: s(c, "template_str"),
+            expected: s(c, "expected_output"),
+            expected_jinja: s(c, "expected_output_jinja"),
+            bos: s(c, "bos_token"),
+            eos: s(c, "eos_token"),
+            jinja: c["supported_with_jinja"].as_bool().unwrap_or(true),
+        })
+        .collect()
+}
+
+#[test]
+fn builtin_templates_detect_and_render_as_llama_cpp() {
+    let conv = conversation();
+    let mut rendered = 0;
+    let mut failures = Vec::new();
+    for c in cases() {
+        match Builtin::detect(&c.template) {
+            Detected::Builtin(b) => {
+                rendered += 1;
+                let out = b.apply(&conv, true);
+                if out != c.expected {
+                    failures.push(format!(
+                        "{} ({}):\n want {:?}\n got  {:?}",
+                        c.name,
+                        b.name(),
+                        c.expected,
+                        out
+                    ));
+                }
+            }
+            Detected::Other(_) => {}
+            Detected::Unknown => failures.push(format!("{}: not recognised", c.name)),
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(rendered >= 20, "only {rendered} cases rendered in code");
+}
+
+#[test]
+fn jinja_templates_render_as_llama_cpp() {
+    let conv = conversation();
+    let mut failures = Vec::new();
+    let mut n = 0;
+    for c in cases().into_iter().filter(|c| c.jinja) {
+        n += 1;
+        let want = if c.expected_jinja.is_empty() {
+            &c.expected
+        } else {
+            &c.expected_jinja
+        };
+        let got = JinjaTemplate::new(&c.template, &c.bos, &c.eos)
+            .and_then(|t| t.render(&conv, true, None));
+        match got {
+            Ok(out) if &out == want => {}
+            Ok(out) => failures.push(format!("{}:\n want {want:?}\n got  {out:?}", c.name)),
+            Err(e) => failures.push(format!("{}: {e}", c.name)),
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} of {n} differ:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn names_round_trip_and_unknown_text_is_reported() {
+    for (name, b) in NAMES {
+        assert_eq!(Builtin::from_name(name), Some(*b));
+        assert_eq!(b.name(), *name);
+        assert_eq!(Builtin::detect(name), Detected::Builtin(*b));
+    }
+    assert_eq!(Builtin::detect("{{ messages }}"), Detected::Unknown);
+    assert_eq!(
+        Builtin::detect("<|START_OF_TURN_TOKEN|><|USER_TOKEN|>"),
+        Detected::Other("command-r")
+    );
+}
+
+#[test]
+fn raise_exception_and_syntax_errors_are_errors() {
+    let t = JinjaTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
+    let e = t.render(&conversation(), true, None).unwrap_err();
+    assert!(e.to_string().contains("roles must alternate"), "{e}");
+    assert!(matches!(
+        JinjaTemplate::new("{% for m in messages %}", "", ""),
+        Err(ChatError::Template(_))
+    ));
+}
+
+#[test]
+fn python_string_methods_work() {
+    let t = JinjaTemplate::new(
+        "{% for m in messages %}{{ m['content'].strip() }}{% if m.role.startswith('sys') %}!{% endif %}{{ m.role.upper() }}|{% endfor %}",
+        "",
+        "",
+    )
+    .unwrap();
+    let out = t.render(&conversation()[..1], false, None).unwrap();
+    assert_eq!(out, "You are a helpful assistant!SYSTEM|");
+}

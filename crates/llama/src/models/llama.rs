@@ -1,0 +1,76 @@
+//! `llama`: Llama 1/2/3, Mistral, TinyLlama and llama2.c models. Pre-norm
+//! blocks, normal (adjacent-pair) rope with optional frequency factors,
+//! optional attention biases, SwiGLU.
+
+use ggml_core::{RopeMode, TensorId};
+
+use crate::arch::{opt, req, tied, TensorKind::*, TensorSpec};
+use crate::error::Result;
+use crate::graph::{Builder, Ffn};
+use crate::models::{kq_scale, no_extra_hparams, ArchDef};
+
+const TENSORS: &[TensorSpec] = &[
+    req(TokenEmbd),
+    req(OutputNorm),
+    tied(Output),
+    opt(RopeFreqs),
+    req(AttnNorm),
+    req(AttnQ),
+    req(AttnK),
+    req(AttnV),
+    req(AttnOut),
+    opt(AttnQBias),
+    opt(AttnKBias),
+    opt(AttnVBias),
+    opt(AttnOutBias),
+    req(FfnNorm),
+    req(FfnGate),
+    req(FfnDown),
+    req(FfnUp),
+];
+
+/// The registry entry.
+pub static DEF: ArchDef = ArchDef {
+    name: "llama",
+    rope_mode: RopeMode::Normal,
+    tensors: TENSORS,
+    load_hparams: no_extra_hparams,
+    build,
+};
+
+/// The llama block, shared with the architectures that differ only in
+/// their tables (qwen2).
+pub fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
+    decoder(b, false)
+}
+
+/// The pre-norm SwiGLU decoder; `qk_norm` adds per-head RMS norms of Q and
+/// K before rope (qwen3).
+pub fn decoder(b: &mut Builder<'_>, qk_norm: bool) -> Result<(TensorId, TensorId)> {
+    let hp = b.hp;
+    let (mut inp_l, _) = b.inp_embd()?;
+    let scale = kq_scale(hp);
+    for il in 0..hp.n_layer {
+        let cur = b.rms_norm(inp_l, AttnNorm, il)?;
+        let mut qkv = b.qkv(cur, il)?;
+        if qk_norm {
+            qkv.q = b.rms_norm(qkv.q, AttnQNorm, il)?;
+            qkv.k = b.rms_norm(qkv.k, AttnKNorm, il)?;
+        }
+        qkv.q = b.rope(qkv.q, il)?;
+        qkv.k = b.rope(qkv.k, il)?;
+        let attn = b.attention(qkv, il, scale, 0.0)?;
+        let mut cur = b.attn_out(attn, il)?;
+        let mut inp_sa = inp_l;
+        if il == hp.n_layer - 1 {
+            cur = b.out_rows(cur)?;
+            inp_sa = b.out_rows(inp_sa)?;
+        }
+        let ffn_inp = b.g.add_op(cur, inp_sa)?;
+        let x = b.rms_norm(ffn_inp, FfnNorm, il)?;
+        let down = b.ffn(x, Ffn::Swiglu, il)?;
+        inp_l = b.g.add_op(down, ffn_inp)?;
+        b.g.set_name(inp_l, format!("l_out-{il}"));
+    }
+    b.output_head(inp_l, 0.0)
+}

@@ -1,0 +1,62 @@
+//! One module per architecture: its hyperparameter keys beyond the common
+//! ones, its tensor table and its graph builder, on the shared blocks of
+//! [`crate::graph`]. Adding an architecture is adding a module and a line to
+//! [`REGISTRY`].
+
+mod gemma2;
+mod gemma3;
+mod llama;
+mod phi3;
+mod qwen2;
+mod qwen3;
+
+use ggml_core::{RopeMode, TensorId};
+
+use crate::arch::TensorSpec;
+use crate::error::Result;
+use crate::graph::Builder;
+use crate::hparams::{HParams, MetaView};
+
+/// Reads the architecture's own keys after the common ones.
+pub type HParamsFn = fn(&mut HParams, &MetaView<'_>) -> Result<()>;
+
+/// Builds the forward graph; returns (logits, final normed hidden state).
+pub type BuildFn = fn(&mut Builder<'_>) -> Result<(TensorId, TensorId)>;
+
+/// What the rest of the crate knows about an architecture.
+pub struct ArchDef {
+    /// `general.architecture` value, also the metadata key prefix.
+    pub name: &'static str,
+    /// Rotary embedding layout.
+    pub rope_mode: RopeMode,
+    /// Tensors of the model, with presence rules.
+    pub tensors: &'static [TensorSpec],
+    /// Architecture-specific hyperparameters.
+    pub load_hparams: HParamsFn,
+    /// Graph builder.
+    pub build: BuildFn,
+}
+
+/// Every supported architecture.
+pub static REGISTRY: &[&ArchDef] = &[
+    &llama::DEF,
+    &qwen2::DEF,
+    &qwen3::DEF,
+    &gemma2::DEF,
+    &gemma3::DEF,
+    &phi3::DEF,
+];
+
+/// No architecture-specific keys.
+pub fn no_extra_hparams(_: &mut HParams, _: &MetaView<'_>) -> Result<()> {
+    Ok(())
+}
+
+/// 1/sqrt(head width), or the model's own attention scale.
+pub fn kq_scale(hp: &HParams) -> f32 {
+    if hp.f_attention_scale != 0.0 {
+        hp.f_attention_scale
+    } else {
+        1.0 / (hp.n_embd_head_k as f32).sqrt()
+    }
+}
