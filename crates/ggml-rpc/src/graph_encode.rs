@@ -103,6 +103,11 @@ fn serialize(
     for (slot, s) in t.src.iter_mut().zip(sources(graph, id)) {
         *slot = wire_id(*s);
     }
+    if node.op == ggml_core::Op::SetRows {
+        // Ours lists (destination, rows, indices); ggml lists
+        // (rows, indices, destination).
+        t.src[..3].rotate_left(1);
+    }
     if node.view.is_some() {
         let (base, off) = graph.view_base(id);
         t.view_src = wire_id(base);

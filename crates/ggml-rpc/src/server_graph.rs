@@ -160,7 +160,8 @@ fn build_one(
             }
             g.soft_max_ext(need(0)?, s(1)?, *scale, *max_bias)?
         }
-        Op::SetRows => g.set_rows(need(0)?, need(1)?, need(2)?)?,
+        // ggml orders SET_ROWS sources as rows, indices, destination.
+        Op::SetRows => g.set_rows(need(2)?, need(0)?, need(1)?)?,
         Op::Unary(u) => g.unary(need(0)?, *u)?,
         Op::Glu { op: gop, swapped } => match s(1)? {
             Some(up) if !*swapped => g.glu_split(need(0)?, up, *gop)?,
