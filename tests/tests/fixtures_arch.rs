@@ -177,7 +177,11 @@ fn gemma3_270m_cpu() {
     real_gemma3(&cpu_params(), "CPU");
 }
 
+/// Slow on a software Vulkan device (over 15 minutes on lavapipe with two
+/// cores), so it runs on request: `cargo test -p tests --test fixtures_arch
+/// -- --ignored` on a machine with a GPU.
 #[test]
+#[ignore = "minutes on a software Vulkan device; run with --ignored on a GPU"]
 fn gemma3_270m_vulkan() {
     let Some(gpu) = vulkan_device() else { return };
     for ngl in [99, 9] {
