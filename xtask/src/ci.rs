@@ -12,6 +12,7 @@ const ENV: &[(&str, &str)] = &[
     ("CARGO_TERM_COLOR", "never"),
     ("REQUIRE_REAL_MODELS", "1"),
     ("REQUIRE_OPENAI_CLIENT", "1"),
+    ("REQUIRE_CHROMIUM", "1"),
 ];
 
 /// Variables removed from every step's environment: without
@@ -120,7 +121,7 @@ mod tests {
         assert!(p[1].ends_with(" cargo clippy --workspace --all-targets -- -D warnings"));
         assert!(p[2].ends_with(" cargo xtask fetch-model gemma-3-270m"));
         // The README's command, with no Vulkan device allowed.
-        assert!(p[3].ends_with("REQUIRE_OPENAI_CLIENT=1 cargo test --workspace"));
+        assert!(p[3].ends_with("REQUIRE_CHROMIUM=1 cargo test --workspace"));
         assert!(p[4].contains(" GGML_CPU_ISA=avx2 cargo test "));
         assert!(p[5].contains(" GGML_VK_ALLOW_CPU_DEVICES=1 REQUIRE_VULKAN=1 cargo test "));
         assert!(p
