@@ -725,7 +725,7 @@ impl Graph {
     }
 
     /// Fused attention: q [d, n_tokens, n_head], k [d, n_kv, n_head_kv],
-    /// v [d_v, n_kv, n_head_kv], mask [n_kv, >= n_tokens] -> [d_v, n_head, n_tokens] F32.
+    /// v [d_v, n_kv, n_head_kv], mask F16 [n_kv, >= n_tokens] -> [d_v, n_head, n_tokens] F32.
     pub fn flash_attn_ext(
         &mut self,
         q: TensorId,
@@ -758,6 +758,14 @@ impl Graph {
                 return shape_err(
                     "FLASH_ATTN_EXT",
                     format!("mask {:?} for k {:?}, q {:?}", sm.ne, sk.ne, sq.ne),
+                );
+            }
+            // ggml reads the mask of this op as F16 whatever its type says;
+            // holding to that keeps every graph runnable by ggml (over RPC).
+            if sm.ty != Type::F16 {
+                return shape_err(
+                    "FLASH_ATTN_EXT",
+                    format!("mask '{}' is {}, must be F16", sm.name, sm.ty),
                 );
             }
         }

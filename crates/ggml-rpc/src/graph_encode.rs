@@ -13,7 +13,7 @@ use crate::client::RpcBuffer;
 use crate::conn::Conn;
 use crate::error::{Result, RpcError};
 use crate::ops;
-use crate::proto::{GraphMsg, RpcTensor, MAX_SRC};
+use crate::proto::{GraphMsg, RpcTensor, FLAG_COMPUTE, FLAG_INPUT, FLAG_OUTPUT, MAX_SRC};
 
 fn wire_id(id: TensorId) -> u64 {
     id.index() as u64 + 1
@@ -95,10 +95,15 @@ fn serialize(
     t.op = op;
     t.op_params = params;
     if node.flags.contains(Flags::INPUT) {
-        t.flags |= 1;
+        t.flags |= FLAG_INPUT;
     }
     if node.flags.contains(Flags::OUTPUT) {
-        t.flags |= 2;
+        t.flags |= FLAG_OUTPUT;
+    }
+    if node.op != ggml_core::Op::None {
+        // As ggml's graph builder marks every op it reaches: without the
+        // mark ggml's server leaves the node uncomputed.
+        t.flags |= FLAG_COMPUTE;
     }
     for (slot, s) in t.src.iter_mut().zip(sources(graph, id)) {
         *slot = wire_id(*s);

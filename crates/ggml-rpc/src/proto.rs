@@ -21,6 +21,13 @@ pub const CONN_CAPS_SIZE: usize = 24;
 pub const HASH_THRESHOLD: usize = 10 * 1024 * 1024;
 /// ggml's GGML_MAX_DIMS.
 pub const MAX_DIMS: usize = 4;
+/// ggml's GGML_TENSOR_FLAG_INPUT.
+pub const FLAG_INPUT: i32 = 1;
+/// ggml's GGML_TENSOR_FLAG_OUTPUT.
+pub const FLAG_OUTPUT: i32 = 2;
+/// ggml's GGML_TENSOR_FLAG_COMPUTE: set on every node of a graph that must
+/// run; ggml's backends skip a node without it.
+pub const FLAG_COMPUTE: i32 = 16;
 /// ggml's GGML_MAX_SRC.
 pub const MAX_SRC: usize = 10;
 /// 32-bit words of op parameters (GGML_MAX_OP_PARAMS / 4).

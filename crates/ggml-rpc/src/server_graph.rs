@@ -13,7 +13,7 @@ use ggml_core::{Buffer, Flags, Graph, Op, Placement, TensorDesc, TensorId};
 
 use crate::error::{Result, RpcError};
 use crate::ops::{self, Decoded};
-use crate::proto::{GraphMsg, RpcTensor};
+use crate::proto::{GraphMsg, RpcTensor, FLAG_COMPUTE, FLAG_INPUT, FLAG_OUTPUT};
 
 /// A tensor of a message checked against the session's buffers.
 pub struct Resolved {
@@ -40,6 +40,11 @@ pub fn build(
         let id = build_one(&mut g, &ids, t, &resolve)?;
         ids.insert(t.id, id);
     }
+    let marked: HashMap<u64, bool> = msg
+        .tensors
+        .iter()
+        .map(|t| (t.id, t.flags & FLAG_COMPUTE != 0))
+        .collect();
     let mut compute = Vec::with_capacity(msg.nodes.len());
     for &n in &msg.nodes {
         if n == 0 {
@@ -49,7 +54,8 @@ pub fn build(
             RpcError::Malformed(format!("graph node {n:#x} is not among the tensors"))
         })?;
         let op = &g.node(id).op;
-        if *op != Op::None && !op.is_view() {
+        // ggml runs only the nodes marked for computation.
+        if *op != Op::None && !op.is_view() && marked.get(&n).copied().unwrap_or(false) {
             compute.push(id);
         }
     }
@@ -82,10 +88,10 @@ fn build_one(
     let r = resolve(t)?;
     let decoded = ops::decode(t.op, &t.op_params)?;
     let mut flags = Flags::default();
-    if t.flags & 1 != 0 {
+    if t.flags & FLAG_INPUT != 0 {
         flags.insert(Flags::INPUT);
     }
-    if t.flags & 2 != 0 {
+    if t.flags & FLAG_OUTPUT != 0 {
         flags.insert(Flags::OUTPUT);
     }
     let (op, view_off) = match decoded {

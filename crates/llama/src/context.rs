@@ -215,7 +215,7 @@ fn resolve_flash_attn(model: &Model, p: &ContextParams) -> bool {
         let q = g.input("q", Type::F32, &[hk, 8, hp.n_head(il)]);
         let k = g.input("k", p.type_k, &[hk, 256, hp.n_head_kv(il)]);
         let v = g.input("v", p.type_v, &[hv, 256, hp.n_head_kv(il)]);
-        let m = g.input("m", Type::F32, &[256, KQ_MASK_PAD]);
+        let m = g.input("m", Type::F16, &[256, KQ_MASK_PAD]);
         let Ok(fa) = g.flash_attn_ext(q, k, v, Some(m), 1.0, 0.0, hp.f_attn_logit_softcapping)
         else {
             return false;
@@ -747,7 +747,13 @@ impl<'m> Context<'m> {
         for (t, swa) in masks {
             if let Some(t) = t {
                 let mask = build_mask(&self.kv.cells, n_kv, mask_rows, &toks, swa);
-                let bytes: Vec<u8> = mask.iter().flat_map(|x| x.to_le_bytes()).collect();
+                let bytes: Vec<u8> = if g.desc(t).ty == Type::F16 {
+                    mask.iter()
+                        .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                        .collect()
+                } else {
+                    mask.iter().flat_map(|x| x.to_le_bytes()).collect()
+                };
                 Self::write_input(g, t, &bytes)?;
             }
         }

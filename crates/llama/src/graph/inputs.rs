@@ -21,7 +21,8 @@ pub struct GraphInputs {
     pub embd: Option<TensorId>,
     /// Positions, I32 [n_tokens].
     pub pos: TensorId,
-    /// Causal mask of full-attention layers, F32 [n_kv, pad(n_tokens)].
+    /// Causal mask of full-attention layers, [n_kv, pad(n_tokens)]: F16 for
+    /// flash attention (which ggml reads as F16), F32 otherwise.
     pub kq_mask: TensorId,
     /// Causal mask of sliding-window layers (absent without such layers).
     pub kq_mask_swa: Option<TensorId>,
@@ -30,8 +31,9 @@ pub struct GraphInputs {
 }
 
 impl GraphInputs {
-    /// Creates the inputs of a ubatch of `shape` in `g`.
-    pub fn new(g: &mut Graph, hp: &HParams, shape: UbatchShape) -> GraphInputs {
+    /// Creates the inputs of a ubatch of `shape` in `g`, with masks of
+    /// type `mask_ty`.
+    pub fn new(g: &mut Graph, hp: &HParams, shape: UbatchShape, mask_ty: Type) -> GraphInputs {
         let n_tokens = shape.n_tokens;
         let (tokens, embd) = if shape.embd_input {
             (
@@ -43,10 +45,10 @@ impl GraphInputs {
         };
         let pos = g.input("inp_pos", Type::I32, &[n_tokens]);
         let mask_ne = [shape.n_kv, n_tokens.div_ceil(KQ_MASK_PAD) * KQ_MASK_PAD];
-        let kq_mask = g.input("KQ_mask", Type::F32, &mask_ne);
+        let kq_mask = g.input("KQ_mask", mask_ty, &mask_ne);
         let kq_mask_swa = hp
             .has_swa()
-            .then(|| g.input("KQ_mask_swa", Type::F32, &mask_ne));
+            .then(|| g.input("KQ_mask_swa", mask_ty, &mask_ne));
         let out_ids = (shape.n_outputs < n_tokens)
             .then(|| g.input("inp_out_ids", Type::I32, &[shape.n_outputs]));
         GraphInputs {

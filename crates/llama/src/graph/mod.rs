@@ -127,7 +127,9 @@ impl<'a> Builder<'a> {
         let hp = &model.hparams;
         let w = model.weights()?;
         let mut g = Graph::new();
-        let inputs = GraphInputs::new(&mut g, hp, shape);
+        // Flash attention (V stored by rows) takes an F16 mask, as in ggml.
+        let mask_ty = if kv.v_trans { Type::F32 } else { Type::F16 };
+        let inputs = GraphInputs::new(&mut g, hp, shape, mask_ty);
         let rope_factors = w
             .rope_factors(kv.size, rope.n_ctx_orig)
             .map(|r| import(&mut g, r));
