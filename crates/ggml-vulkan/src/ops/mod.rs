@@ -77,6 +77,12 @@ fn ne(d: &TensorDesc) -> [u32; 4] {
     d.ne.map(|n| n as u32)
 }
 
+/// [`strides`], or an error naming the tensor when they are not whole
+/// elements.
+fn whole_strides(d: &TensorDesc) -> Result<[u32; 4]> {
+    strides(d).ok_or_else(|| Error::Other(format!("{}: strides are not whole elements", d.name)))
+}
+
 /// True when the tensor's sizes and strides fit the shaders' 32-bit
 /// indices.
 pub(crate) fn indexable(d: &TensorDesc) -> bool {
