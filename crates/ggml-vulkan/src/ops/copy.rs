@@ -3,7 +3,7 @@
 
 use ggml_core::{Graph, TensorId, Type};
 
-use super::{is_quant_dst, tn, Pc4d, ELEMENTWISE_WG, QUANT_WG};
+use super::{is_quant_dst, record_one_source, tn, Pc4d, ELEMENTWISE_WG, QUANT_WG};
 use crate::backend::VulkanBackend;
 use crate::error::Result;
 
@@ -12,8 +12,6 @@ pub(super) fn record_copy(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -
     let n = graph.node(id);
     let (a, d) = (graph.desc(n.src[0]), &n.desc);
     let elems = d.n_elements() as u64;
-    let ba = be.bind(graph, n.src[0], a.ty.type_size())?;
-    let bd = be.bind(graph, id, d.ty.type_size())?;
     let (items, groups) = if is_quant_dst(d.ty) {
         let blocks = elems / 32;
         (blocks, blocks.div_ceil(QUANT_WG))
@@ -23,9 +21,8 @@ pub(super) fn record_copy(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -
     } else {
         (elems, elems.div_ceil(ELEMENTWISE_WG))
     };
-    let pc = Pc4d::new(items)?.tensor(0, &ba, a).tensor(2, &bd, d);
-    let name = format!("copy_{}_{}", tn(a.ty), tn(d.ty));
-    be.dispatch(&name, [Some(&ba), None, None], &bd, &pc.0, groups)
+    let shader = format!("copy_{}_{}", tn(a.ty), tn(d.ty));
+    record_one_source(be, graph, id, &shader, [items, groups], [0.0, 0.0])
 }
 
 /// Records GET_ROWS node `id` on `be`.

@@ -233,6 +233,28 @@ impl Pc4d {
     }
 }
 
+/// Records node `id` with the one-source shader `shader` (element-wise or
+/// per row, `pc_4d.glsl` push constants): `items` work items in `groups`
+/// workgroups, with the parameters `p`.
+fn record_one_source(
+    be: &mut VulkanBackend,
+    graph: &Graph,
+    id: TensorId,
+    shader: &str,
+    [items, groups]: [u64; 2],
+    [p0, p1]: [f32; 2],
+) -> Result<()> {
+    let n = graph.node(id);
+    let (a, d) = (graph.desc(n.src[0]), &n.desc);
+    let ba = be.bind(graph, n.src[0], a.ty.type_size())?;
+    let bd = be.bind(graph, id, d.ty.type_size())?;
+    let pc = Pc4d::new(items)?
+        .tensor(0, &ba, a)
+        .tensor(2, &bd, d)
+        .params(p0, p1);
+    be.dispatch(shader, [Some(&ba), None, None], &bd, &pc.0, groups)
+}
+
 /// Records node `id` of `graph` on `be`.
 pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggml_core::Result<()> {
     if !supports(be.shared(), graph, id) {

@@ -2,7 +2,7 @@
 
 use ggml_core::{Graph, TensorId};
 
-use super::{tn, Pc4d};
+use super::{record_one_source, tn};
 use crate::backend::VulkanBackend;
 use crate::error::Result;
 
@@ -15,20 +15,8 @@ pub(super) fn record(
     op: &str,
     eps: f32,
 ) -> Result<()> {
-    let n = graph.node(id);
-    let (a, d) = (graph.desc(n.src[0]), &n.desc);
-    let rows = d.n_rows() as u64;
-    let ba = be.bind(graph, n.src[0], a.ty.type_size())?;
-    let bd = be.bind(graph, id, d.ty.type_size())?;
-    let pc = Pc4d::new(rows)?
-        .tensor(0, &ba, a)
-        .tensor(2, &bd, d)
-        .params(eps, 0.0);
-    be.dispatch(
-        &format!("{op}_{}", tn(a.ty)),
-        [Some(&ba), None, None],
-        &bd,
-        &pc.0,
-        rows,
-    )
+    let a = graph.desc(graph.node(id).src[0]);
+    let rows = graph.desc(id).n_rows() as u64;
+    let shader = format!("{op}_{}", tn(a.ty));
+    record_one_source(be, graph, id, &shader, [rows, rows], [eps, 0.0])
 }

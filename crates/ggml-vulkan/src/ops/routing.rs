@@ -2,7 +2,7 @@
 
 use ggml_core::{Graph, TensorDesc, TensorId, Type};
 
-use super::Pc4d;
+use super::record_one_source;
 use crate::backend::VulkanBackend;
 use crate::error::Result;
 
@@ -27,14 +27,7 @@ pub(super) fn record(
     name: &str,
     desc: bool,
 ) -> Result<()> {
-    let n = graph.node(id);
-    let (a, d) = (graph.desc(n.src[0]), &n.desc);
-    let ba = be.bind(graph, n.src[0], 4)?;
-    let bd = be.bind(graph, id, 4)?;
-    let rows = a.n_rows() as u64;
-    let pc = Pc4d::new(rows)?
-        .tensor(0, &ba, a)
-        .tensor(2, &bd, d)
-        .params(if desc { 1.0 } else { 0.0 }, 0.0);
-    be.dispatch(name, [Some(&ba), None, None], &bd, &pc.0, rows)
+    let rows = graph.desc(graph.node(id).src[0]).n_rows() as u64;
+    let p0 = if desc { 1.0 } else { 0.0 };
+    record_one_source(be, graph, id, name, [rows, rows], [p0, 0.0])
 }

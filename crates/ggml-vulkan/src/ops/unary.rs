@@ -3,7 +3,7 @@
 
 use ggml_core::{GluOp, Graph, TensorId, UnaryOp};
 
-use super::{tn, Pc4d, ELEMENTWISE_WG};
+use super::{record_one_source, tn, Pc4d, ELEMENTWISE_WG};
 use crate::backend::VulkanBackend;
 use crate::error::Result;
 
@@ -32,19 +32,9 @@ pub(super) fn record(
     let n = graph.node(id);
     let (a, d) = (graph.desc(n.src[0]), &n.desc);
     let elems = d.n_elements() as u64;
-    let ba = be.bind(graph, n.src[0], a.ty.type_size())?;
-    let bd = be.bind(graph, id, d.ty.type_size())?;
-    let pc = Pc4d::new(elems)?
-        .tensor(0, &ba, a)
-        .tensor(2, &bd, d)
-        .params(p0, p1);
-    be.dispatch(
-        &format!("{op}_{}", tn(a.ty)),
-        [Some(&ba), None, None],
-        &bd,
-        &pc.0,
-        elems.div_ceil(ELEMENTWISE_WG),
-    )
+    let shader = format!("{op}_{}", tn(a.ty));
+    let grid = [elems, elems.div_ceil(ELEMENTWISE_WG)];
+    record_one_source(be, graph, id, &shader, grid, [p0, p1])
 }
 
 /// Records GLU node `id` on `be`: gate and up from two sources, or from
@@ -97,11 +87,6 @@ pub(super) fn record_glu(
 
 /// Records ARGMAX node `id` on `be`: one workgroup per row.
 pub(super) fn record_argmax(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> Result<()> {
-    let n = graph.node(id);
-    let (a, d) = (graph.desc(n.src[0]), &n.desc);
-    let ba = be.bind(graph, n.src[0], 4)?;
-    let bd = be.bind(graph, id, 4)?;
-    let r = a.n_rows() as u64;
-    let pc = Pc4d::new(r)?.tensor(0, &ba, a).tensor(2, &bd, d);
-    be.dispatch("argmax_f32", [Some(&ba), None, None], &bd, &pc.0, r)
+    let rows = graph.desc(graph.node(id).src[0]).n_rows() as u64;
+    record_one_source(be, graph, id, "argmax_f32", [rows, rows], [0.0, 0.0])
 }
