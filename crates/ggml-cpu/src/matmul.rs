@@ -92,12 +92,7 @@ pub(crate) fn mul_mat_with(
     kern: &Kernels,
 ) -> Result<()> {
     let mut a_copy = AlignedBytes::default();
-    let a = if a.dense_rows() {
-        a.clone()
-    } else {
-        dense_copy(a, &mut a_copy)
-    };
-    let a = &a;
+    let a = &dense_rows(a, &mut a_copy);
     let k = a.ne[0];
     let vt = partner(a.ty)?;
     let dot = RowDot::for_type(kern, a.ty);
@@ -470,6 +465,15 @@ fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> 
         let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * y_row), y_row) };
         convert::from_f32(vt, x, o)
     })
+}
+
+/// `a` itself when its rows are dense, else a dense copy of it in `buf`.
+pub(crate) fn dense_rows(a: &View, buf: &mut AlignedBytes) -> View {
+    if a.dense_rows() {
+        a.clone()
+    } else {
+        dense_copy(a, buf)
+    }
 }
 
 /// A dense copy of a float tensor whose rows are strided.

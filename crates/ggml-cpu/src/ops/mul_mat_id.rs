@@ -17,7 +17,7 @@ use ggml_core::Result;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::matmul::{
-    dense_copy, pack_panels, partner, prepare_columns, weight_row, ColumnSource, RowDot,
+    dense_rows, pack_panels, partner, prepare_columns, weight_row, ColumnSource, RowDot,
     GEMM_MIN_COLS, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
 };
 use crate::ops::read_index;
@@ -88,12 +88,7 @@ struct Task {
 pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let (a, b, ids, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
     let mut a_copy = AlignedBytes::default();
-    let a = if a.dense_rows() {
-        a.clone()
-    } else {
-        dense_copy(a, &mut a_copy)
-    };
-    let a = &a;
+    let a = &dense_rows(a, &mut a_copy);
     let kern = simd::kernels();
     let (k, m, n_expert) = (a.ne[0], a.ne[1], a.ne[2]);
     let groups = Groups::new(ctx, ids, n_expert)?;
