@@ -123,14 +123,7 @@ impl VulkanBackend {
         // SAFETY: a live device; both objects are destroyed in Drop, or here
         // when the second cannot be made.
         let (pool, timeline) = unsafe {
-            let pool = dev
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(shared.queue_family)
-                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-                    None,
-                )
-                .ctx("vkCreateCommandPool")?;
+            let pool = shared.create_command_pool()?;
             let mut ti = vk::SemaphoreTypeCreateInfo::default()
                 .semaphore_type(vk::SemaphoreType::TIMELINE)
                 .initial_value(0);
@@ -251,31 +244,24 @@ impl VulkanBackend {
             ),
             None => (None, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
         };
+        let sub = Submitted {
+            value,
+            cmd,
+            pools,
+            staging,
+            retired,
+            _keep: keep,
+            _waits: waits,
+        };
         match res {
             Ok(()) => {
                 self.signaled = value;
-                self.in_flight.push_back(Submitted {
-                    value,
-                    cmd,
-                    pools,
-                    staging,
-                    retired,
-                    _keep: keep,
-                    _waits: waits,
-                });
+                self.in_flight.push_back(sub);
                 Ok(())
             }
             Err(e) => {
                 // Nothing was queued: the resources can be reused at once.
-                self.release(Submitted {
-                    value,
-                    cmd,
-                    pools,
-                    staging,
-                    retired,
-                    _keep: keep,
-                    _waits: waits,
-                });
+                self.release(sub);
                 Err(e)
             }
         }
