@@ -42,7 +42,10 @@ fn selected() -> Vec<(String, Type, PanelKernel)> {
     });
     let all = panel_kernels();
     if all.is_empty() {
-        eprintln!("gemm: no panel kernel on this CPU (AVX-512 needed); nothing to measure");
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!("gemm: no panel kernel on this CPU (AVX-512 needed); nothing to measure")
+        });
     }
     all.into_iter()
         .filter(|(_, ty, _)| wanted.as_ref().is_none_or(|w| w.contains(ty)))
