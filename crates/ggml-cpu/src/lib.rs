@@ -39,6 +39,8 @@
 
 #![warn(missing_docs)]
 
+#[doc(hidden)]
+pub mod bench_support;
 mod compute;
 mod convert;
 mod device;

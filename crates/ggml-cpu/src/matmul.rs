@@ -92,12 +92,7 @@ pub(crate) fn mul_mat_with(
     kern: &Kernels,
 ) -> Result<()> {
     let mut a_copy = AlignedBytes::default();
-    let a = if a.dense_rows() {
-        a.clone()
-    } else {
-        dense_copy(a, &mut a_copy)
-    };
-    let a = &a;
+    let a = &dense_rows(a, &mut a_copy);
     let k = a.ne[0];
     let vt = partner(a.ty)?;
     let dot = RowDot::for_type(kern, a.ty);
@@ -289,29 +284,7 @@ fn mul_mat_panels(
 
     // Prepared columns, in flat row order of src1.
     let ab = (g.act_bytes)(k);
-    let n_y = b.n_rows();
-    if prep.len() < ab * n_y {
-        prep.resize(ab * n_y, 0);
-    }
-    let prep = &mut prep[..ab * n_y];
-    let prep_col = |r: usize, o: &mut [u8]| {
-        let [col, i2, i3] = b.row_index(r);
-        (g.prep)(k, ys.row(col, i2, i3), o);
-    };
-    if threads == 1 || n_y * k < 64 * 1024 {
-        prep.chunks_exact_mut(ab)
-            .enumerate()
-            .for_each(|(r, o)| prep_col(r, o));
-    } else {
-        let base = SendPtr(prep.as_mut_ptr());
-        pool::for_each(n_y, |r| {
-            // SAFETY: row r's `ab` bytes lie inside `prep`, and each index is
-            // handed to one thread only, so the rows written are disjoint.
-            let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * ab), ab) };
-            prep_col(r, o)
-        });
-    }
-    let prep: &[u8] = prep;
+    let prep = prepare_columns(g, ys, b, k, prep);
 
     // Tiles of whole panels, as many per thread as load balance wants and
     // no larger than a share of L2 once packed.
@@ -339,19 +312,8 @@ fn mul_mat_panels(
         let np = panels_per_tile.min(panels - p0);
         let tile_panels: &[u8] = match weights {
             Weights::Rows => {
-                if buf.len() < np * pb {
-                    buf.resize(np * pb, 0);
-                }
-                for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
-                    let r0 = (p0 + p) * PANEL_ROWS;
-                    let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
-                    let nr = PANEL_ROWS.min(ne01 - r0);
-                    for (i, x) in rows.iter_mut().enumerate().take(nr) {
-                        *x = weight_row(a, r0 + i, a2, a3);
-                    }
-                    (g.pack)(k, &rows[..nr], dst);
-                }
-                &buf[..np * pb]
+                let rows = p0 * PANEL_ROWS..((p0 + np) * PANEL_ROWS).min(ne01);
+                pack_panels(g, k, rows, |r| weight_row(a, r, a2, a3), buf)
             }
             Weights::Stored => {
                 let first = (a3 * a.ne[2] + a2) * panels + p0;
@@ -413,6 +375,72 @@ fn mul_mat_panels(
     Ok(())
 }
 
+/// Activation rows fewer than this many elements in all are prepared on
+/// one thread.
+const PREP_SERIAL_WORK: usize = 64 * 1024;
+
+/// Prepares every activation row of `b` (read through `ys`) for the panel
+/// kernel `g`, in flat row order, in `prep` (grown as needed).
+pub(crate) fn prepare_columns<'p>(
+    g: &Gemm,
+    ys: &ColumnSource<'_>,
+    b: &View,
+    k: usize,
+    prep: &'p mut Vec<u8>,
+) -> &'p [u8] {
+    let ab = (g.act_bytes)(k);
+    let n_y = b.n_rows();
+    if prep.len() < ab * n_y {
+        prep.resize(ab * n_y, 0);
+    }
+    let prep = &mut prep[..ab * n_y];
+    let prep_col = |r: usize, o: &mut [u8]| {
+        let [col, i2, i3] = b.row_index(r);
+        (g.prep)(k, ys.row(col, i2, i3), o);
+    };
+    if pool::current_num_threads() <= 1 || n_y * k < PREP_SERIAL_WORK {
+        prep.chunks_exact_mut(ab)
+            .enumerate()
+            .for_each(|(r, o)| prep_col(r, o));
+    } else {
+        let base = SendPtr(prep.as_mut_ptr());
+        pool::for_each(n_y, |r| {
+            // SAFETY: row r's `ab` bytes lie inside `prep`, and each index is
+            // handed to one thread only, so the rows written are disjoint.
+            let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * ab), ab) };
+            prep_col(r, o)
+        });
+    }
+    prep
+}
+
+/// Packs the weight rows `rows` (row `r` is `row(r)`) into panels of
+/// [`PANEL_ROWS`] for the panel kernel `g`, at the start of `buf` (grown
+/// as needed); returns the packed panels.
+pub(crate) fn pack_panels<'b, 'a>(
+    g: &Gemm,
+    k: usize,
+    rows: std::ops::Range<usize>,
+    row: impl Fn(usize) -> &'a [u8],
+    buf: &'b mut Vec<u8>,
+) -> &'b [u8] {
+    let pb = (g.panel_bytes)(k);
+    let np = rows.len().div_ceil(PANEL_ROWS);
+    if buf.len() < np * pb {
+        buf.resize(np * pb, 0);
+    }
+    for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
+        let r0 = rows.start + p * PANEL_ROWS;
+        let nr = PANEL_ROWS.min(rows.end - r0);
+        let mut xs: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
+        for (i, x) in xs.iter_mut().enumerate().take(nr) {
+            *x = row(r0 + i);
+        }
+        (g.pack)(k, &xs[..nr], dst);
+    }
+    &buf[..np * pb]
+}
+
 /// Converts every row of `b` to `vt` into `out` (rows of `y_row` bytes in
 /// flat row order).
 fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> {
@@ -437,6 +465,15 @@ fn convert_rows(b: &View, vt: Type, y_row: usize, out: &mut [u8]) -> Result<()> 
         let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * y_row), y_row) };
         convert::from_f32(vt, x, o)
     })
+}
+
+/// `a` itself when its rows are dense, else a dense copy of it in `buf`.
+pub(crate) fn dense_rows(a: &View, buf: &mut AlignedBytes) -> View {
+    if a.dense_rows() {
+        a.clone()
+    } else {
+        dense_copy(a, buf)
+    }
 }
 
 /// A dense copy of a float tensor whose rows are strided.

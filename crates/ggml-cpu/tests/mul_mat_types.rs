@@ -3,14 +3,12 @@
 //! weights and the f32 activations within NMSE 5e-4 (llama.cpp's
 //! test-backend-ops tolerance), and GET_ROWS must equal dequantization.
 
-use std::sync::Arc;
-
-use ggml_core::backend::{Backend, Buffer, Placement};
-use ggml_core::graph::{Graph, TensorId};
+use ggml_core::backend::Backend;
+use ggml_core::graph::Graph;
 use ggml_core::{quants, Type};
 
 mod common;
-use common::Rng;
+use common::{place, Rng};
 
 /// A row of `n` weights of `ty`: quantized from random values where ggml-core
 /// can quantize the type, else random bytes with a sane scale (the i-quants
@@ -37,20 +35,6 @@ fn weight_row(ty: Type, n: usize, rng: &mut Rng) -> Vec<u8> {
         }
     }
     out
-}
-
-fn place(g: &mut Graph, ids: &[TensorId]) -> Vec<Arc<dyn Buffer>> {
-    let buft = ggml_cpu::cpu_buffer_type();
-    ids.iter()
-        .map(|&id| {
-            let b = buft.alloc_buffer(g.desc(id).nbytes().max(1)).unwrap();
-            g.node_mut(id).at = Some(Placement {
-                buffer: b.clone(),
-                offset: 0,
-            });
-            b
-        })
-        .collect()
 }
 
 fn types() -> Vec<Type> {

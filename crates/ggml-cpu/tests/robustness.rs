@@ -1,25 +1,12 @@
 //! Bad graphs are errors naming the node, never panics; results placed
 //! over their own sources are computed as if they were not.
 
-use std::sync::Arc;
-
-use ggml_core::backend::{Backend, Buffer, Placement};
-use ggml_core::graph::{Graph, TensorId};
+use ggml_core::backend::{Backend, Placement};
+use ggml_core::graph::Graph;
 use ggml_core::Type;
 
-fn place(g: &mut Graph, ids: &[TensorId]) -> Vec<Arc<dyn Buffer>> {
-    let buft = ggml_cpu::cpu_buffer_type();
-    ids.iter()
-        .map(|&id| {
-            let b = buft.alloc_buffer(g.desc(id).nbytes().max(1)).unwrap();
-            g.node_mut(id).at = Some(Placement {
-                buffer: b.clone(),
-                offset: 0,
-            });
-            b
-        })
-        .collect()
-}
+mod common;
+use common::place;
 
 #[test]
 fn bad_row_index_is_an_error_naming_the_node() {

@@ -104,6 +104,24 @@ fn check_features(
 }
 
 impl DeviceShared {
+    /// A command pool on the compute queue's family whose command buffers
+    /// can be reset one by one.
+    ///
+    /// # Safety
+    /// The caller destroys the pool before the device.
+    pub(crate) unsafe fn create_command_pool(&self) -> Result<vk::CommandPool> {
+        // SAFETY: a live device (self); the caller destroys the pool.
+        unsafe {
+            self.device.create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(self.queue_family)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+        }
+        .ctx("vkCreateCommandPool")
+    }
+
     /// Creates the logical device `name` on physical device `phys`.
     pub(crate) fn new(
         instance: Arc<Instance>,

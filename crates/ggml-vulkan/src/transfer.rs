@@ -75,14 +75,7 @@ impl Transfer {
         // SAFETY: a live device; objects are destroyed in `destroy`, or here
         // when a later step fails.
         unsafe {
-            let pool = dev
-                .create_command_pool(
-                    &vk::CommandPoolCreateInfo::default()
-                        .queue_family_index(shared.queue_family)
-                        .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
-                    None,
-                )
-                .ctx("vkCreateCommandPool")?;
+            let pool = shared.create_command_pool()?;
             let cmd = match dev.allocate_command_buffers(
                 &vk::CommandBufferAllocateInfo::default()
                     .command_pool(pool)

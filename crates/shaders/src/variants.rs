@@ -63,6 +63,16 @@ fn ty(prefix: &str, name: &str) -> String {
 /// Every variant, sorted by name.
 pub fn all() -> Vec<Variant> {
     let mut out = Vec::new();
+    copies(&mut out);
+    elementwise(&mut out);
+    products(&mut out);
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+/// Copies and conversions (float, BF16, quantizing, dequantizing, I32) and
+/// the row scatters into the same types.
+fn copies(out: &mut Vec<Variant>) {
     for &(an, at) in FLOAT_TYPES {
         for &(dn, dt) in FLOAT_TYPES {
             let mut defs = vec![ty("A_TYPE", at), ty("D_TYPE", dt)];
@@ -99,6 +109,23 @@ pub fn all() -> Vec<Variant> {
         "copy.comp",
         &[ty("A_TYPE", "int"), ty("D_TYPE", "int"), "SAME_TYPE".into()],
     ));
+    for &(an, ad) in A_TYPES
+        .iter()
+        .filter(|(n, _)| !matches!(*n, "f32" | "f16" | "bf16"))
+    {
+        for &(dn, dt) in FLOAT_TYPES {
+            out.push(v(
+                format!("copy_{an}_{dn}"),
+                "dequant_copy.comp",
+                &[ad.to_string(), ty("D_TYPE", dt)],
+            ));
+        }
+    }
+}
+
+/// The element-wise and row ops: binary, unary, gated units, norms, rope,
+/// softmax, the routing rows, fused attention.
+fn elementwise(out: &mut Vec<Variant>) {
     for op in ["add", "mul", "div"] {
         for &(an, at) in FLOAT_TYPES {
             for &(bn, bt) in FLOAT_TYPES {
@@ -159,19 +186,12 @@ pub fn all() -> Vec<Variant> {
             ));
         }
     }
+}
+
+/// Row gathers, the matrix products (matrix x matrix, matrix x vector, per
+/// expert) and the activation roundings before them.
+fn products(out: &mut Vec<Variant>) {
     out.push(v("get_rows_i32".into(), "get_rows.comp", &["D_INT".into()]));
-    for &(an, ad) in A_TYPES
-        .iter()
-        .filter(|(n, _)| !matches!(*n, "f32" | "f16" | "bf16"))
-    {
-        for &(dn, dt) in FLOAT_TYPES {
-            out.push(v(
-                format!("copy_{an}_{dn}"),
-                "dequant_copy.comp",
-                &[ad.to_string(), ty("D_TYPE", dt)],
-            ));
-        }
-    }
     for &(an, ad) in A_TYPES {
         let a = [ad.to_string()];
         out.push(v(format!("get_rows_{an}"), "get_rows.comp", &a));
@@ -219,8 +239,6 @@ pub fn all() -> Vec<Variant> {
         "mul_mat_vec.comp",
         &f16id_sg,
     ));
-    out.sort_by(|a, b| a.name.cmp(&b.name));
-    out
 }
 
 /// 64-bit FNV-1a, enough to notice any change of the inputs.

@@ -171,6 +171,25 @@ fn values(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// `copies` weight buffers of `wbuft`, each holding `desc` with `data` (a
+/// matrix streamed from memory is read from one copy after another).
+pub(super) fn weight_copies(
+    wbuft: &Arc<dyn BufferType>,
+    desc: &TensorDesc,
+    data: &[u8],
+    copies: usize,
+) -> Result<Vec<Arc<dyn Buffer>>> {
+    let mut weights = Vec::with_capacity(copies);
+    for _ in 0..copies {
+        let buf = wbuft.alloc_buffer(wbuft.alloc_size(desc))?;
+        buf.set_usage(BufferUsage::Weights);
+        buf.init_tensor(desc, 0)?;
+        buf.set_tensor(0, data)?;
+        weights.push(buf);
+    }
+    Ok(weights)
+}
+
 /// `m` rows of `k` weights of `ty`: a few distinct quantized rows, repeated.
 pub(super) fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
     let row = quants::row_size(ty, k)?;
@@ -222,14 +241,7 @@ impl MulMat {
         let buft = cpu_buffer_type();
         let desc = TensorDesc::new("w", ty, &[k, m]);
         let data = weight_bytes(ty, k, m)?;
-        let mut weights = Vec::with_capacity(copies.max(1));
-        for _ in 0..copies.max(1) {
-            let buf = wbuft.alloc_buffer(wbuft.alloc_size(&desc))?;
-            buf.set_usage(BufferUsage::Weights);
-            buf.init_tensor(&desc, 0)?;
-            buf.set_tensor(0, &data)?;
-            weights.push(buf);
-        }
+        let weights = weight_copies(wbuft, &desc, &data, copies.max(1))?;
         let placement = |buffer: &Arc<dyn Buffer>| Placement {
             buffer: buffer.clone(),
             offset: 0,

@@ -22,13 +22,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ggml_core::alloc::GraphAlloc;
-use ggml_core::backend::{Backend, Buffer, BufferUsage, Placement};
+use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Flags, Graph, TensorId};
 use ggml_core::tensor::TensorDesc;
 use ggml_core::{quants, Type};
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
 
-use super::matmul::weight_bytes;
+use super::matmul::{weight_bytes, weight_copies};
 use super::report::Row;
 use super::{host, peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::Result;
@@ -108,14 +108,7 @@ impl MulMatId {
         } else {
             1
         };
-        let mut weights = Vec::with_capacity(copies);
-        for _ in 0..copies {
-            let buf = wbuft.alloc_buffer(wbuft.alloc_size(&desc))?;
-            buf.set_usage(BufferUsage::Weights);
-            buf.init_tensor(&desc, 0)?;
-            buf.set_tensor(0, &data)?;
-            weights.push(buf);
-        }
+        let weights = weight_copies(&wbuft, &desc, &data, copies)?;
         let placement = |buffer: &Arc<dyn Buffer>| Placement {
             buffer: buffer.clone(),
             offset: 0,

@@ -17,13 +17,13 @@ use ggml_core::Result;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::matmul::{
-    dense_copy, partner, weight_row, ColumnSource, RowDot, GEMM_MIN_COLS, TILES_PER_THREAD,
-    TILE_WEIGHT_BYTES,
+    dense_rows, pack_panels, partner, prepare_columns, weight_row, ColumnSource, RowDot,
+    GEMM_MIN_COLS, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
 };
 use crate::ops::read_index;
 use crate::pool;
 use crate::simd::{self, Gemm, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
-use crate::tensor::{AlignedBytes, SendPtr, View};
+use crate::tensor::{AlignedBytes, View};
 
 /// Multiply-adds below which the call runs on the calling thread.
 const SERIAL_WORK: usize = 64 * 1024;
@@ -88,12 +88,7 @@ struct Task {
 pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let (a, b, ids, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
     let mut a_copy = AlignedBytes::default();
-    let a = if a.dense_rows() {
-        a.clone()
-    } else {
-        dense_copy(a, &mut a_copy)
-    };
-    let a = &a;
+    let a = &dense_rows(a, &mut a_copy);
     let kern = simd::kernels();
     let (k, m, n_expert) = (a.ne[0], a.ne[1], a.ne[2]);
     let groups = Groups::new(ctx, ids, n_expert)?;
@@ -106,7 +101,7 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     // enough of them to repay packing its rows.
     let any_gemm = gemm.is_some() && (0..n_expert).any(|x| groups.of(x).len() >= GEMM_MIN_COLS);
     let prep: &[u8] = match (any_gemm, gemm) {
-        (true, Some(g)) => prepare(g, &ys, b, k, &mut ws.prep),
+        (true, Some(g)) => prepare_columns(g, &ys, b, k, &mut ws.prep),
         _ => &[],
     };
 
@@ -169,41 +164,6 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     Ok(())
 }
 
-/// Prepares every activation row of `b` for the panel kernel `g`, in
-/// flat row order, in `prep`.
-fn prepare<'p>(
-    g: &Gemm,
-    ys: &ColumnSource<'_>,
-    b: &View,
-    k: usize,
-    prep: &'p mut Vec<u8>,
-) -> &'p [u8] {
-    let ab = (g.act_bytes)(k);
-    let n_y = b.n_rows();
-    if prep.len() < ab * n_y {
-        prep.resize(ab * n_y, 0);
-    }
-    let prep = &mut prep[..ab * n_y];
-    let prep_col = |r: usize, o: &mut [u8]| {
-        let [col, i2, i3] = b.row_index(r);
-        (g.prep)(k, ys.row(col, i2, i3), o);
-    };
-    if pool::current_num_threads() <= 1 || n_y * k < SERIAL_WORK {
-        prep.chunks_exact_mut(ab)
-            .enumerate()
-            .for_each(|(r, o)| prep_col(r, o));
-    } else {
-        let base = SendPtr(prep.as_mut_ptr());
-        pool::for_each(n_y, |r| {
-            // SAFETY: row r's `ab` bytes lie inside `prep`, and each index is
-            // handed to one thread only, so the rows written are disjoint.
-            let o = unsafe { std::slice::from_raw_parts_mut(base.get().add(r * ab), ab) };
-            prep_col(r, o)
-        });
-    }
-    prep
-}
-
 /// Rows of one expert by its columns through the row dot products,
 /// [`MAX_ROWS`] x [`MAX_COLS`] at a time.
 fn dot_tile(
@@ -262,19 +222,13 @@ fn panel_tile(
     let pb = (g.panel_bytes)(k);
     let ab = (g.act_bytes)(k);
     let r_end = task.rows.end;
-    let np = (r_end - task.rows.start).div_ceil(PANEL_ROWS);
-    if buf.len() < np * pb {
-        buf.resize(np * pb, 0);
-    }
-    for (p, dst) in buf.chunks_exact_mut(pb).take(np).enumerate() {
-        let r0 = task.rows.start + p * PANEL_ROWS;
-        let nr = PANEL_ROWS.min(r_end - r0);
-        let mut rows: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
-        for (i, x) in rows.iter_mut().enumerate().take(nr) {
-            *x = weight_row(a, r0 + i, task.expert, 0);
-        }
-        (g.pack)(k, &rows[..nr], dst);
-    }
+    let panels = pack_panels(
+        g,
+        k,
+        task.rows.clone(),
+        |r| weight_row(a, r, task.expert, 0),
+        buf,
+    );
     let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
     for group in cols.chunks(GEMM_COLS) {
         let nc = group.len();
@@ -283,7 +237,7 @@ fn panel_tile(
             let r = t as usize * nb1 + e as usize % nb1;
             *c = &prep[r * ab..(r + 1) * ab];
         }
-        for (p, panel) in buf.chunks_exact(pb).take(np).enumerate() {
+        for (p, panel) in panels.chunks_exact(pb).enumerate() {
             let r0 = task.rows.start + p * PANEL_ROWS;
             let nr = PANEL_ROWS.min(r_end - r0);
             (g.run)(k, panel, &cs[..nc], &mut out[..nc * PANEL_ROWS]);

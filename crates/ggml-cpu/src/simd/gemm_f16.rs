@@ -61,6 +61,26 @@ static F16_GEMM: Gemm = Gemm {
     run: run::<true>,
 };
 
+/// F16 weights widened to f32 panels (twice the bytes per FMA): not
+/// installed, kept to compare with [`F16_GEMM`] in the benches.
+static F16_WIDE_GEMM: Gemm = Gemm {
+    panel_bytes: panel_bytes::<false>,
+    pack: pack::<SRC_F16, false>,
+    act_bytes,
+    prep: prep::<SRC_F16>,
+    run: run::<false>,
+};
+
+/// The panel kernels of this file that [`install`] leaves out on this CPU,
+/// by name, for the benches to compare with the installed ones.
+pub(super) fn variants() -> Vec<(&'static str, Type, &'static Gemm)> {
+    let mut v = vec![("F16 (f32 panel)", Type::F16, &F16_WIDE_GEMM)];
+    if cpu_features().avx512_bf16 {
+        v.push(("BF16 (FMA)", Type::BF16, &BF16_GEMM));
+    }
+    v
+}
+
 static BF16_GEMM: Gemm = Gemm {
     panel_bytes: panel_bytes::<false>,
     pack: pack::<SRC_BF16, false>,
@@ -641,124 +661,6 @@ fn run_bf16_dot(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
             6 => run_bf16_dot_tile::<6>(n, p, cols, out),
             7 => run_bf16_dot_tile::<7>(n, p, cols, out),
             _ => run_bf16_dot_tile::<8>(n, p, cols, out),
-        }
-    }
-}
-
-#[cfg(test)]
-mod bench {
-    use std::time::Instant;
-
-    use ggml_core::Type;
-
-    use super::super::tests::{quantize, Rng};
-    use super::super::{Gemm, GEMM_COLS, PANEL_ROWS};
-    use super::*;
-
-    /// F16 weights in f32 panels, for comparison.
-    static F16_WIDE: Gemm = Gemm {
-        panel_bytes: panel_bytes::<false>,
-        pack: pack::<SRC_F16, false>,
-        act_bytes,
-        prep: prep::<SRC_F16>,
-        run: run::<false>,
-    };
-
-    /// GFLOP/s of `run` on one panel and 8 columns (hot), and of a tile
-    /// of panels within 192 KiB against 512 columns, 8 at a time.
-    fn throughput(name: &str, ty: Type, g: &Gemm, n: usize) {
-        let mut rng = Rng(12345);
-        let xs: Vec<Vec<u8>> = (0..PANEL_ROWS).map(|_| quantize(ty, &rng.vec(n))).collect();
-        let rows: Vec<&[u8]> = xs.iter().map(|v| &v[..]).collect();
-        let pb = (g.panel_bytes)(n);
-        let np = (192 * 1024 / pb).max(1);
-        let mut panels = vec![0u8; np * pb];
-        let mut pack_s = f64::MAX;
-        for _ in 0..5 {
-            let t = Instant::now();
-            for p in panels.chunks_exact_mut(pb) {
-                (g.pack)(n, &rows, p);
-            }
-            pack_s = pack_s.min(t.elapsed().as_secs_f64() / np as f64);
-        }
-        let ncols = 512;
-        let ab = (g.act_bytes)(n);
-        let mut prepped = vec![0u8; ncols * ab];
-        let y = quantize(ty, &rng.vec(n));
-        for p in prepped.chunks_exact_mut(ab) {
-            (g.prep)(n, &y, p);
-        }
-        let mut out = vec![0f32; GEMM_COLS * PANEL_ROWS];
-        let cols: Vec<&[u8]> = prepped.chunks_exact(ab).take(GEMM_COLS).collect();
-        // Best of many short runs, the machine being shared.
-        let (mut hot, mut tile) = (0f64, 0f64);
-        for _ in 0..200 {
-            let iters = 200;
-            let t = Instant::now();
-            for _ in 0..iters {
-                (g.run)(n, std::hint::black_box(&panels[..pb]), &cols, &mut out);
-            }
-            let f = (2 * iters * n * PANEL_ROWS * GEMM_COLS) as f64;
-            hot = hot.max(f / t.elapsed().as_secs_f64());
-            let reps = 1;
-            let t = Instant::now();
-            for _ in 0..reps {
-                for cg in prepped.chunks_exact(GEMM_COLS * ab) {
-                    let cols: Vec<&[u8]> = cg.chunks_exact(ab).collect();
-                    for p in panels.chunks_exact(pb) {
-                        (g.run)(n, std::hint::black_box(p), &cols, &mut out);
-                    }
-                }
-            }
-            let f = (2 * reps * np * ncols * n * PANEL_ROWS) as f64;
-            tile = tile.max(f / t.elapsed().as_secs_f64());
-        }
-        println!(
-            "{name}: hot {:.1} GFLOP/s, tile of {np} panels x {ncols} columns {:.1} GFLOP/s, \
-             pack {:.1} us/panel (n={n})",
-            hot / 1e9,
-            tile / 1e9,
-            pack_s * 1e6
-        );
-    }
-
-    /// GB/s of weights read by `pack` from a matrix larger than the caches
-    /// (n=2048, 16384 rows).
-    fn pack_from_memory(name: &str, ty: Type, g: &Gemm) {
-        let (n, nrows) = (2048, 16384);
-        let rb = n * ty.type_size();
-        let mut m = vec![0u8; nrows * rb];
-        for (i, b) in m.iter_mut().enumerate() {
-            *b = (i * 7 % 251) as u8 & 0x3f;
-        }
-        let mut panel = vec![0u8; (g.panel_bytes)(n)];
-        let mut best = 0f64;
-        for _ in 0..3 {
-            let t = Instant::now();
-            for rows16 in m.chunks_exact(PANEL_ROWS * rb) {
-                let rows: Vec<&[u8]> = rows16.chunks_exact(rb).collect();
-                (g.pack)(n, &rows, &mut panel);
-                std::hint::black_box(&panel);
-            }
-            best = best.max(m.len() as f64 / t.elapsed().as_secs_f64());
-        }
-        println!("{name}: pack from memory {:.1} GB/s of weights", best / 1e9);
-    }
-
-    #[test]
-    #[ignore]
-    fn float_gemm_throughput() {
-        pack_from_memory("F16", Type::F16, &F16_GEMM);
-        pack_from_memory("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM);
-        for n in [64, 2048, 5632] {
-            throughput("F16 (f16 panel)", Type::F16, &F16_GEMM, n);
-            throughput("F16 (f32 panel)", Type::F16, &F16_WIDE, n);
-        }
-        throughput("F32", Type::F32, &F32_GEMM, 2048);
-        throughput("BF16", Type::BF16, &BF16_GEMM, 2048);
-        if crate::features::cpu_features().avx512_bf16 {
-            throughput("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM, 2048);
-            throughput("BF16 (VDPBF16PS)", Type::BF16, &BF16_DOT_GEMM, 5632);
         }
     }
 }

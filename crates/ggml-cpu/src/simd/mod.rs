@@ -23,7 +23,7 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod gemm_f16;
 #[cfg(target_arch = "x86_64")]
-mod gemm_k;
+pub(crate) mod gemm_k;
 #[cfg(target_arch = "x86_64")]
 mod gemm_q;
 #[cfg(test)]
@@ -176,6 +176,26 @@ impl Kernels {
 pub(crate) fn kernels() -> &'static Kernels {
     static BEST: OnceLock<Kernels> = OnceLock::new();
     BEST.get_or_init(|| Kernels::build(features::selected_isa()))
+}
+
+/// The panel kernels of the level in use, named by their weight type, and
+/// on x86-64 the variants that are kept only for comparison: what the
+/// benches time (see `crate::bench_support`).
+pub(crate) fn panel_kernels() -> Vec<(String, Type, &'static Gemm)> {
+    let k = kernels();
+    let mut v: Vec<(String, Type, &'static Gemm)> = ggml_core::MATMUL_TYPES
+        .iter()
+        .filter_map(|&ty| Some((ty.to_string(), ty, k.gemm(ty)?)))
+        .collect();
+    #[cfg(target_arch = "x86_64")]
+    if k.isa == Isa::Avx512 {
+        v.extend(
+            gemm_f16::variants()
+                .into_iter()
+                .map(|(name, ty, g)| (name.to_string(), ty, g)),
+        );
+    }
+    v
 }
 
 /// The kernels of a given level, when this CPU can run it.

@@ -1,11 +1,18 @@
 //! Which ops the device runs ([`supports`]) and how each is recorded
 //! ([`record`]): the shader variant, the push constants and the grid.
 
+mod binary;
+mod copy;
+mod flash_attn;
 mod mul_mat;
 mod mul_mat_id;
+mod norm;
+mod rope;
 mod routing;
+mod softmax;
+mod unary;
 
-use ggml_core::{GluOp, Graph, Op, RopeMode, TensorDesc, TensorId, Type, UnaryOp};
+use ggml_core::{Graph, Op, RopeMode, SortOrder, TensorDesc, TensorId, Type};
 
 use crate::backend::{Bound, VulkanBackend};
 use crate::error::{Error, Result};
@@ -68,6 +75,12 @@ fn strides(d: &TensorDesc) -> Option<[u32; 4]> {
 
 fn ne(d: &TensorDesc) -> [u32; 4] {
     d.ne.map(|n| n as u32)
+}
+
+/// [`strides`], or an error naming the tensor when they are not whole
+/// elements.
+fn whole_strides(d: &TensorDesc) -> Result<[u32; 4]> {
+    strides(d).ok_or_else(|| Error::Other(format!("{}: strides are not whole elements", d.name)))
 }
 
 /// True when the tensor's sizes and strides fit the shaders' 32-bit
@@ -220,6 +233,28 @@ impl Pc4d {
     }
 }
 
+/// Records node `id` with the one-source shader `shader` (element-wise or
+/// per row, `pc_4d.glsl` push constants): `items` work items in `groups`
+/// workgroups, with the parameters `p`.
+fn record_one_source(
+    be: &mut VulkanBackend,
+    graph: &Graph,
+    id: TensorId,
+    shader: &str,
+    [items, groups]: [u64; 2],
+    [p0, p1]: [f32; 2],
+) -> Result<()> {
+    let n = graph.node(id);
+    let (a, d) = (graph.desc(n.src[0]), &n.desc);
+    let ba = be.bind(graph, n.src[0], a.ty.type_size())?;
+    let bd = be.bind(graph, id, d.ty.type_size())?;
+    let pc = Pc4d::new(items)?
+        .tensor(0, &ba, a)
+        .tensor(2, &bd, d)
+        .params(p0, p1);
+    be.dispatch(shader, [Some(&ba), None, None], &bd, &pc.0, groups)
+}
+
 /// Records node `id` of `graph` on `be`.
 pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggml_core::Result<()> {
     if !supports(be.shared(), graph, id) {
@@ -229,378 +264,38 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
     if n.desc.n_elements() == 0 {
         return Ok(());
     }
-    let d = &n.desc;
-    let src = |i: usize| graph.desc(n.src[i]);
-    let unit = |i: usize| graph.desc(n.src[i]).ty.type_size();
-    let tn = |ty: Type| type_name(ty).unwrap_or("i32");
-    let elems = d.n_elements() as u64;
-    let groups = elems.div_ceil(ELEMENTWISE_WG);
-    let rows = d.n_rows() as u64;
     match &n.op {
-        Op::Dup | Op::Cont | Op::Cpy => {
-            let a = src(0);
-            let ba = be.bind(graph, n.src[0], unit(0))?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let (items, groups) = if is_quant_dst(d.ty) {
-                let blocks = elems / 32;
-                (blocks, blocks.div_ceil(QUANT_WG))
-            } else if a.ty.block_size() > 1 {
-                // Dequantized four elements per invocation.
-                (elems / 4, (elems / 4).div_ceil(ELEMENTWISE_WG))
-            } else {
-                (elems, groups)
-            };
-            let pc = Pc4d::new(items)?.tensor(0, &ba, a).tensor(2, &bd, d);
-            let name = format!("copy_{}_{}", tn(a.ty), tn(d.ty));
-            be.dispatch(&name, [Some(&ba), None, None], &bd, &pc.0, groups)?;
-        }
-        Op::Add | Op::Mul | Op::Div => {
-            let (a, b) = (src(0), src(1));
-            let ba = be.bind(graph, n.src[0], unit(0))?;
-            let bb = be.bind(graph, n.src[1], unit(1))?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let pc = Pc4d::new(elems)?
-                .tensor(0, &ba, a)
-                .tensor(1, &bb, b)
-                .tensor(2, &bd, d);
-            let op = match n.op {
-                Op::Add => "add",
-                Op::Mul => "mul",
-                _ => "div",
-            };
-            let name = format!("{op}_{}_{}", tn(a.ty), tn(b.ty));
-            be.dispatch(&name, [Some(&ba), Some(&bb), None], &bd, &pc.0, groups)?;
-        }
-        Op::Scale(_) | Op::Unary(_) | Op::Clamp { .. } => {
-            let a = src(0);
-            let (op, scale, p1) = match n.op {
-                Op::Scale(s) => ("scale", s, 0.0),
-                Op::Clamp { min, max } => ("clamp", min, max),
-                Op::Unary(UnaryOp::Silu) => ("silu", 0.0, 0.0),
-                Op::Unary(UnaryOp::Gelu) => ("gelu", 0.0, 0.0),
-                Op::Unary(UnaryOp::Relu) => ("relu", 0.0, 0.0),
-                Op::Unary(UnaryOp::Sigmoid) => ("sigmoid", 0.0, 0.0),
-                Op::Unary(UnaryOp::Tanh) => ("tanh", 0.0, 0.0),
-                _ => ("neg", 0.0, 0.0),
-            };
-            let ba = be.bind(graph, n.src[0], unit(0))?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let pc = Pc4d::new(elems)?
-                .tensor(0, &ba, a)
-                .tensor(2, &bd, d)
-                .params(scale, p1);
-            be.dispatch(
-                &format!("{op}_{}", tn(a.ty)),
-                [Some(&ba), None, None],
-                &bd,
-                &pc.0,
-                groups,
-            )?;
-        }
-        Op::RmsNorm { eps } | Op::Norm { eps } => {
-            let a = src(0);
-            let op = if matches!(n.op, Op::RmsNorm { .. }) {
-                "rms_norm"
-            } else {
-                "norm"
-            };
-            let ba = be.bind(graph, n.src[0], unit(0))?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let pc = Pc4d::new(rows)?
-                .tensor(0, &ba, a)
-                .tensor(2, &bd, d)
-                .params(*eps, 0.0);
-            be.dispatch(
-                &format!("{op}_{}", tn(a.ty)),
-                [Some(&ba), None, None],
-                &bd,
-                &pc.0,
-                rows,
-            )?;
-        }
-        Op::SoftMax { scale, max_bias } => {
-            let a = src(0);
-            let ba = be.bind(graph, n.src[0], unit(0))?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let mut pc = Pc4d::new(rows)?.tensor(0, &ba, a).tensor(2, &bd, d);
-            let (bm, mask_ty) = if n.src.len() > 1 {
-                let m = src(1);
-                let bm = be.bind(graph, n.src[1], unit(1))?;
-                pc = pc.tensor(1, &bm, m);
-                (Some(bm), m.ty)
-            } else {
-                (None, Type::F32)
-            };
-            let pc = pc.params(*scale, *max_bias);
-            let name = format!("soft_max_{}_{}", tn(a.ty), tn(mask_ty));
-            be.dispatch(&name, [Some(&ba), bm.as_ref(), None], &bd, &pc.0, rows)?;
-        }
-        Op::Glu { op, swapped } => {
-            let a = src(0);
-            let es = a.ty.type_size();
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let (bg, bu, gd, ud) = if n.src.len() > 1 {
-                let bg = be.bind(graph, n.src[0], es)?;
-                let bu = be.bind(graph, n.src[1], es)?;
-                (bg, bu, a.clone(), src(1).clone())
-            } else {
-                // The two halves of each row of one tensor.
-                let whole = be.bind(graph, n.src[0], es)?;
-                let half = d.ne[0] as u32;
-                let (mut first, mut second) = (whole, whole);
-                second.off += half;
-                if *swapped {
-                    std::mem::swap(&mut first, &mut second);
-                }
-                let mut hd = a.clone();
-                hd.ne[0] = d.ne[0];
-                (first, second, hd.clone(), hd)
-            };
-            let pc = Pc4d::new(elems)?
-                .tensor(0, &bg, &gd)
-                .tensor(1, &bu, &ud)
-                .tensor(2, &bd, d);
-            let name = match op {
-                GluOp::Swiglu => "swiglu",
-                GluOp::Geglu => "geglu",
-            };
-            be.dispatch(
-                &format!("{name}_{}", tn(a.ty)),
-                [Some(&bg), Some(&bu), None],
-                &bd,
-                &pc.0,
-                groups,
-            )?;
-        }
-        Op::GetRows => {
-            let (a, i) = (src(0), src(1));
-            let ba = be.bind(graph, n.src[0], unit(0))?;
-            let bi = be.bind(graph, n.src[1], 4)?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let per_item = if a.ty.block_size() == 1 { 1 } else { 4 };
-            let items = elems / per_item;
-            let pc = Pc4d::new(items)?
-                .tensor(0, &ba, a)
-                .tensor(1, &bi, i)
-                .tensor(2, &bd, d);
-            let name = if a.ty == Type::I32 {
-                "get_rows_i32".to_string()
-            } else {
-                format!("get_rows_{}", tn(a.ty))
-            };
-            be.dispatch(
-                &name,
-                [Some(&ba), Some(&bi), None],
-                &bd,
-                &pc.0,
-                items.div_ceil(ELEMENTWISE_WG),
-            )?;
-        }
-        Op::SetRows => {
-            // The node is a view of src0 (the destination rows).
-            let (rows_d, idx) = (src(1), src(2));
-            let br = be.bind(graph, n.src[1], unit(1))?;
-            let bi = be.bind(graph, n.src[2], 4)?;
-            let bd = be.bind(graph, id, d.ty.type_size())?;
-            let mut idx_words = idx.clone();
-            // Indices are read as 32-bit words: I64 strides count two.
-            idx_words.ty = Type::I32;
-            let (n_items, wg) = if is_quant_dst(d.ty) {
-                (rows_d.n_elements() as u64 / 32, QUANT_WG)
-            } else {
-                (rows_d.n_elements() as u64, ELEMENTWISE_WG)
-            };
-            let pc = Pc4d::new(n_items)?
-                .tensor(0, &br, rows_d)
-                .tensor(1, &bi, &idx_words)
-                .tensor(2, &bd, d);
-            let name = format!("set_rows_{}_{}", tn(rows_d.ty), tn(d.ty));
-            be.dispatch(
-                &name,
-                [None, Some(&br), Some(&bi)],
-                &bd,
-                &pc.0,
-                n_items.div_ceil(wg),
-            )?;
-        }
-        Op::Argmax => {
-            let a = src(0);
-            let ba = be.bind(graph, n.src[0], 4)?;
-            let bd = be.bind(graph, id, 4)?;
-            let r = a.n_rows() as u64;
-            let pc = Pc4d::new(r)?.tensor(0, &ba, a).tensor(2, &bd, d);
-            be.dispatch("argmax_f32", [Some(&ba), None, None], &bd, &pc.0, r)?;
-        }
-        Op::Rope(p) => record_rope(be, graph, id, p)?,
+        Op::Dup | Op::Cont | Op::Cpy => copy::record_copy(be, graph, id)?,
+        Op::GetRows => copy::record_get_rows(be, graph, id)?,
+        Op::SetRows => copy::record_set_rows(be, graph, id)?,
+        Op::Add => binary::record(be, graph, id, "add")?,
+        Op::Mul => binary::record(be, graph, id, "mul")?,
+        Op::Div => binary::record(be, graph, id, "div")?,
+        Op::Scale(s) => unary::record(be, graph, id, "scale", [*s, 0.0])?,
+        Op::Clamp { min, max } => unary::record(be, graph, id, "clamp", [*min, *max])?,
+        Op::Unary(u) => unary::record(be, graph, id, unary::name(*u), [0.0, 0.0])?,
+        Op::Glu { op, swapped } => unary::record_glu(be, graph, id, *op, *swapped)?,
+        Op::Argmax => unary::record_argmax(be, graph, id)?,
+        Op::RmsNorm { eps } => norm::record(be, graph, id, "rms_norm", *eps)?,
+        Op::Norm { eps } => norm::record(be, graph, id, "norm", *eps)?,
+        Op::SoftMax { scale, max_bias } => softmax::record(be, graph, id, *scale, *max_bias)?,
+        Op::Rope(p) => rope::record(be, graph, id, p)?,
         Op::FlashAttnExt {
             scale,
             max_bias,
             softcap,
-        } => record_flash_attn(be, graph, id, [*scale, *max_bias, *softcap])?,
+        } => flash_attn::record(be, graph, id, [*scale, *max_bias, *softcap])?,
         Op::MulMat => mul_mat::record(be, graph, id)?,
         Op::MulMatId => mul_mat_id::record(be, graph, id)?,
-        Op::Argsort(_) | Op::SumRows => routing::record(be, graph, id)?,
+        Op::Argsort(o) => routing::record(be, graph, id, "argsort_f32", *o == SortOrder::Desc)?,
+        Op::SumRows => routing::record(be, graph, id, "sum_rows_f32", false)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())
 }
 
-/// YaRN correction range (ggml_rope_yarn_corr_dims).
-fn yarn_corr_dims(
-    n_dims: usize,
-    n_ctx_orig: usize,
-    base: f32,
-    beta_fast: f32,
-    beta_slow: f32,
-) -> [f32; 2] {
-    let corr = |n_rot: f32| {
-        n_dims as f32 * (n_ctx_orig as f32 / (n_rot * 2.0 * std::f32::consts::PI)).ln()
-            / (2.0 * base.ln())
-    };
-    let start = corr(beta_fast).floor();
-    let end = corr(beta_slow).ceil();
-    [start.max(0.0), end.min(n_dims as f32 - 1.0)]
-}
-
-fn record_rope(
-    be: &mut VulkanBackend,
-    graph: &Graph,
-    id: TensorId,
-    p: &ggml_core::RopeParams,
-) -> Result<()> {
-    let n = graph.node(id);
-    let d = &n.desc;
-    let a = graph.desc(n.src[0]);
-    let es = a.ty.type_size();
-    let ba = be.bind(graph, n.src[0], es)?;
-    let bp = be.bind(graph, n.src[1], 4)?;
-    let bf = if n.src.len() > 2 {
-        Some(be.bind(graph, n.src[2], 4)?)
-    } else {
-        None
-    };
-    let bd = be.bind(graph, id, d.ty.type_size())?;
-    let sa = strides(a).unwrap_or_default();
-    let sd = strides(d).unwrap_or_default();
-    let pairs = (d.n_elements() / 2) as u64;
-    let corr = yarn_corr_dims(
-        p.n_dims,
-        p.n_ctx_orig,
-        p.freq_base,
-        p.beta_fast,
-        p.beta_slow,
-    );
-    let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
-    let pc: [u32; 22] = [
-        u32::try_from(pairs).map_err(|_| Error::Other("rope: too many elements".into()))?,
-        a.ne[0] as u32,
-        a.ne[1] as u32,
-        a.ne[2] as u32,
-        sa[1],
-        sa[2],
-        sa[3],
-        sd[1],
-        sd[2],
-        sd[3],
-        ba.off,
-        bp.off,
-        bf.as_ref().map_or(0, |b| b.off),
-        bd.off,
-        p.n_dims as u32,
-        u32::from(bf.is_some()),
-        theta_scale.to_bits(),
-        p.freq_scale.to_bits(),
-        p.ext_factor.to_bits(),
-        p.attn_factor.to_bits(),
-        corr[0].to_bits(),
-        corr[1].to_bits(),
-    ];
-    let mode = match p.mode {
-        RopeMode::Normal => "normal",
-        RopeMode::Neox => "neox",
-    };
-    let name = format!("rope_{mode}_{}", type_name(a.ty).unwrap_or("f32"));
-    be.dispatch(
-        &name,
-        [Some(&ba), Some(&bp), bf.as_ref()],
-        &bd,
-        &pc,
-        pairs.div_ceil(ELEMENTWISE_WG),
-    )
-}
-
-fn record_flash_attn(
-    be: &mut VulkanBackend,
-    graph: &Graph,
-    id: TensorId,
-    [scale, max_bias, softcap]: [f32; 3],
-) -> Result<()> {
-    let n = graph.node(id);
-    let (q, k, v) = (
-        graph.desc(n.src[0]),
-        graph.desc(n.src[1]),
-        graph.desc(n.src[2]),
-    );
-    let bq = be.bind(graph, n.src[0], 4)?;
-    let bk = be.bind(graph, n.src[1], k.ty.type_size())?;
-    let bv = be.bind(graph, n.src[2], v.ty.type_size())?;
-    let mask = n.src.get(3).map(|&m| (m, graph.desc(m)));
-    let bm = match mask {
-        Some((m, md)) => Some(be.bind(graph, m, md.ty.type_size())?),
-        None => None,
-    };
-    let bd = be.bind(graph, id, 4)?;
-    let sq = strides(q).unwrap_or_default();
-    let sk = strides(k).unwrap_or_default();
-    let sv = strides(v).unwrap_or_default();
-    let (sm, mne) = mask.map_or(([0; 4], [1, 1, 1, 1]), |(_, md)| {
-        (strides(md).unwrap_or_default(), ne(md))
-    });
-    let pc: [u32; 30] = [
-        q.ne[1] as u32,
-        q.ne[2] as u32,
-        q.ne[0] as u32,
-        v.ne[0] as u32,
-        k.ne[1] as u32,
-        bq.off,
-        bk.off,
-        bv.off,
-        bm.as_ref().map_or(0, |b| b.off),
-        bd.off,
-        sq[1],
-        sq[2],
-        sq[3],
-        sk[1],
-        sk[2],
-        sk[3],
-        sv[1],
-        sv[2],
-        sv[3],
-        sm[1],
-        sm[2],
-        sm[3],
-        mne[2],
-        mne[3],
-        (q.ne[2] / k.ne[2]) as u32,
-        (q.ne[3] / k.ne[3]) as u32,
-        u32::from(bm.is_some()),
-        scale.to_bits(),
-        max_bias.to_bits(),
-        softcap.to_bits(),
-    ];
-    let mt = mask.map_or(Type::F16, |(_, md)| md.ty);
-    let name = format!(
-        "flash_attn_{}_{}",
-        type_name(k.ty).unwrap_or("f16"),
-        type_name(mt).unwrap_or("f16")
-    );
-    let groups = (q.ne[1] * q.ne[2] * q.ne[3]) as u64;
-    be.dispatch_spec(
-        &name,
-        &[],
-        &[Some(&bq), Some(&bk), Some(&bv), bm.as_ref()],
-        &bd,
-        &pc,
-        groups,
-    )
+/// The shader name of a type's variant, for types that have one; indices
+/// (I32) otherwise.
+fn tn(ty: Type) -> &'static str {
+    type_name(ty).unwrap_or("i32")
 }

@@ -16,7 +16,7 @@
 use ggml_core::quants::vec_dot_type;
 use ggml_core::{Graph, TensorDesc, TensorId, Type};
 
-use super::{indexable, max_span, strides, type_name, Pc4d};
+use super::{indexable, max_span, strides, type_name, whole_strides, Pc4d};
 use crate::backend::{Bound, Rounded, VulkanBackend};
 use crate::error::{Error, Result};
 use crate::logical::DeviceShared;
@@ -231,15 +231,7 @@ fn record_part(
     };
     let (sb, sums) = (bb.strides, bb.sums);
     let bb = &bb.bound;
-    let (sa, sd) = match (strides(a), strides(d)) {
-        (Some(x), Some(z)) => (x, z),
-        _ => {
-            return Err(Error::Other(format!(
-                "{}: strides are not whole elements",
-                d.name
-            )))
-        }
-    };
+    let (sa, sd) = (whole_strides(a)?, whole_strides(d)?);
     let k = a.ne[0];
     let n_batch = b.ne[2] * b.ne[3];
     let mmv = nc <= MMV_MAX_COLS;
@@ -249,48 +241,76 @@ fn record_part(
         m.div_ceil(TILE)
     };
     let tiles_n = nc.div_ceil(TILE);
-    let pc: [u32; 22] = [
-        m as u32,
-        nc as u32,
-        k as u32,
-        ba.off,
-        bb.off,
-        bd.off,
-        sa[1],
-        sb[1],
-        sd[1],
-        sa[2],
-        sa[3],
-        sb[2],
-        sb[3],
-        sd[2],
-        sd[3],
-        b.ne[2] as u32,
-        (b.ne[2] / a.ne[2]) as u32,
-        (b.ne[3] / a.ne[3]) as u32,
-        n_batch as u32,
-        tiles_m as u32,
-        tiles_n as u32,
-        sums,
-    ];
-    let an = type_name(a.ty).unwrap_or("f32");
-    let bn = if b.ty == Type::F16 { "f16" } else { "f32" };
+    let pc = push_constants(
+        [m, nc, k],
+        [ba.off, bb.off, bd.off],
+        [sa, sb, sd],
+        [
+            b.ne[2] as u32,
+            (b.ne[2] / a.ne[2]) as u32,
+            (b.ne[3] / a.ne[3]) as u32,
+            n_batch as u32,
+            tiles_m as u32,
+            tiles_n as u32,
+            sums,
+        ],
+    );
     if mmv {
-        let lim = be.shared().limits;
-        // With subgroups, one subgroup per workgroup: a single reduction.
-        let (sg, wg) = if lim.subgroup_arith {
-            ("_sg", lim.subgroup_size.clamp(4, 128).next_power_of_two())
-        } else {
-            ("", MMV_WG)
-        };
-        let name = format!("mul_mat_vec_{an}_{bn}{sg}");
+        let (name, wg) = mmv_shader(be, "mul_mat_vec", a.ty, b.ty);
         let groups = (tiles_m * nc * n_batch) as u64;
         be.dispatch_spec(&name, &[wg], &[Some(&ba), Some(bb)], &bd, &pc, groups)
     } else {
-        let name = format!("mul_mat_{an}_{bn}");
+        let name = format!("mul_mat_{}_{}", a_name(a.ty), b_name(b.ty));
         let groups = (tiles_m * tiles_n * n_batch) as u64;
         be.dispatch(&name, [Some(&ba), Some(bb), None], &bd, &pc, groups)
     }
+}
+
+/// Shader name of a's type (the weights).
+fn a_name(ty: Type) -> &'static str {
+    type_name(ty).unwrap_or("f32")
+}
+
+/// Shader name of b's type (the activations: F16, else read as F32).
+fn b_name(ty: Type) -> &'static str {
+    if ty == Type::F16 {
+        "f16"
+    } else {
+        "f32"
+    }
+}
+
+/// The matrix x vector shader `{kind}_{a}_{b}` (`kind`: "mul_mat_vec" or
+/// "mul_mat_vec_id") and its workgroup size: with subgroup arithmetic, one
+/// subgroup per workgroup (a single reduction).
+pub(super) fn mmv_shader(be: &VulkanBackend, kind: &str, a: Type, b: Type) -> (String, u32) {
+    let lim = be.shared().limits;
+    let (sg, wg) = if lim.subgroup_arith {
+        ("_sg", lim.subgroup_size.clamp(4, 128).next_power_of_two())
+    } else {
+        ("", MMV_WG)
+    };
+    (format!("{kind}_{}_{}{sg}", a_name(a), b_name(b)), wg)
+}
+
+/// The push constants of the product shaders (`mul_mat*.comp`): the sizes
+/// m, n, k, the offsets of a, b and d, their strides (1, then a's 2 and 3,
+/// b's, d's), then seven words that differ between MUL_MAT (batches and
+/// broadcasts, tiles, block sums) and MUL_MAT_ID (see its `record`).
+pub(super) fn push_constants(
+    [m, n, k]: [usize; 3],
+    [oa, ob, od]: [u32; 3],
+    [sa, sb, sd]: [[u32; 4]; 3],
+    tail: [u32; 7],
+) -> [u32; 22] {
+    let head = [
+        m as u32, n as u32, k as u32, oa, ob, od, sa[1], sb[1], sd[1], sa[2], sa[3], sb[2], sb[3],
+        sd[2], sd[3],
+    ];
+    let mut pc = [0u32; 22];
+    pc[..15].copy_from_slice(&head);
+    pc[15..].copy_from_slice(&tail);
+    pc
 }
 
 #[cfg(test)]

@@ -6,10 +6,10 @@
 
 use ggml_core::{Graph, TensorDesc, TensorId, Type};
 
-use super::mul_mat::{bind_b, MMV_ROWS, MMV_WG};
-use super::{strides, type_name};
+use super::mul_mat::{bind_b, mmv_shader, push_constants, MMV_ROWS};
+use super::{type_name, whole_strides};
 use crate::backend::VulkanBackend;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// True when the shaders take experts `a`, activations `b`, ids `ids`
 /// and result `d` (shapes were checked when the node was built).
@@ -39,54 +39,28 @@ pub(super) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> Res
     let ba = be.bind(graph, n.src[0], a.ty.type_size())?;
     let bi = be.bind(graph, n.src[2], 4)?;
     let bd = be.bind(graph, id, 4)?;
-    let (sa, si, sd) = match (strides(a), strides(ids), strides(d)) {
-        (Some(x), Some(y), Some(z)) => (x, y, z),
-        _ => {
-            return Err(Error::Other(format!(
-                "{}: strides are not whole elements",
-                d.name
-            )))
-        }
-    };
+    let (sa, si, sd) = (whole_strides(a)?, whole_strides(ids)?, whole_strides(d)?);
     let sb = bb.strides;
     let (m, n_used, n_tok) = (a.ne[1], ids.ne[0], ids.ne[1]);
     let tiles_m = m.div_ceil(MMV_ROWS);
     // The fields the shader's MUL_MAT_ID path reads (see mul_mat_vec.comp):
     // ne12 = experts, r2 = b's columns per token, r3 = ids' token stride,
     // tiles_n = ids' offset.
-    let pc: [u32; 22] = [
-        m as u32,
-        n_used as u32,
-        a.ne[0] as u32,
-        ba.off,
-        bb.bound.off,
-        bd.off,
-        sa[1],
-        sb[1],
-        sd[1],
-        sa[2],
-        sa[3],
-        sb[2],
-        sb[3],
-        sd[2],
-        sd[3],
-        a.ne[2] as u32,
-        b.ne[1] as u32,
-        si[1],
-        n_tok as u32,
-        tiles_m as u32,
-        bi.off,
-        bb.sums,
-    ];
-    let an = type_name(a.ty).unwrap_or("f32");
-    let bn = if b.ty == Type::F16 { "f16" } else { "f32" };
-    let lim = be.shared().limits;
-    let (sg, wg) = if lim.subgroup_arith {
-        ("_sg", lim.subgroup_size.clamp(4, 128).next_power_of_two())
-    } else {
-        ("", MMV_WG)
-    };
-    let name = format!("mul_mat_vec_id_{an}_{bn}{sg}");
+    let pc = push_constants(
+        [m, n_used, a.ne[0]],
+        [ba.off, bb.bound.off, bd.off],
+        [sa, sb, sd],
+        [
+            a.ne[2] as u32,
+            b.ne[1] as u32,
+            si[1],
+            n_tok as u32,
+            tiles_m as u32,
+            bi.off,
+            bb.sums,
+        ],
+    );
+    let (name, wg) = mmv_shader(be, "mul_mat_vec_id", a.ty, b.ty);
     let groups = (tiles_m * n_used * n_tok) as u64;
     be.dispatch_spec(
         &name,

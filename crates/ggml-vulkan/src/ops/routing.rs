@@ -1,8 +1,8 @@
 //! ARGSORT and SUM_ROWS: one workgroup per row.
 
-use ggml_core::{Graph, Op, SortOrder, TensorDesc, TensorId, Type};
+use ggml_core::{Graph, TensorDesc, TensorId, Type};
 
-use super::Pc4d;
+use super::record_one_source;
 use crate::backend::VulkanBackend;
 use crate::error::Result;
 
@@ -18,20 +18,16 @@ pub(super) fn supports(a: &TensorDesc, d: &TensorDesc) -> bool {
     }
 }
 
-/// Records node `id` (ARGSORT or SUM_ROWS) on `be`.
-pub(super) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> Result<()> {
-    let n = graph.node(id);
-    let (a, d) = (graph.desc(n.src[0]), &n.desc);
-    let ba = be.bind(graph, n.src[0], 4)?;
-    let bd = be.bind(graph, id, 4)?;
-    let rows = a.n_rows() as u64;
-    let (name, desc) = match n.op {
-        Op::Argsort(o) => ("argsort_f32", o == SortOrder::Desc),
-        _ => ("sum_rows_f32", false),
-    };
-    let pc = Pc4d::new(rows)?
-        .tensor(0, &ba, a)
-        .tensor(2, &bd, d)
-        .params(if desc { 1.0 } else { 0.0 }, 0.0);
-    be.dispatch(name, [Some(&ba), None, None], &bd, &pc.0, rows)
+/// Records node `id` (ARGSORT or SUM_ROWS) on `be` with the shader `name`;
+/// `desc` sorts in descending order.
+pub(super) fn record(
+    be: &mut VulkanBackend,
+    graph: &Graph,
+    id: TensorId,
+    name: &str,
+    desc: bool,
+) -> Result<()> {
+    let rows = graph.desc(graph.node(id).src[0]).n_rows() as u64;
+    let p0 = if desc { 1.0 } else { 0.0 };
+    record_one_source(be, graph, id, name, [rows, rows], [p0, 0.0])
 }

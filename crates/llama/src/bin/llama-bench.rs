@@ -206,16 +206,7 @@ fn run() -> Result<()> {
                     };
                     let mut ctx = Context::new(&model, params)?;
                     let n_vocab = model.hparams.n_vocab;
-                    // Warm-up run, as llama.cpp's: the whole prompt (so that
-                    // the compute buffers are touched once before timing)
-                    // and one generated token.
-                    run_test(&mut ctx, n_prompt, usize::from(n_gen > 0), n_vocab)?;
-                    let mut samples = Vec::new();
-                    for _ in 0..reps {
-                        let t = Instant::now();
-                        run_test(&mut ctx, n_prompt, n_gen, n_vocab)?;
-                        samples.push(t.elapsed().as_nanos() as u64);
-                    }
+                    let samples = time_test(&mut ctx, n_prompt, n_gen, n_vocab, reps)?;
                     let rec = Record {
                         test: Test {
                             model: m.clone(),
@@ -233,13 +224,7 @@ fn run() -> Result<()> {
                     };
                     if !json {
                         if records.is_empty() {
-                            let (h, l) = if show_repack {
-                                (" repack |", " -----: |")
-                            } else {
-                                ("", "")
-                            };
-                            println!("| model                          |       size |     params | backend    | threads | ngl |{h}          test |                  t/s |");
-                            println!("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --: |{l} ------------: | -------------------: |");
+                            print_header(show_repack);
                         }
                         print_row(&rec, show_repack);
                     }
@@ -253,6 +238,37 @@ fn run() -> Result<()> {
         println!("[\n{}\n]", items.join(",\n"));
     }
     Ok(())
+}
+
+/// Times `reps` runs of a test (nanoseconds each), after a warm-up run as
+/// llama.cpp's: the whole prompt (so that the compute buffers are touched
+/// once before timing) and one generated token.
+fn time_test(
+    ctx: &mut Context<'_>,
+    n_prompt: usize,
+    n_gen: usize,
+    n_vocab: usize,
+    reps: usize,
+) -> Result<Vec<u64>> {
+    run_test(ctx, n_prompt, usize::from(n_gen > 0), n_vocab)?;
+    let mut samples = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        run_test(ctx, n_prompt, n_gen, n_vocab)?;
+        samples.push(t.elapsed().as_nanos() as u64);
+    }
+    Ok(samples)
+}
+
+/// The header of the markdown table.
+fn print_header(show_repack: bool) {
+    let (h, l) = if show_repack {
+        (" repack |", " -----: |")
+    } else {
+        ("", "")
+    };
+    println!("| model                          |       size |     params | backend    | threads | ngl |{h}          test |                  t/s |");
+    println!("| ------------------------------ | ---------: | ---------: | ---------- | ------: | --: |{l} ------------: | -------------------: |");
 }
 
 fn ts(r: &Record) -> Vec<f64> {

@@ -61,18 +61,7 @@ fn run() -> Result<()> {
     let path = args.model_path()?.to_string();
     let mut mp = args.model_params.clone();
     if !args.log_disable && mp.progress_callback.is_none() {
-        let last = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        mp.progress_callback = Some(Arc::new(move |f: f32| {
-            let dots = (f * 40.0) as usize;
-            let prev = last.swap(dots, std::sync::atomic::Ordering::Relaxed);
-            if dots > prev {
-                eprint!("{}", ".".repeat(dots - prev));
-                if f >= 1.0 {
-                    eprintln!();
-                }
-            }
-            true
-        }));
+        mp.progress_callback = Some(progress_dots());
     }
     let model = Model::load(&path, &mp)?;
     let mut ctx = Context::new(&model, args.ctx_params.clone())?;
@@ -171,7 +160,28 @@ fn run() -> Result<()> {
         n_past += 1;
     }
     writeln!(out).ok();
-    let total = t_start.elapsed();
+    print_perf(&model, &ctx, t_start.elapsed(), n_past);
+    Ok(())
+}
+
+/// A load progress callback that prints a row of 40 dots.
+fn progress_dots() -> llama::params::ProgressCallback {
+    let last = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    Arc::new(move |f: f32| {
+        let dots = (f * 40.0) as usize;
+        let prev = last.swap(dots, std::sync::atomic::Ordering::Relaxed);
+        if dots > prev {
+            eprint!("{}", ".".repeat(dots - prev));
+            if f >= 1.0 {
+                eprintln!();
+            }
+        }
+        true
+    })
+}
+
+/// Prints the timings as llama.cpp's `llama_perf_context_print` does.
+fn print_perf(model: &Model, ctx: &Context, total: std::time::Duration, n_past: usize) {
     let p = ctx.perf;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     llama::info!(
@@ -197,7 +207,6 @@ fn run() -> Result<()> {
         ms(total),
         n_past
     );
-    Ok(())
 }
 
 /// Chat template flags of this tool.

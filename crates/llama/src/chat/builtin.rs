@@ -247,59 +247,8 @@ impl Builtin {
                     }
                 }
             }
-            MistralV1 | MistralV3 | MistralV3Tekken => {
-                let lead = if self == MistralV1 { " " } else { "" };
-                let trail = if self == MistralV3Tekken { "" } else { " " };
-                let mut inside = false;
-                for m in messages {
-                    if !inside {
-                        s += &format!("{lead}[INST]{trail}");
-                        inside = true;
-                    }
-                    match m.role.as_str() {
-                        "system" => s += &format!("{}\n\n", m.content),
-                        "user" => s += &format!("{}{lead}[/INST]", m.content),
-                        _ => {
-                            let c = if self == MistralV3 {
-                                trim(&m.content)
-                            } else {
-                                &m.content
-                            };
-                            s += &format!("{trail}{c}</s>");
-                            inside = false;
-                        }
-                    }
-                }
-            }
-            Llama2 | Llama2Sys | Llama2SysBos | Llama2SysStrip => {
-                let system = self != Llama2;
-                let mut inside = true;
-                s += "[INST] ";
-                for m in messages {
-                    let c = if self == Llama2SysStrip {
-                        trim(&m.content)
-                    } else {
-                        &m.content
-                    };
-                    if !inside {
-                        inside = true;
-                        s += if self == Llama2SysBos {
-                            "<s>[INST] "
-                        } else {
-                            "[INST] "
-                        };
-                    }
-                    match m.role.as_str() {
-                        "system" if system => s += &format!("<<SYS>>\n{c}\n<</SYS>>\n\n"),
-                        "system" => s += &format!("{c}\n"),
-                        "user" => s += &format!("{c} [/INST]"),
-                        _ => {
-                            s += &format!("{c}</s>");
-                            inside = false;
-                        }
-                    }
-                }
-            }
+            MistralV1 | MistralV3 | MistralV3Tekken => s = self.mistral_inst(messages),
+            Llama2 | Llama2Sys | Llama2SysBos | Llama2SysStrip => s = self.llama2(messages),
             Phi3 | Zephyr | Falcon3 => {
                 let end = match self {
                     Phi3 => "<|end|>\n",
@@ -330,46 +279,8 @@ impl Builtin {
                     s += "<s>assistant\n";
                 }
             }
-            Gemma => {
-                let mut system = String::new();
-                for m in messages {
-                    if m.role == "system" {
-                        system += trim(&m.content);
-                        continue;
-                    }
-                    let role = if m.role == "assistant" {
-                        "model"
-                    } else {
-                        &m.role
-                    };
-                    s += &format!("<start_of_turn>{role}\n");
-                    if !system.is_empty() && role != "model" {
-                        s += &format!("{system}\n\n");
-                        system.clear();
-                    }
-                    s += &format!("{}<end_of_turn>\n", trim(&m.content));
-                }
-                if add_ass {
-                    s += "<start_of_turn>model\n";
-                }
-            }
-            Orion => {
-                let mut system = String::new();
-                for m in messages {
-                    match m.role.as_str() {
-                        "system" => system += &m.content,
-                        "user" => {
-                            s += "Human: ";
-                            if !system.is_empty() {
-                                s += &format!("{system}\n\n");
-                                system.clear();
-                            }
-                            s += &format!("{}\n\nAssistant: </s>", m.content);
-                        }
-                        _ => s += &format!("{}</s>", m.content),
-                    }
-                }
-            }
+            Gemma => s = self.gemma(messages, add_ass),
+            Orion => s = self.orion(messages),
             OpenChat => {
                 for m in messages {
                     if m.role == "system" {
@@ -413,29 +324,7 @@ impl Builtin {
                     s += "### Response:\n";
                 }
             }
-            DeepSeek2 | DeepSeek3 => {
-                for m in messages {
-                    match (self, m.role.as_str()) {
-                        (_, "system") => s += &format!("{}\n\n", m.content),
-                        (DeepSeek2, "user") => s += &format!("User: {}\n\n", m.content),
-                        (_, "user") => s += &format!("<｜User｜>{}", m.content),
-                        (DeepSeek2, "assistant") => {
-                            s += &format!("Assistant: {}<｜end▁of▁sentence｜>", m.content)
-                        }
-                        (_, "assistant") => {
-                            s += &format!("<｜Assistant｜>{}<｜end▁of▁sentence｜>", m.content)
-                        }
-                        _ => {}
-                    }
-                }
-                if add_ass {
-                    s += if self == DeepSeek2 {
-                        "Assistant:"
-                    } else {
-                        "<｜Assistant｜>"
-                    };
-                }
-            }
+            DeepSeek2 | DeepSeek3 => s = self.deepseek23(messages, add_ass),
             Llama3 => {
                 for m in messages {
                     s += &format!(
@@ -448,6 +337,145 @@ impl Builtin {
                     s += "<|start_header_id|>assistant<|end_header_id|>\n\n";
                 }
             }
+        }
+        s
+    }
+
+    /// MistralV1 / V3 / V3-Tekken: `[INST]` turns, system prompt inside the first.
+    fn mistral_inst(self, messages: &[Message]) -> String {
+        use Builtin::*;
+        let mut s = String::new();
+        let lead = if self == MistralV1 { " " } else { "" };
+        let trail = if self == MistralV3Tekken { "" } else { " " };
+        let mut inside = false;
+        for m in messages {
+            if !inside {
+                s += &format!("{lead}[INST]{trail}");
+                inside = true;
+            }
+            match m.role.as_str() {
+                "system" => s += &format!("{}\n\n", m.content),
+                "user" => s += &format!("{}{lead}[/INST]", m.content),
+                _ => {
+                    let c = if self == MistralV3 {
+                        trim(&m.content)
+                    } else {
+                        &m.content
+                    };
+                    s += &format!("{trail}{c}</s>");
+                    inside = false;
+                }
+            }
+        }
+        s
+    }
+
+    /// Llama 2 and its variants: `[INST]` turns, `<<SYS>>` system prompt.
+    fn llama2(self, messages: &[Message]) -> String {
+        use Builtin::*;
+        let mut s = String::new();
+        let system = self != Llama2;
+        let mut inside = true;
+        s += "[INST] ";
+        for m in messages {
+            let c = if self == Llama2SysStrip {
+                trim(&m.content)
+            } else {
+                &m.content
+            };
+            if !inside {
+                inside = true;
+                s += if self == Llama2SysBos {
+                    "<s>[INST] "
+                } else {
+                    "[INST] "
+                };
+            }
+            match m.role.as_str() {
+                "system" if system => s += &format!("<<SYS>>\n{c}\n<</SYS>>\n\n"),
+                "system" => s += &format!("{c}\n"),
+                "user" => s += &format!("{c} [/INST]"),
+                _ => {
+                    s += &format!("{c}</s>");
+                    inside = false;
+                }
+            }
+        }
+        s
+    }
+
+    /// Gemma: `<start_of_turn>` turns, the system prompt in the first user turn.
+    fn gemma(self, messages: &[Message], add_ass: bool) -> String {
+        let mut s = String::new();
+        let mut system = String::new();
+        for m in messages {
+            if m.role == "system" {
+                system += trim(&m.content);
+                continue;
+            }
+            let role = if m.role == "assistant" {
+                "model"
+            } else {
+                &m.role
+            };
+            s += &format!("<start_of_turn>{role}\n");
+            if !system.is_empty() && role != "model" {
+                s += &format!("{system}\n\n");
+                system.clear();
+            }
+            s += &format!("{}<end_of_turn>\n", trim(&m.content));
+        }
+        if add_ass {
+            s += "<start_of_turn>model\n";
+        }
+        s
+    }
+
+    /// Orion: `Human:` / `Assistant:` turns.
+    fn orion(self, messages: &[Message]) -> String {
+        let mut s = String::new();
+        let mut system = String::new();
+        for m in messages {
+            match m.role.as_str() {
+                "system" => system += &m.content,
+                "user" => {
+                    s += "Human: ";
+                    if !system.is_empty() {
+                        s += &format!("{system}\n\n");
+                        system.clear();
+                    }
+                    s += &format!("{}\n\nAssistant: </s>", m.content);
+                }
+                _ => s += &format!("{}</s>", m.content),
+            }
+        }
+        s
+    }
+
+    /// DeepSeek 2 and 3.
+    fn deepseek23(self, messages: &[Message], add_ass: bool) -> String {
+        use Builtin::*;
+        let mut s = String::new();
+        for m in messages {
+            match (self, m.role.as_str()) {
+                (_, "system") => s += &format!("{}\n\n", m.content),
+                (DeepSeek2, "user") => s += &format!("User: {}\n\n", m.content),
+                (_, "user") => s += &format!("<｜User｜>{}", m.content),
+                (DeepSeek2, "assistant") => {
+                    s += &format!("Assistant: {}<｜end▁of▁sentence｜>", m.content)
+                }
+                (_, "assistant") => {
+                    s += &format!("<｜Assistant｜>{}<｜end▁of▁sentence｜>", m.content)
+                }
+                _ => {}
+            }
+        }
+        if add_ass {
+            s += if self == DeepSeek2 {
+                "Assistant:"
+            } else {
+                "<｜Assistant｜>"
+            };
         }
         s
     }

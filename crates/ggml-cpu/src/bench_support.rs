@@ -1,0 +1,71 @@
+//! The panel matrix x matrix kernels by name, for the crate's benches
+//! (`benches/gemm.rs`), which time them without the backend around them.
+//! Hidden from the documentation: not a stable interface.
+
+use ggml_core::Type;
+
+/// Weight rows of one panel.
+pub const PANEL_ROWS: usize = crate::simd::PANEL_ROWS;
+/// Most activation columns one [`PanelKernel::run`] call takes.
+pub const GEMM_COLS: usize = crate::simd::GEMM_COLS;
+
+/// One panel kernel: weight rows packed [`PANEL_ROWS`] at a time into a
+/// panel, activation rows (in the weight type's partner type) prepared, then
+/// up to [`GEMM_COLS`] prepared columns against one panel per call.
+#[derive(Clone, Copy)]
+pub struct PanelKernel {
+    g: &'static crate::simd::Gemm,
+}
+
+/// Every panel kernel of the instruction-set level in use (none below
+/// AVX-512), named by its weight type, with the variants kept only for
+/// comparison (named with what they do differently).
+pub fn panel_kernels() -> Vec<(String, Type, PanelKernel)> {
+    crate::simd::panel_kernels()
+        .into_iter()
+        .map(|(name, ty, g)| (name, ty, PanelKernel { g }))
+        .collect()
+}
+
+/// The partner type that activation rows take before [`PanelKernel::prep`].
+pub fn vec_dot_type(ty: Type) -> Option<Type> {
+    crate::simd::vec_dot_type(ty)
+}
+
+impl PanelKernel {
+    /// Bytes of one panel of `n`-element rows.
+    pub fn panel_bytes(&self, n: usize) -> usize {
+        (self.g.panel_bytes)(n)
+    }
+
+    /// Packs 1 to [`PANEL_ROWS`] weight rows into `out` (`panel_bytes(n)`).
+    pub fn pack(&self, n: usize, rows: &[&[u8]], out: &mut [u8]) {
+        (self.g.pack)(n, rows, out)
+    }
+
+    /// Bytes of one prepared activation column.
+    pub fn act_bytes(&self, n: usize) -> usize {
+        (self.g.act_bytes)(n)
+    }
+
+    /// Prepares one activation row `y` into `out` (`act_bytes(n)`).
+    pub fn prep(&self, n: usize, y: &[u8], out: &mut [u8]) {
+        (self.g.prep)(n, y, out)
+    }
+
+    /// `out[c * PANEL_ROWS + r]` = row `r` of `panel` times column `c`.
+    pub fn run(&self, n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+        (self.g.run)(n, panel, cols, out)
+    }
+}
+
+/// The layout of a Q4_K panel super-block, for a bench kernel that reads
+/// it without the arithmetic around the dot products (the ceiling of the
+/// Q4_K kernel): bytes of a panel super-block, offset of its 32 level
+/// vectors, bytes of a prepared activation super-block.
+#[cfg(target_arch = "x86_64")]
+pub const Q4K_PANEL_LAYOUT: (usize, usize, usize) = (
+    crate::simd::gemm_k::Q4K_SB,
+    crate::simd::gemm_k::Q4K_QS,
+    crate::simd::gemm_k::A4_SB,
+);
