@@ -241,3 +241,23 @@ fn phi3_vulkan() {
     tiny_vulkan("tiny-phi3-f32");
     tiny_vulkan("tiny-phi3-q8_0");
 }
+
+#[test]
+fn qwen3moe_f32_cpu() {
+    tiny_cpu("tiny-qwen3moe-f32");
+}
+
+#[test]
+fn qwen3moe_q8_0_cpu() {
+    tiny_cpu("tiny-qwen3moe-q8_0");
+}
+
+#[test]
+fn llama_moe_f32_cpu() {
+    tiny_cpu("tiny-llama-moe-f32");
+}
+
+#[test]
+fn llama_moe_q8_0_cpu() {
+    tiny_cpu("tiny-llama-moe-q8_0");
+}
