@@ -203,7 +203,7 @@ fn experts_in_a_dense_architecture_are_refused() {
             .collect();
         for k in keys {
             let v = m.get(&k).cloned().expect("value");
-            m.set(&k.replacen("qwen3moe.", "qwen3.", 1), v);
+            m.set(k.replacen("qwen3moe.", "qwen3.", 1), v);
         }
     });
     let e = load_err(&p);
