@@ -1,14 +1,22 @@
 //! Mixture-of-experts models beyond llama.cpp's recorded outputs: where the
 //! expert tensors land with `--cpu-moe` / `--n-cpu-moe N`, and batch
 //! independence (a token's logits do not depend on which experts the other
-//! tokens of its ubatch pick).
+//! tokens of its ubatch pick), and the expert layouts `xtask gen-model`
+//! writes.
 
 use std::sync::Arc;
 
 use ggml_core::Device;
 use llama::context::FlashAttnType;
 use llama::{Batch, Context, ContextParams, Model, ModelParams, TensorBuftOverride, TensorKind};
-use tests::{cpu_params, fixtures, max_abs_diff, teacher_forced_logits, vulkan_device};
+use tests::{
+    cpu_params, fixtures, max_abs_diff, scratch_dir, teacher_forced_logits, vulkan_device,
+};
+use xtask::gen_model::moe::{Layout, MoeArgs};
+use xtask::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use xtask::gen_model::types::OutType;
+use xtask::gen_model::vocab::Vocab;
+use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 const EXPERT_KINDS: [TensorKind; 3] = [
     TensorKind::FfnGateExps,
@@ -186,4 +194,87 @@ fn batch_independence_vulkan() {
         ..ModelParams::default()
     };
     check_batch_independence(&mp, "Vulkan");
+}
+
+/// A small model in `layout`, Q8_0: 8 experts of which 2 are used, 256
+/// wide, 2 layers, 8 query heads over 2 KV heads; for qwen3moe 64-wide
+/// heads (a Q width of 512, twice the model's) and 128-wide experts.
+fn write_moe(layout: Layout) -> std::path::PathBuf {
+    let arch = match layout {
+        Layout::Mixtral => Arch::Llama,
+        Layout::Qwen3moe => Arch::Qwen2,
+    };
+    let o = ShapeOverrides {
+        arch: Some(arch),
+        n_vocab: Some(512),
+        n_embd: Some(256),
+        n_layer: Some(2),
+        n_head: Some(8),
+        n_head_kv: Some(2),
+        n_ff: Some(256),
+        n_ctx: Some(256),
+        ..ShapeOverrides::default()
+    };
+    let shape = Shape::resolve(Preset::Stories260k, &o).expect("shape");
+    let qwen = layout == Layout::Qwen3moe;
+    let args = MoeArgs {
+        n_expert: Some(8),
+        n_expert_used: Some(2),
+        moe_layout: Some(layout),
+        n_ff_exp: qwen.then_some(128),
+        moe_head_dim: qwen.then_some(64),
+    };
+    let spec = ModelSpec {
+        experts: args.resolve(&shape).expect("experts"),
+        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
+        shape,
+        ty: "q8_0".parse::<OutType>().expect("type").pure(),
+        seed: 7,
+        name: format!("{layout:?} test"),
+        alignment: None,
+    };
+    let path = scratch_dir(&format!("gen-{layout:?}")).join("model.gguf");
+    generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
+    path
+}
+
+/// Both layouts `gen-model` writes load with the expected hyperparameters
+/// and decode the same logits token by token as in one ubatch.
+#[test]
+fn generated_moe_models_load_and_decode() {
+    for (layout, arch, n_ff_exp) in [
+        (Layout::Mixtral, "llama", 256),
+        (Layout::Qwen3moe, "qwen3moe", 128),
+    ] {
+        let path = write_moe(layout);
+        let model = Model::load(&path, &cpu_params()).expect("load");
+        let hp = &model.hparams;
+        assert_eq!(model.arch.name(), arch);
+        assert_eq!(
+            (hp.n_expert, hp.n_expert_used(1), hp.n_ff_exp(1)),
+            (8, 2, n_ff_exp)
+        );
+        let toks: Vec<i32> = (0..32).map(|i| (i * 37 + 5) % 512).collect();
+        let cp = ContextParams {
+            n_ctx: 64,
+            n_batch: 32,
+            n_ubatch: 32,
+            n_threads: 2,
+            n_threads_batch: 2,
+            ..ContextParams::default()
+        };
+        let mut ctx = Context::new(&model, cp).expect("context");
+        let batched = teacher_forced_logits(&mut ctx, &toks);
+        assert!(batched.iter().all(|x| x.is_finite()), "{arch}: logits");
+        ctx.kv_clear();
+        let n_vocab = hp.n_vocab;
+        for (i, &t) in toks.iter().enumerate() {
+            ctx.decode(&Batch::get_one(&[t])).expect("decode");
+            let d = max_abs_diff(
+                ctx.logits_ith(-1).expect("logits"),
+                &batched[i * n_vocab..(i + 1) * n_vocab],
+            );
+            assert!(d <= BATCH_TOL_QUANT, "{arch}: token {i} differs by {d}");
+        }
+    }
 }
