@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use llama::context::FlashAttnType;
-use llama::{Context, ContextParams, Model, ModelParams};
+use llama::{Context, ContextParams, Model, ModelParams, TensorBuftOverride};
 use tests::{cpu_params, expected, fixtures, greedy, ids, vulkan_device};
 
 /// The real models' folder: `$LLAMA_MODELS`, else `target/models` of the
@@ -240,4 +240,56 @@ fn phi3_q8_0_cpu() {
 fn phi3_vulkan() {
     tiny_vulkan("tiny-phi3-f32");
     tiny_vulkan("tiny-phi3-q8_0");
+}
+
+#[test]
+fn qwen3moe_f32_cpu() {
+    tiny_cpu("tiny-qwen3moe-f32");
+}
+
+#[test]
+fn qwen3moe_q8_0_cpu() {
+    tiny_cpu("tiny-qwen3moe-q8_0");
+}
+
+#[test]
+fn llama_moe_f32_cpu() {
+    tiny_cpu("tiny-llama-moe-f32");
+}
+
+#[test]
+fn llama_moe_q8_0_cpu() {
+    tiny_cpu("tiny-llama-moe-q8_0");
+}
+
+/// On Vulkan with every layer, then with the experts of the first layer
+/// (`--n-cpu-moe 1`) and of every layer (`--cpu-moe`) kept in CPU memory.
+fn tiny_vulkan_moe(name: &str) {
+    let Some(gpu) = vulkan_device() else { return };
+    let variants = [
+        ("all layers", Vec::new()),
+        ("--n-cpu-moe 1", TensorBuftOverride::n_cpu_moe(1)),
+        ("--cpu-moe", vec![TensorBuftOverride::cpu_moe()]),
+    ];
+    for (label, overrides) in variants {
+        let mp = ModelParams {
+            devices: Some(vec![gpu.clone()]),
+            n_gpu_layers: 99,
+            tensor_buft_overrides: overrides,
+            ..ModelParams::default()
+        };
+        tiny(name, &mp, &format!("Vulkan, {label}"));
+    }
+}
+
+#[test]
+fn qwen3moe_vulkan() {
+    tiny_vulkan_moe("tiny-qwen3moe-f32");
+    tiny_vulkan_moe("tiny-qwen3moe-q8_0");
+}
+
+#[test]
+fn llama_moe_vulkan() {
+    tiny_vulkan_moe("tiny-llama-moe-f32");
+    tiny_vulkan_moe("tiny-llama-moe-q8_0");
 }

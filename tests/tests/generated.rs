@@ -61,6 +61,7 @@ fn write_model(dir: &Path, arch: Arch, ty: &str) -> PathBuf {
         seed: SEED,
         name: format!("{} {ty}", arch.name()),
         alignment: None,
+        experts: None,
     };
     let path = dir.join(format!("{}-{ty}.gguf", arch.name()));
     let summary = generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");

@@ -123,6 +123,9 @@ pub struct GenModelArgs {
     /// Print only the summary.
     #[arg(long, short)]
     pub quiet: bool,
+    /// Mixture-of-experts layers.
+    #[command(flatten)]
+    pub moe: crate::gen_model::moe::MoeArgs,
 }
 
 /// Flags of `bench`.
@@ -296,7 +299,9 @@ pub fn model_spec(a: &GenModelArgs) -> Result<ModelSpec> {
             )));
         }
     }
+    let experts = a.moe.resolve(&shape)?;
     Ok(ModelSpec {
+        experts,
         shape,
         vocab,
         ty: if a.pure { a.ty.pure() } else { a.ty },
@@ -336,7 +341,7 @@ fn gen_model(a: GenModelArgs) -> Result<()> {
     println!(
         "wrote {}: {} {} ({}{}), {} tensors ({}), {:.1} M parameters, {:.2} MiB, seed {}, in {:.2} s",
         a.out.display(),
-        spec.shape.arch.name(),
+        spec.arch_name(),
         spec.name,
         spec.ty,
         if spec.ty.pure { ", pure" } else { "" },

@@ -62,6 +62,7 @@ fn tiny_layout_matches_the_fixture_generator() {
         seed: 21,
         name: "tiny".into(),
         alignment: None,
+        experts: None,
     };
     let (bytes, _) = generate(&spec, &WriteSettings::default(), Vec::new()).unwrap();
     let ours = GgufFile::from_bytes(&bytes).unwrap();

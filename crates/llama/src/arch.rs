@@ -118,10 +118,18 @@ pub enum TensorKind {
     FfnUp,
     /// Norm of the FFN output before the residual add [n_embd].
     FfnPostNorm,
+    /// Expert router [n_embd, n_expert].
+    FfnGateInp,
+    /// Gate projections of all experts [n_embd, n_ff_exp, n_expert].
+    FfnGateExps,
+    /// Up projections of all experts [n_embd, n_ff_exp, n_expert].
+    FfnUpExps,
+    /// Down projections of all experts [n_ff_exp, n_embd, n_expert].
+    FfnDownExps,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 24;
+pub const N_TENSOR_KINDS: usize = 28;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,6 +155,8 @@ pub enum TensorOp {
     Add,
     /// MUL_MAT (projections).
     MulMat,
+    /// MUL_MAT_ID (expert projections, one matrix per selected expert).
+    MulMatId,
     /// ROPE frequency factors.
     Rope,
 }
@@ -205,6 +215,10 @@ impl TensorKind {
             TensorKind::FfnDown => ti("ffn_down.weight", Layer, MulMat),
             TensorKind::FfnUp => ti("ffn_up.weight", Layer, MulMat),
             TensorKind::FfnPostNorm => ti("post_ffw_norm.weight", Layer, Mul),
+            TensorKind::FfnGateInp => ti("ffn_gate_inp.weight", Layer, MulMat),
+            TensorKind::FfnGateExps => ti("ffn_gate_exps.weight", Layer, MulMatId),
+            TensorKind::FfnUpExps => ti("ffn_up_exps.weight", Layer, MulMatId),
+            TensorKind::FfnDownExps => ti("ffn_down_exps.weight", Layer, MulMatId),
         }
     }
 
@@ -252,12 +266,22 @@ impl TensorKind {
             TensorKind::AttnVBias => vec![hp.n_embd_v_gqa(il)],
             TensorKind::FfnGate | TensorKind::FfnUp => vec![n_embd, hp.n_ff(il)],
             TensorKind::FfnDown => vec![hp.n_ff(il), n_embd],
+            TensorKind::FfnGateInp => vec![n_embd, hp.n_expert],
+            TensorKind::FfnGateExps | TensorKind::FfnUpExps => {
+                vec![n_embd, hp.n_ff_exp(il), hp.n_expert]
+            }
+            TensorKind::FfnDownExps => vec![hp.n_ff_exp(il), n_embd, hp.n_expert],
         }
     }
 
     /// True when the op that reads the tensor is a matrix multiplication.
     pub fn is_matrix(self) -> bool {
-        self.info().op == TensorOp::MulMat
+        matches!(self.info().op, TensorOp::MulMat | TensorOp::MulMatId)
+    }
+
+    /// True for the 3-d tensors holding one matrix per expert.
+    pub fn is_expert(self) -> bool {
+        self.info().op == TensorOp::MulMatId
     }
 }
 
@@ -270,6 +294,29 @@ pub enum Need {
     Optional,
     /// May be absent; then the token embeddings are used (tied output).
     TiedToEmbd,
+    /// Required when the model has no experts (`expert_count` 0), and not
+    /// read otherwise: the dense FFN of an architecture with both layouts.
+    Dense,
+    /// Required when the model has experts, not read otherwise.
+    Moe,
+    /// May be present when the model has experts, not read otherwise.
+    MoeOptional,
+}
+
+impl Need {
+    /// Whether a model with `n_expert` experts reads the tensor at all.
+    pub fn applies(self, n_expert: usize) -> bool {
+        match self {
+            Need::Dense => n_expert == 0,
+            Need::Moe | Need::MoeOptional => n_expert > 0,
+            Need::Required | Need::Optional | Need::TiedToEmbd => true,
+        }
+    }
+
+    /// Whether loading fails when the tensor is absent (and read).
+    pub fn required(self) -> bool {
+        matches!(self, Need::Required | Need::Dense | Need::Moe)
+    }
 }
 
 /// The shape of a tensor as a function of the hyperparameters and layer.
@@ -328,6 +375,34 @@ pub const fn tied(kind: TensorKind) -> TensorSpec {
     }
 }
 
+/// A tensor of the dense FFN of an architecture that also has an expert
+/// layout.
+pub const fn dense(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::Dense,
+        shape: None,
+    }
+}
+
+/// A tensor required in models with experts.
+pub const fn moe(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::Moe,
+        shape: None,
+    }
+}
+
+/// A tensor that models with experts may have.
+pub const fn moe_opt(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::MoeOptional,
+        shape: None,
+    }
+}
+
 /// A required tensor with an architecture-specific shape.
 pub const fn req_shaped(kind: TensorKind, shape: ShapeFn) -> TensorSpec {
     TensorSpec {
@@ -347,7 +422,7 @@ mod tests {
         let e = Arch::from_name("mamba").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'mamba'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::FfnPostNorm as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::FfnDownExps as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

@@ -237,6 +237,16 @@ impl CommonArgs {
                         a.model_params.tensor_buft_overrides.push(part.parse()?);
                     }
                 }
+                "-cmoe" | "--cpu-moe" => a
+                    .model_params
+                    .tensor_buft_overrides
+                    .push(crate::params::TensorBuftOverride::cpu_moe()),
+                "-ncmoe" | "--n-cpu-moe" => {
+                    let n: usize = num(&flag, &val("N")?, "a non-negative integer")?;
+                    a.model_params
+                        .tensor_buft_overrides
+                        .extend(crate::params::TensorBuftOverride::n_cpu_moe(n));
+                }
                 "--override-kv" => a
                     .model_params
                     .kv_overrides
@@ -379,6 +389,16 @@ mod tests {
         assert!(parse("-c abc").is_err());
         assert!(parse("-ctk q9").is_err());
         assert!(parse("-sm diagonal").is_err());
+        let moe = parse("-ncmoe 3 -cmoe")
+            .unwrap()
+            .model_params
+            .tensor_buft_overrides;
+        assert_eq!(moe.len(), 4);
+        assert!(moe[2].pattern.is_match("blk.2.ffn_up_exps.weight"));
+        assert!(moe[3].pattern.is_match("blk.40.ffn_down_exps.weight"));
+        assert!(moe.iter().all(|o| o.buft == "CPU"));
+        assert!(parse("--n-cpu-moe -1").is_err());
+        assert!(parse("--n-cpu-moe").is_err());
         use crate::context::FlashAttnType;
         assert_eq!(
             parse("-fa off").unwrap().ctx_params.flash_attn_type,

@@ -10,6 +10,9 @@ use crate::params::{KvOverride, KvOverrideValue};
 /// Largest layer count accepted (llama.cpp's LLAMA_MAX_LAYERS).
 pub const MAX_LAYERS: usize = 512;
 
+/// Largest expert count accepted (llama.cpp's LLAMA_MAX_EXPERTS).
+pub const MAX_EXPERTS: usize = 1024;
+
 /// How rope positions are scaled beyond the trained context.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RopeScaling {
@@ -70,6 +73,14 @@ pub struct HParams {
     pub f_final_logit_softcapping: f32,
     /// Scale of the attention scores; 0 = 1/sqrt(n_embd_head_k).
     pub f_attention_scale: f32,
+    /// Experts per mixture-of-experts layer (0: dense FFN).
+    pub n_expert: usize,
+    /// Experts each token uses, per layer (0 without experts).
+    pub n_expert_used_arr: Vec<usize>,
+    /// Width of one expert's FFN, per layer (0 without experts).
+    pub n_ff_exp_arr: Vec<usize>,
+    /// Whether the selected experts' weights are divided by their sum.
+    pub expert_weights_norm: bool,
 }
 
 /// Largest width of any one tensor dim the hyperparameters may imply; a
@@ -118,6 +129,14 @@ impl HParams {
     pub fn has_swa(&self) -> bool {
         (0..self.n_layer).any(|il| self.is_swa(il))
     }
+    /// Experts each token uses in layer `il`.
+    pub fn n_expert_used(&self, il: usize) -> usize {
+        self.n_expert_used_arr[il]
+    }
+    /// Width of one expert's FFN in layer `il`.
+    pub fn n_ff_exp(&self, il: usize) -> usize {
+        self.n_ff_exp_arr[il]
+    }
     /// Query heads per KV head (GQA ratio) of layer `il`.
     pub fn n_gqa(&self, il: usize) -> usize {
         self.n_head(il) / self.n_head_kv(il).max(1)
@@ -135,14 +154,7 @@ impl HParams {
                 k("block_count")
             )));
         }
-        if let Some(n_expert) = meta.get_usize_opt(&k("expert_count"))? {
-            if n_expert > 0 {
-                return Err(LlamaError::NotSupported(format!(
-                    "mixture-of-experts models ({} = {n_expert})",
-                    k("expert_count")
-                )));
-            }
-        }
+        let (n_expert, n_expert_used_arr) = load_experts(arch, meta, n_layer)?;
         let n_ff_arr = meta.get_per_layer(&k("feed_forward_length"), n_layer)?;
         let n_head_arr = meta.get_per_layer(&k("attention.head_count"), n_layer)?;
         let n_head_kv_arr = match meta.get_per_layer_opt(&k("attention.head_count_kv"), n_layer)? {
@@ -172,7 +184,7 @@ impl HParams {
                     "layer {il}: n_head_kv = {hkv} does not divide n_head = {h}"
                 )));
             }
-            if n_ff_arr[il] == 0 {
+            if n_ff_arr[il] == 0 && n_expert == 0 {
                 return Err(LlamaError::HParams(format!("layer {il}: n_ff = 0")));
             }
         }
@@ -253,9 +265,37 @@ impl HParams {
             f_attn_logit_softcapping: 0.0,
             f_final_logit_softcapping: 0.0,
             f_attention_scale: 0.0,
+            n_expert,
+            n_expert_used_arr,
+            n_ff_exp_arr: vec![0; n_layer],
+            expert_weights_norm: false,
         };
+        if n_expert > 0 {
+            if let Some(v) = meta.get_per_layer_opt(&k("expert_feed_forward_length"), n_layer)? {
+                hp.n_ff_exp_arr = v;
+            }
+        }
         (arch.def().load_hparams)(&mut hp, meta)?;
+        hp.check_experts()?;
         Ok(hp)
+    }
+
+    /// Checks the expert widths an architecture hook settled on.
+    fn check_experts(&self) -> Result<()> {
+        if self.n_expert == 0 {
+            return Ok(());
+        }
+        let key = self.arch.key("expert_feed_forward_length");
+        for il in 0..self.n_layer {
+            let n_ff_exp = self.n_ff_exp(il);
+            if n_ff_exp == 0 {
+                return Err(LlamaError::HParams(format!(
+                    "layer {il}: expert width 0 ({key}, or the architecture's default)"
+                )));
+            }
+            checked_dim("n_ff_exp * n_embd", &[n_ff_exp, self.n_embd])?;
+        }
+        Ok(())
     }
 
     /// Reads the sliding window (`attention.sliding_window`, which must be
@@ -301,6 +341,50 @@ impl HParams {
             .collect();
         Ok(())
     }
+}
+
+/// Reads `expert_count` and `expert_used_count` (one value or one per
+/// layer) and checks them against each other and against the
+/// architecture's tensor table (an architecture without a router tensor
+/// has no expert layout).
+fn load_experts(arch: Arch, meta: &MetaView<'_>, n_layer: usize) -> Result<(usize, Vec<usize>)> {
+    let count_key = arch.key("expert_count");
+    let used_key = arch.key("expert_used_count");
+    let n_expert = meta.get_usize_opt(&count_key)?.unwrap_or(0);
+    let used = meta
+        .get_per_layer_opt(&used_key, n_layer)?
+        .unwrap_or_else(|| vec![0; n_layer]);
+    if n_expert == 0 {
+        if let Some(u) = used.iter().find(|&&u| u != 0) {
+            return Err(LlamaError::HParams(format!(
+                "{used_key} = {u} but the model has no experts ({count_key} absent or 0)"
+            )));
+        }
+        return Ok((0, used));
+    }
+    let has_router = arch
+        .tensors()
+        .iter()
+        .any(|s| s.kind == crate::arch::TensorKind::FfnGateInp);
+    if !has_router {
+        return Err(LlamaError::NotSupported(format!(
+            "mixture-of-experts models of architecture '{}' ({count_key} = {n_expert})",
+            arch.name()
+        )));
+    }
+    if n_expert > MAX_EXPERTS {
+        return Err(LlamaError::HParams(format!(
+            "{count_key} = {n_expert} is above the limit of {MAX_EXPERTS}"
+        )));
+    }
+    for (il, &u) in used.iter().enumerate() {
+        if u == 0 || u > n_expert {
+            return Err(LlamaError::HParams(format!(
+                "{used_key} = {u} (layer {il}) must be between 1 and {count_key} = {n_expert}"
+            )));
+        }
+    }
+    Ok((n_expert, used))
 }
 
 /// Metadata seen through the user's overrides, with the typed getters the

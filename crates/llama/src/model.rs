@@ -297,7 +297,15 @@ impl Model {
         let mut reqs = Vec::new();
         let mut used = std::collections::HashSet::new();
         let mut moved: BTreeMap<(String, String), usize> = BTreeMap::new();
-        for spec in self.arch.tensors() {
+        if hp.n_expert > 0 {
+            refuse_split_experts(files)?;
+        }
+        for spec in self
+            .arch
+            .tensors()
+            .iter()
+            .filter(|s| s.need.applies(hp.n_expert))
+        {
             let layers: Vec<Option<usize>> = if spec.per_layer() {
                 (0..hp.n_layer).map(Some).collect()
             } else {
@@ -315,10 +323,7 @@ impl Model {
                 let (file_idx, info) = match found {
                     Some(x) => x,
                     None => match spec.need {
-                        Need::Required => {
-                            return Err(LlamaError::Tensor(format!("missing tensor '{name}'")));
-                        }
-                        Need::Optional => continue,
+                        Need::Optional | Need::MoeOptional => continue,
                         Need::TiedToEmbd => {
                             // The output shares the embeddings: load them a
                             // second time where the output layer lives.
@@ -332,11 +337,20 @@ impl Model {
                                 }
                             }
                         }
+                        Need::Required | Need::Dense | Need::Moe => {
+                            return Err(LlamaError::Tensor(format!("missing tensor '{name}'")));
+                        }
                     },
                 };
                 used.insert(info.name.clone());
                 let expected = spec.expected_shape(hp, il.unwrap_or(0));
-                check_shape(&name, &info.dims, &expected)?;
+                check_shape(&name, &info.dims, &expected).map_err(|e| {
+                    if spec.kind.is_expert() || spec.kind == TensorKind::FfnGateInp {
+                        expert_shape_context(e, hp, il.unwrap_or(0))
+                    } else {
+                        e
+                    }
+                })?;
                 let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
                 let desc = TensorDesc::new(name.clone(), info.ty, &ne);
                 let entry = match params
@@ -504,6 +518,49 @@ fn check_shape(name: &str, dims: &[u64], expected: &[usize]) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Adds the hyperparameters an expert tensor's shape comes from to a shape
+/// error, so that a file whose tensors disagree with its `expert_count`
+/// says which number is off.
+fn expert_shape_context(e: LlamaError, hp: &HParams, il: usize) -> LlamaError {
+    match e {
+        LlamaError::Tensor(msg) => LlamaError::Tensor(format!(
+            "{msg} (from {} = {}, expert width {} = {})",
+            hp.arch.key("expert_count"),
+            hp.n_expert,
+            if hp.arch.name() == "llama" {
+                hp.arch.key("feed_forward_length")
+            } else {
+                hp.arch.key("expert_feed_forward_length")
+            },
+            hp.n_ff_exp(il)
+        )),
+        e => e,
+    }
+}
+
+/// Files from before the experts of a layer were merged into one 3-d tensor
+/// keep one matrix per expert (`blk.N.ffn_gate.E.weight`); llama.cpp no
+/// longer reads them either.
+fn refuse_split_experts(files: &GgufModel) -> Result<()> {
+    let split = files.tensors().map(|(_, t)| &t.name).find(|n| {
+        let mut parts = n.split('.');
+        parts.next() == Some("blk")
+            && parts.next().is_some_and(|l| l.parse::<usize>().is_ok())
+            && parts
+                .next()
+                .is_some_and(|t| matches!(t, "ffn_gate" | "ffn_up" | "ffn_down"))
+            && parts.next().is_some_and(|e| e.parse::<usize>().is_ok())
+    });
+    match split {
+        Some(name) => Err(LlamaError::NotSupported(format!(
+            "per-expert tensors such as '{name}' (the older split Mixtral layout); \
+             convert the model again so that each layer holds ffn_gate_exps, \
+             ffn_up_exps and ffn_down_exps"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// `260K`, `1.1B` style parameter counts.

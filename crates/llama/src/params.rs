@@ -120,6 +120,38 @@ impl std::str::FromStr for TensorBuftOverride {
     }
 }
 
+/// Names of the expert tensors (llama.cpp's `LLM_FFN_EXPS_REGEX`): the
+/// per-expert gate, up, down and fused gate-up projections.
+pub const FFN_EXPS_PATTERN: &str = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps";
+
+/// The CPU's own buffer type: expert tensors kept "in CPU memory" go here
+/// (never to a repacked type, which does not serve MUL_MAT_ID).
+const CPU_BUFT: &str = "CPU";
+
+impl TensorBuftOverride {
+    /// Every expert tensor in CPU memory (`--cpu-moe`): attention, norms and
+    /// the KV cache stay on the layer's device, the expert products run on
+    /// the CPU (or are offloaded for large batches like any CPU weight).
+    pub fn cpu_moe() -> TensorBuftOverride {
+        TensorBuftOverride {
+            pattern: regex::Regex::new(FFN_EXPS_PATTERN).expect("constant pattern"),
+            buft: CPU_BUFT.into(),
+        }
+    }
+
+    /// The expert tensors of the first `n` layers in CPU memory
+    /// (`--n-cpu-moe N`).
+    pub fn n_cpu_moe(n: usize) -> Vec<TensorBuftOverride> {
+        (0..n)
+            .map(|il| TensorBuftOverride {
+                pattern: regex::Regex::new(&format!(r"blk\.{il}{FFN_EXPS_PATTERN}"))
+                    .expect("constant pattern"),
+                buft: CPU_BUFT.into(),
+            })
+            .collect()
+    }
+}
+
 /// Progress callback: receives the fraction loaded (0..=1); returning false cancels.
 pub type ProgressCallback = Arc<dyn Fn(f32) -> bool + Send + Sync>;
 
@@ -223,6 +255,16 @@ mod tests {
         let t: TensorBuftOverride = "ffn_.*=CPU".parse().unwrap();
         assert!(t.pattern.is_match("blk.0.ffn_up.weight"));
         assert!("(=CPU".parse::<TensorBuftOverride>().is_err());
+        let all = TensorBuftOverride::cpu_moe();
+        assert!(all.pattern.is_match("blk.17.ffn_down_exps.weight"));
+        assert!(all.pattern.is_match("blk.0.ffn_gate_up_exps.weight"));
+        assert!(!all.pattern.is_match("blk.0.ffn_gate_inp.weight"));
+        assert!(!all.pattern.is_match("blk.0.ffn_down.weight"));
+        let first2 = TensorBuftOverride::n_cpu_moe(2);
+        let hit = |n: &str| first2.iter().any(|o| o.pattern.is_match(n));
+        assert!(hit("blk.1.ffn_up_exps.weight") && hit("blk.0.ffn_gate_exps.weight"));
+        assert!(!hit("blk.2.ffn_up_exps.weight") && !hit("blk.10.ffn_up_exps.weight"));
+        assert!(!hit("blk.1.attn_q.weight"));
         assert_eq!("row".parse::<SplitMode>().unwrap(), SplitMode::Row);
         assert!("rows".parse::<SplitMode>().is_err());
     }

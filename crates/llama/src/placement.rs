@@ -221,6 +221,18 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.mul_mat(w, x).ok()?
         }
+        TensorOp::MulMatId => {
+            // As the expert FFN calls it: every token's slots, each slot
+            // naming one expert.
+            let n_used = (0..hp.n_layer)
+                .map(|il| hp.n_expert_used(il))
+                .max()
+                .unwrap_or(1)
+                .max(1);
+            let x = g.input("x", Type::F32, &[desc.ne[0], n_used, N]);
+            let ids = g.input("ids", Type::I32, &[n_used, N]);
+            g.mul_mat_id(w, x, ids).ok()?
+        }
     };
     Some(Probe {
         graph: g,

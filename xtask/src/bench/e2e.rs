@@ -462,6 +462,7 @@ fn generate(path: &Path, ty: OutType, n_layer: Option<u32>) -> Result<()> {
         seed: SEED,
         name: "tinyllama-1.1b random".into(),
         alignment: None,
+        experts: None,
     };
     let tmp = path.with_extension("gguf.partial");
     generate_file(&spec, &WriteSettings::default(), &tmp)?;

@@ -13,6 +13,7 @@
 //! type (see [`types::storage_type`]).
 
 pub mod mixture;
+pub mod moe;
 pub mod plan;
 pub mod rng;
 pub mod shape;
@@ -58,6 +59,8 @@ pub struct ModelSpec {
     pub name: String,
     /// `general.alignment`, when not the default.
     pub alignment: Option<u32>,
+    /// Mixture-of-experts layers instead of dense FFNs.
+    pub experts: Option<moe::Experts>,
 }
 
 /// How the model is written (nothing here changes its bytes).
@@ -153,13 +156,28 @@ impl ModelSpec {
         for (key, value) in &self.vocab.keys {
             md.set(key.as_str(), value.clone());
         }
+        if let Some(x) = &self.experts {
+            x.edit_metadata(&mut md, s);
+        }
         md.alignment()?;
         Ok(md)
     }
 
     /// The tensors to write.
     pub fn plan(&self) -> Vec<TensorPlan> {
-        plan::plan(&self.shape, self.ty)
+        let dense = plan::plan(&self.shape, self.ty);
+        match &self.experts {
+            Some(x) => x.edit_plan(dense, &self.shape, self.ty),
+            None => dense,
+        }
+    }
+
+    /// The `general.architecture` written.
+    pub fn arch_name(&self) -> &'static str {
+        match &self.experts {
+            Some(x) => x.arch_name(&self.shape),
+            None => self.shape.arch.name(),
+        }
     }
 }
 

@@ -17,6 +17,7 @@ pub fn spec(preset: Preset, o: ShapeOverrides, ty: &str, seed: u64) -> ModelSpec
         seed,
         name: "test".into(),
         alignment: None,
+        experts: None,
     }
 }
 

@@ -20,6 +20,7 @@ const HELP: &str = "usage: llama-bench -m MODEL [options]
   -rpc, --rpc LIST        RPC servers host:port[,host:port...]
   -mmp, --mmap 0|1        memory-map the model (default 1)
   -fa, --flash-attn on|off|auto  fused attention (default auto: on where every backend supports it)
+  -ncmoe, --n-cpu-moe N   keep the expert weights of the first N layers in CPU memory
   --repack LIST           repack weights for the CPU's matrix kernels, 0|1
                           (default 1)
   -r, --repetitions N     repetitions (default 5)
@@ -110,6 +111,7 @@ fn run() -> Result<()> {
     let mut devices = None;
     let mut use_mmap = true;
     let mut repacks = vec![true];
+    let mut n_cpu_moe = 0usize;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut val = || {
@@ -132,6 +134,11 @@ fn run() -> Result<()> {
             "-mmp" | "--mmap" => use_mmap = bool_list(&a, &val()?)?[0],
             "-fa" | "--flash-attn" => cp.flash_attn_type = val()?.parse()?,
             "--repack" => repacks = bool_list(&a, &val()?)?,
+            "-ncmoe" | "--n-cpu-moe" => {
+                n_cpu_moe = val()?
+                    .parse()
+                    .map_err(|_| LlamaError::InvalidParam(format!("{a}: expected one count")))?
+            }
             "-o" | "--output" => {
                 json = match val()?.as_str() {
                     "json" => true,
@@ -177,6 +184,7 @@ fn run() -> Result<()> {
                 devices: devices.clone(),
                 use_mmap,
                 use_extra_bufts: repack,
+                tensor_buft_overrides: llama::TensorBuftOverride::n_cpu_moe(n_cpu_moe),
                 ..ModelParams::default()
             };
             let model = Model::load(m, &mp)?;

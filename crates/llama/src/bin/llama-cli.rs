@@ -30,6 +30,8 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --no-mmap, --mlock, --check-tensors
   -nr, --no-repack          keep CPU weights in ggml's layout (no repacking)
   -ot, --override-tensor PATTERN=BUFFER_TYPE
+  -cmoe, --cpu-moe          keep all mixture-of-experts weights in CPU memory
+  -ncmoe, --n-cpu-moe N     keep the expert weights of the first N layers in CPU memory
   --override-kv KEY=TYPE:VALUE
   -ctk, -ctv TYPE           KV cache types (f16 default; f32, q8_0, q4_0)
   -nkvo, --no-kv-offload    keep the KV cache on the CPU

@@ -1,5 +1,9 @@
-//! Feed-forward variants. An architecture names its variant; a new kind
-//! (mixture of experts, say) is one more arm here, chosen per architecture.
+//! Feed-forward variants. An architecture names its variant; a new kind is
+//! one more arm here, chosen per architecture. The mixture of experts is
+//! llama.cpp's `build_moe_ffn` for softmax routing: router logits, softmax,
+//! top-k experts per token, their probabilities (renormalised over the k
+//! when the model says so) weighting the sum of the selected experts'
+//! SwiGLU outputs.
 
 use ggml_core::{GluOp, TensorId};
 
@@ -16,12 +20,15 @@ pub enum Ffn {
     Geglu,
     /// `down(silu(a) * b)` where `ffn_up` gives [a; b] (phi3).
     SwigluFused,
+    /// Mixture of SwiGLU experts with softmax routing (Mixtral, qwen3moe).
+    MoeSwiglu,
 }
 
 impl Builder<'_> {
     /// Applies feed-forward `kind` of layer `il` to the normed input `x`.
     pub fn ffn(&mut self, x: TensorId, kind: Ffn, il: usize) -> Result<TensorId> {
         let act = match kind {
+            Ffn::MoeSwiglu => return self.moe_ffn(x, il),
             Ffn::Swiglu | Ffn::Geglu => {
                 let up = self.linear(x, TensorKind::FfnUp, None, il)?;
                 let gate = self.linear(x, TensorKind::FfnGate, None, il)?;
@@ -40,5 +47,68 @@ impl Builder<'_> {
         let down = self.linear(act, TensorKind::FfnDown, None, il)?;
         self.g.set_name(down, format!("ffn_out-{il}"));
         Ok(down)
+    }
+}
+
+/// Lower bound of the sum of the selected experts' probabilities before
+/// dividing by it: 2^-14, the smallest normal F16, as llama.cpp clamps.
+const MIN_WEIGHT_SUM: f32 = 1.0 / 16384.0;
+
+impl Builder<'_> {
+    /// Mixture-of-experts FFN of layer `il` on the normed input `x`
+    /// [n_embd, n_tokens]: each token goes through its `n_expert_used`
+    /// most probable experts; the outputs are summed with the router's
+    /// probabilities as weights.
+    pub fn moe_ffn(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
+        let hp = self.hp;
+        let n_embd = self.g.desc(x).ne[0];
+        let n_tokens = self.g.desc(x).ne[1];
+        let (n_expert, n_used) = (hp.n_expert, hp.n_expert_used(il));
+        let logits = self.linear(x, TensorKind::FfnGateInp, None, il)?;
+        self.g.set_name(logits, format!("ffn_moe_logits-{il}"));
+        let probs = self.g.soft_max_ext(logits, None, 1.0, 0.0)?;
+        // [n_used, n_tokens]: expert ids, most probable first.
+        let selected = self.g.argsort_top_k(probs, n_used)?;
+        self.g.set_name(selected, format!("ffn_moe_topk-{il}"));
+        let probs3 = self.g.reshape(probs, &[1, n_expert, n_tokens])?;
+        let mut weights = self.g.get_rows(probs3, selected)?; // [1, n_used, n_tokens]
+        if hp.expert_weights_norm {
+            let w2 = self.g.reshape(weights, &[n_used, n_tokens])?;
+            let sum = self.g.sum_rows(w2)?;
+            let sum = self.g.clamp(sum, MIN_WEIGHT_SUM, f32::INFINITY)?;
+            let w2 = self.g.div(w2, sum)?;
+            weights = self.g.reshape(w2, &[1, n_used, n_tokens])?;
+        }
+        self.g.set_name(weights, format!("ffn_moe_weights-{il}"));
+
+        let cur = self.g.reshape(x, &[n_embd, 1, n_tokens])?;
+        let up_w = self.weight(TensorKind::FfnUpExps, il)?;
+        let up = self.g.mul_mat_id(up_w, cur, selected)?; // [n_ff_exp, n_used, n_tokens]
+        let act = match self.weight_opt(TensorKind::FfnGateExps, il) {
+            Some(gate_w) => {
+                let gate = self.g.mul_mat_id(gate_w, cur, selected)?;
+                self.g.glu_split(gate, up, GluOp::Swiglu)?
+            }
+            // Experts without a gate projection: silu(up).
+            None => self.g.unary(up, ggml_core::UnaryOp::Silu)?,
+        };
+        let down_w = self.weight(TensorKind::FfnDownExps, il)?;
+        let experts = self.g.mul_mat_id(down_w, act, selected)?; // [n_embd, n_used, n_tokens]
+        let experts = self.g.mul(experts, weights)?;
+        let (nb1, nb2) = {
+            let d = self.g.desc(experts);
+            (d.nb[1], d.nb[2])
+        };
+        let mut out = self.g.view_2d(experts, n_embd, n_tokens, nb2, 0)?;
+        for slot in 1..n_used {
+            let v = self.g.view_2d(experts, n_embd, n_tokens, nb2, slot * nb1)?;
+            out = self.g.add_op(out, v)?;
+        }
+        if n_used == 1 {
+            // The slot's view is strided; later ops want rows.
+            out = self.g.cont(out)?;
+        }
+        self.g.set_name(out, format!("ffn_moe_out-{il}"));
+        Ok(out)
     }
 }

@@ -9,6 +9,7 @@ mod llama;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen3moe;
 
 use ggml_core::{RopeMode, TensorId};
 
@@ -42,6 +43,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &llama::DEF,
     &qwen2::DEF,
     &qwen3::DEF,
+    &qwen3moe::DEF,
     &gemma2::DEF,
     &gemma3::DEF,
     &phi3::DEF,

@@ -34,6 +34,7 @@ pub static DEF: ArchDef = ArchDef {
     build,
 };
 
-fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
+/// The qwen3 decoder, shared with qwen3moe (whose layers carry experts).
+pub fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
     llama::decoder(b, true)
 }
