@@ -20,6 +20,7 @@ const HELP: &str = "usage: llama-bench -m MODEL [options]
   -rpc, --rpc LIST        RPC servers host:port[,host:port...]
   -mmp, --mmap 0|1        memory-map the model (default 1)
   -fa, --flash-attn on|off|auto  fused attention (default auto: on where every backend supports it)
+  --swa-full              full-size KV cache for sliding-window layers too
   --repack LIST           repack weights for the CPU's matrix kernels, 0|1
                           (default 1)
   -r, --repetitions N     repetitions (default 5)
@@ -131,6 +132,7 @@ fn run() -> Result<()> {
             "-r" | "--repetitions" => reps = list(&a, &val()?)?[0],
             "-mmp" | "--mmap" => use_mmap = bool_list(&a, &val()?)?[0],
             "-fa" | "--flash-attn" => cp.flash_attn_type = val()?.parse()?,
+            "--swa-full" => cp.swa_full = true,
             "--repack" => repacks = bool_list(&a, &val()?)?,
             "-o" | "--output" => {
                 json = match val()?.as_str() {
