@@ -158,7 +158,7 @@ impl KvCache {
                 });
             }
             crate::info!(
-                "llama_kv_cache_init: {label}{name:>10} KV buffer size = {:8.2} MiB (K ({type_k}): {:.2} MiB, V ({type_v}): {:.2} MiB)",
+                "llama_kv_cache_init: {name:>10} {label}KV buffer size = {:8.2} MiB (K ({type_k}): {:.2} MiB, V ({type_v}): {:.2} MiB)",
                 total as f64 / 1048576.0,
                 kb as f64 / 1048576.0,
                 vb as f64 / 1048576.0

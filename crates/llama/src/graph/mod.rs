@@ -7,6 +7,7 @@
 mod attention;
 mod ffn;
 pub mod inputs;
+mod sandwich;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};
 
