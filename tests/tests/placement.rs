@@ -453,8 +453,9 @@ fn kv_cache_follows_the_layers() {
             ..ContextParams::default()
         };
         let ctx = Context::new(&m, cp).expect("context");
-        assert_eq!(ctx.kv.layers.len(), 5);
-        for (il, l) in ctx.kv.layers.iter().enumerate() {
+        assert!(ctx.kv.swa.is_none());
+        for il in 0..5 {
+            let l = ctx.kv.layer(il).expect("cache layer");
             let want = if offload_kqv && il >= 3 {
                 gpu_name.as_str()
             } else {

@@ -259,6 +259,7 @@ impl CommonArgs {
                 }
                 "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
                 "--no-op-offload" => a.ctx_params.op_offload = false,
+                "--swa-full" => a.ctx_params.swa_full = true,
                 "-fa" | "--flash-attn" => {
                     a.ctx_params.flash_attn_type = val("on|off|auto")?.parse()?
                 }
@@ -385,6 +386,8 @@ mod tests {
         assert_eq!(a.model_params.n_gpu_layers, 99);
         assert_eq!(a.ctx_params.type_k, Type::F32);
         assert!(!a.ctx_params.offload_kqv);
+        assert!(!a.ctx_params.swa_full);
+        assert!(parse("--swa-full").unwrap().ctx_params.swa_full);
         assert!(parse("-c").is_err());
         assert!(parse("-c abc").is_err());
         assert!(parse("-ctk q9").is_err());

@@ -24,6 +24,8 @@ pub mod batch;
 pub mod context;
 pub mod graph;
 pub mod kv_cache;
+pub mod kv_cells;
+pub mod kv_memory;
 
 pub use batch::{Batch, Token};
 pub use context::{Context, ContextParams, PoolingType};

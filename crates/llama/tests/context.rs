@@ -59,7 +59,7 @@ fn bad_batches_are_clear_errors() {
     b.add(2, 5, &[0], true);
     assert!(err(&mut ctx, &b).contains("must increase"));
     // A failed decode leaves the cache untouched.
-    assert_eq!(ctx.kv.used, 0);
+    assert_eq!(ctx.kv.used(), 0);
     ctx.decode(&Batch::get_one(&[1, 403])).unwrap();
     assert_eq!(ctx.seq_pos_max(0), 1);
     let mut b = Batch::new();
@@ -160,7 +160,7 @@ fn sequences_are_independent() {
         diff(gb, &lb)
     );
     // Removing sequence 1 and keeping 0 leaves sequence 0's continuation intact.
-    ctx.seq_rm(1, -1, -1);
+    assert!(ctx.seq_rm(1, -1, -1));
     assert_eq!(ctx.seq_pos_max(1), -1);
     ctx.seq_cp(0, 1, -1, -1);
     ctx.seq_keep(1);
@@ -180,7 +180,7 @@ fn seq_rm_and_redecode_reproduces_logits() {
     let first = ctx.logits_ith(-1).unwrap().to_vec();
     // Drop the last two tokens and decode them again.
     let n = toks.len() as i32;
-    ctx.seq_rm(0, n - 2, -1);
+    assert!(ctx.seq_rm(0, n - 2, -1));
     let mut b = Batch::new();
     b.add(toks[toks.len() - 2], n - 2, &[0], false);
     b.add(toks[toks.len() - 1], n - 1, &[0], true);

@@ -242,21 +242,35 @@ fn reference(t: &Tensors, tokens: &[i32], window: usize) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// Decodes `n_tokens` tokens in one batch of ubatches of `n_ubatch` in a
+/// context of `n_ctx`; returns the largest logit difference to the
+/// reference.
 fn check(fa: FlashAttnType, n_ubatch: usize) {
-    let dir = common::scratch(&format!("swa-{fa:?}-{n_ubatch}"));
+    run(fa, n_ubatch, 3 * WINDOW, 64, false);
+}
+
+fn run(
+    fa: FlashAttnType,
+    n_ubatch: usize,
+    n_tokens: usize,
+    n_ctx: usize,
+    swa_full: bool,
+) -> Vec<f32> {
+    let dir = common::scratch(&format!("swa-{fa:?}-{n_ubatch}-{n_tokens}-{swa_full}"));
     let path = dir.join("m.gguf");
     let t = make_model(&path);
     let model = Model::load(&path, &ModelParams::default()).expect("load");
     assert!(model.hparams.is_swa(0) && !model.hparams.is_swa(1));
-    let tokens: Vec<i32> = (0..3 * WINDOW as i32)
-        .map(|i| 3 + (i * 7) % (N_VOCAB as i32 - 3))
+    let tokens: Vec<i32> = (0..n_tokens as i32)
+        .map(|i| 3 + (i * 7 + i * i / 5) % (N_VOCAB as i32 - 3))
         .collect();
     let want = reference(&t, &tokens, WINDOW);
     let unwindowed = reference(&t, &tokens, usize::MAX);
     let ty = ggml_core::Type::F32;
     let cp = ContextParams {
-        n_ctx: 64,
+        n_ctx,
         n_ubatch,
+        swa_full,
         type_k: ty,
         type_v: ty,
         n_threads: 2,
@@ -265,6 +279,10 @@ fn check(fa: FlashAttnType, n_ubatch: usize) {
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).unwrap();
+    let swa_size = ctx.kv.swa.as_ref().expect("a sliding-window cache").size;
+    if swa_full {
+        assert_eq!(swa_size, ctx.n_ctx());
+    }
     let mut b = Batch::new();
     for (i, &tk) in tokens.iter().enumerate() {
         b.add(tk, i as i32, &[0], true);
@@ -292,6 +310,18 @@ fn check(fa: FlashAttnType, n_ubatch: usize) {
         without_window > 10.0 * tol,
         "the window changes too little to be tested ({without_window})"
     );
+    // With more tokens than cells, cells were reused: the oldest positions
+    // are gone from the sliding-window cache, not from the other.
+    if !swa_full && n_tokens > swa_size {
+        assert!(
+            ctx.seq_pos_min(0) > 0,
+            "no cell of the SWA cache was reused"
+        );
+        assert_eq!(ctx.kv.base.cells.seq_pos_min(0), 0);
+    } else {
+        assert_eq!(ctx.seq_pos_min(0), 0);
+    }
+    ctx.logits().to_vec()
 }
 
 #[test]
@@ -302,6 +332,28 @@ fn sliding_window_matches_hand_masked_reference() {
 #[test]
 fn sliding_window_matches_hand_masked_reference_flash_attn() {
     check(FlashAttnType::Enabled, 512);
+}
+
+#[test]
+fn small_swa_cache_matches_reference_and_full_size_cache() {
+    // 300 tokens through a sliding-window cache of 256 cells: its cells are
+    // reused (in the middle of the batch, with small ubatches) and the
+    // logits equal both the reference and those of full-size caches.
+    for fa in [FlashAttnType::Disabled, FlashAttnType::Enabled] {
+        for n_ubatch in [7, 64] {
+            let small = run(fa, n_ubatch, 300, 1024, false);
+            let full = run(fa, n_ubatch, 300, 1024, true);
+            let d = small
+                .iter()
+                .zip(&full)
+                .map(|(a, b)| (a - b).abs())
+                .fold(0f32, f32::max);
+            assert!(
+                d < 1e-4,
+                "{fa:?} ubatch {n_ubatch}: small vs full cache differ by {d}"
+            );
+        }
+    }
 }
 
 #[test]

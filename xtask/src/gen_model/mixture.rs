@@ -52,6 +52,8 @@ pub enum Role {
     AttnV,
     /// `blk.N.attn_output.weight`.
     AttnOutput,
+    /// `blk.N.attn_qkv.weight` (fused q/k/v).
+    AttnQkv,
     /// `blk.N.ffn_gate.weight`.
     FfnGate,
     /// `blk.N.ffn_up.weight`.
@@ -94,6 +96,7 @@ impl Mixture {
             && match shape.arch {
                 Arch::Llama => shape.n_head != shape.n_head_kv,
                 Arch::Qwen2 => true,
+                _ => false,
             };
         Mixture {
             file_type: ty.file_type,
@@ -156,6 +159,12 @@ impl Mixture {
                 ftype::MOSTLY_Q4_K_M | ftype::MOSTLY_Q5_K_M if use_more_bits(il, n) => T::Q6_K,
                 // IQ4_NL only without an importance matrix, as here.
                 ftype::MOSTLY_Q4_K_S | ftype::MOSTLY_IQ4_NL if il < n / 8 => T::Q5_K,
+                _ => base,
+            },
+            Role::AttnQkv => match ft {
+                ftype::MOSTLY_Q3_K_M | ftype::MOSTLY_Q3_K_L => T::Q4_K,
+                ftype::MOSTLY_Q4_K_M => T::Q5_K,
+                ftype::MOSTLY_Q5_K_M => T::Q6_K,
                 _ => base,
             },
             Role::AttnOutput => match ft {

@@ -12,6 +12,7 @@
 //! base type. Rows that do not fit a type's block fall back to another
 //! type (see [`types::storage_type`]).
 
+pub mod archs;
 pub mod mixture;
 pub mod moe;
 pub mod plan;
@@ -153,6 +154,9 @@ impl ModelSpec {
         md.set(k("rope.dimension_count"), s.head_dim());
         md.set(k("rope.freq_base"), s.rope_freq_base);
         md.set(k("vocab_size"), s.n_vocab);
+        if let Some(gen) = archs::generator(s.arch) {
+            (gen.metadata)(s, &mut md);
+        }
         for (key, value) in &self.vocab.keys {
             md.set(key.as_str(), value.clone());
         }

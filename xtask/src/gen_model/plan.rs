@@ -17,7 +17,7 @@ pub struct Init {
 }
 
 /// Norm weights: 1 + N(0, 0.1²).
-const NORM: Init = Init {
+pub(super) const NORM: Init = Init {
     mean: 1.0,
     std: 0.1,
 };
@@ -31,7 +31,7 @@ const BIAS: Init = Init {
 const EMBD_STD: f32 = 4.0;
 /// Target standard deviation of the logits for an input of unit RMS: large
 /// enough that the top token stands clear of the rest.
-const LOGIT_STD: f32 = 8.0;
+pub(super) const LOGIT_STD: f32 = 8.0;
 
 /// One planned tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -50,7 +50,7 @@ pub struct TensorPlan {
 }
 
 impl TensorPlan {
-    fn vector(name: String, n: u32, init: Init) -> TensorPlan {
+    pub(super) fn vector(name: String, n: u32, init: Init) -> TensorPlan {
         TensorPlan {
             name,
             dims: vec![u64::from(n)],
@@ -60,7 +60,7 @@ impl TensorPlan {
         }
     }
 
-    fn matrix(name: String, ne0: u32, ne1: u32, want: GgmlType, std: f32) -> TensorPlan {
+    pub(super) fn matrix(name: String, ne0: u32, ne1: u32, want: GgmlType, std: f32) -> TensorPlan {
         let ty = storage_type(want, u64::from(ne0));
         TensorPlan {
             name,
@@ -121,7 +121,11 @@ pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
         v,
         embd,
     )];
-    for il in 0..shape.n_layer {
+    let gen = super::archs::generator(shape.arch);
+    if let Some(gen) = gen {
+        super::archs::blocks(gen, shape, &mix, &mut t);
+    }
+    for il in (0..shape.n_layer).filter(|_| gen.is_none()) {
         let n = |s: &str| format!("blk.{il}.{s}");
         t.push(TensorPlan::vector(n("attn_norm.weight"), e, NORM));
         for (proj_name, role, rows) in [

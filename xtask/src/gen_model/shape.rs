@@ -1,6 +1,7 @@
 //! Architectures, presets copied from real models, and the resolved shape of
 //! the model to generate.
 
+use super::archs::generator;
 use crate::error::{Error, Result};
 
 /// Architectures the generator writes.
@@ -10,6 +11,14 @@ pub enum Arch {
     Llama,
     /// qwen2: RMS norm eps 1e-6, rope base 1000000, q/k/v biases.
     Qwen2,
+    /// qwen3: q/k norms, no biases (see `archs/qwen3.rs`).
+    Qwen3,
+    /// gemma2: sandwich norms, soft-capping, sliding window.
+    Gemma2,
+    /// gemma3: sandwich norms, q/k norms, sliding window.
+    Gemma3,
+    /// phi3: fused q/k/v and gate/up projections.
+    Phi3,
 }
 
 impl Arch {
@@ -18,22 +27,28 @@ impl Arch {
         match self {
             Arch::Llama => "llama",
             Arch::Qwen2 => "qwen2",
+            Arch::Qwen3 => "qwen3",
+            Arch::Gemma2 => "gemma2",
+            Arch::Gemma3 => "gemma3",
+            Arch::Phi3 => "phi3",
         }
     }
 
     /// Default `attention.layer_norm_rms_epsilon`.
     pub fn rms_eps(self) -> f32 {
-        match self {
-            Arch::Llama => 1e-5,
-            Arch::Qwen2 => 1e-6,
+        match (self, generator(self)) {
+            (_, Some(g)) => g.rms_eps,
+            (Arch::Llama, _) => 1e-5,
+            _ => 1e-6,
         }
     }
 
     /// Default `rope.freq_base`.
     pub fn rope_freq_base(self) -> f32 {
-        match self {
-            Arch::Llama => 10_000.0,
-            Arch::Qwen2 => 1_000_000.0,
+        match (self, generator(self)) {
+            (_, Some(g)) => g.rope_freq_base,
+            (Arch::Llama, _) => 10_000.0,
+            _ => 1_000_000.0,
         }
     }
 
@@ -237,6 +252,12 @@ impl Shape {
             return bad(format!(
                 "--rope-freq-base {} must be positive",
                 self.rope_freq_base
+            ));
+        }
+        if self.qkv_bias && generator(self.arch).is_some() {
+            return bad(format!(
+                "--qkv-bias: {} has no attention biases",
+                self.arch.name()
             ));
         }
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {

@@ -188,7 +188,8 @@ impl<'m> Engine<'m> {
             for &t in &req.prompt {
                 sampler.accept(t);
             }
-            self.ctx.seq_rm(free as i32, -1, -1);
+            // Removing a whole sequence always succeeds.
+            let _ = self.ctx.seq_rm(free as i32, -1, -1);
             self.shared.metrics.requests.fetch_add(1, Ordering::Relaxed);
             let text = TextState::new(req.stop.clone());
             self.slots[free] = Some(Active {
@@ -212,7 +213,8 @@ impl<'m> Engine<'m> {
     /// Frees a slot and its cache cells at once.
     fn free(&mut self, slot: usize) {
         self.slots[slot] = None;
-        self.ctx.seq_rm(slot as i32, -1, -1);
+        // Removing a whole sequence always succeeds.
+        let _ = self.ctx.seq_rm(slot as i32, -1, -1);
         self.publish();
     }
 

@@ -21,6 +21,7 @@ const HELP: &str = "usage: llama-bench -m MODEL [options]
   -mmp, --mmap 0|1        memory-map the model (default 1)
   -fa, --flash-attn on|off|auto  fused attention (default auto: on where every backend supports it)
   -ncmoe, --n-cpu-moe N   keep the expert weights of the first N layers in CPU memory
+  --swa-full              full-size KV cache for sliding-window layers too
   --repack LIST           repack weights for the CPU's matrix kernels, 0|1
                           (default 1)
   -r, --repetitions N     repetitions (default 5)
@@ -133,6 +134,7 @@ fn run() -> Result<()> {
             "-r" | "--repetitions" => reps = list(&a, &val()?)?[0],
             "-mmp" | "--mmap" => use_mmap = bool_list(&a, &val()?)?[0],
             "-fa" | "--flash-attn" => cp.flash_attn_type = val()?.parse()?,
+            "--swa-full" => cp.swa_full = true,
             "--repack" => repacks = bool_list(&a, &val()?)?,
             "-ncmoe" | "--n-cpu-moe" => {
                 n_cpu_moe = val()?

@@ -38,6 +38,8 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -fa, --flash-attn on|off|auto  fused attention (default auto: on where every
                             backend supports it)
   --no-op-offload           never move CPU-stored weights' ops to a GPU
+  --swa-full                full-size KV cache for sliding-window layers too
+                            (else it holds only their windows)
   --temp T, --top-k N, --top-p P, --min-p P, --typical P, --repeat-penalty P,
   --repeat-last-n N, --frequency-penalty P, --presence-penalty P, -s, --seed N
   -cnv, --conversation      chat (default when the model has a chat template)
@@ -149,7 +151,14 @@ fn run() -> Result<()> {
             if n_discard == 0 {
                 break;
             }
-            ctx.seq_rm(0, n_keep as i32, (n_keep + n_discard) as i32);
+            if !ctx.can_shift() {
+                llama::warn!("context full and the KV cache cannot be shifted (sliding-window cache; see --swa-full) => stopping");
+                break;
+            }
+            if !ctx.seq_rm(0, n_keep as i32, (n_keep + n_discard) as i32) {
+                llama::warn!("context shift refused by the KV cache => stopping");
+                break;
+            }
             ctx.seq_add(
                 0,
                 (n_keep + n_discard) as i32,

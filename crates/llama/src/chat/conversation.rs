@@ -87,7 +87,8 @@ pub fn run(
         let delta = match full.strip_prefix(shown.as_str()) {
             Some(d) => d,
             None => {
-                ctx.seq_rm(0, -1, -1);
+                // Removing a whole sequence always succeeds.
+                let _ = ctx.seq_rm(0, -1, -1);
                 sampler.reset();
                 n_past = 0;
                 &full

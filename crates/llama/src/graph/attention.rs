@@ -2,10 +2,10 @@
 //! fused), storing K and V of the ubatch into the cache, and attention over
 //! the attended cells with either flash attention or mul_mat + softmax.
 
-use ggml_core::TensorId;
+use ggml_core::{Graph, TensorId};
 
 use crate::arch::TensorKind;
-use crate::error::Result;
+use crate::error::{LlamaError, Result};
 use crate::graph::{import_cache, row_size, Builder};
 
 /// Q, K and V of a layer: Q [head_k, n_head, n_tokens], K [head_k,
@@ -17,6 +17,15 @@ pub struct Qkv {
     pub k: TensorId,
     /// Values.
     pub v: TensorId,
+}
+
+/// `x` as `n` rows of `w` elements, copied only when not contiguous.
+fn as_rows(g: &mut Graph, x: TensorId, w: usize, n: usize) -> Result<TensorId> {
+    Ok(if g.desc(x).is_contiguous() {
+        g.reshape(x, &[w, n])?
+    } else {
+        g.cont_shape(x, &[w, n])?
+    })
 }
 
 impl Builder<'_> {
@@ -76,40 +85,46 @@ impl Builder<'_> {
         softcap: f32,
     ) -> Result<TensorId> {
         let hp = self.hp;
-        let kv = self.kv;
+        let kv = self.kv.cache_for(hp, il);
         let n_tokens = self.n_tokens();
-        let n_kv = self.shape.n_kv;
+        let n_kv = if kv.cells.n_swa() > 0 {
+            self.shape.n_kv_swa
+        } else {
+            self.shape.n_kv
+        };
         let n_head = hp.n_head(il);
         let n_head_kv = hp.n_head_kv(il);
         let head_k = hp.n_embd_head_k;
         let head_v = hp.n_embd_head_v;
-        let mask = self.inputs.mask_for(hp, il);
-        let g = &mut self.g;
-
-        let kvl = &kv.layers[il];
-        let k_cache = import_cache(g, &kvl.k);
-        let v_cache = import_cache(g, &kvl.v);
         let n_embd_k_gqa = hp.n_embd_k_gqa(il);
         let n_embd_v_gqa = hp.n_embd_v_gqa(il);
+        let inp = self
+            .inputs
+            .kv_for(hp, il)
+            .ok_or_else(|| LlamaError::Decode(format!("no KV cache inputs for layer {il}")))?;
+        let (mask, k_idxs) = (inp.mask, inp.k_idxs);
+        let v_idxs = inp.v_idx(n_embd_v_gqa);
+        let kvl = kv.layer(il)?;
+        let g = &mut self.g;
+
+        let k_cache = import_cache(g, &kvl.k);
+        let v_cache = import_cache(g, &kvl.v);
         let k_row = row_size(kv.type_k, n_embd_k_gqa);
-        let k_dst = g.view_1d(k_cache, n_tokens * n_embd_k_gqa, k_row * self.shape.kv_head)?;
-        g.cpy(qkv.k, k_dst)?;
+        // K and V rows of the ubatch go to its cells, which need not be adjacent.
+        let k_cur = as_rows(g, qkv.k, n_embd_k_gqa, n_tokens)?;
+        g.set_rows(k_cache, k_cur, k_idxs)?;
         let v_esize = kv.type_v.type_size();
+        let v_cur = as_rows(g, qkv.v, n_embd_v_gqa, n_tokens)?;
         if kv.v_trans {
-            let v_dst = g.view_2d(
-                v_cache,
-                n_tokens,
-                n_embd_v_gqa,
-                kv.size * v_esize,
-                self.shape.kv_head * v_esize,
-            )?;
-            let v2 = g.reshape(qkv.v, &[n_embd_v_gqa, n_tokens])?;
-            let vt = g.transpose(v2)?;
-            g.cpy(vt, v_dst)?;
+            // Transposed V: every value is a row of one element.
+            let v_idxs = v_idxs.ok_or_else(|| {
+                LlamaError::Decode(format!("no V index input for width {n_embd_v_gqa}"))
+            })?;
+            let v_dst = g.reshape(v_cache, &[1, n_embd_v_gqa * kv.size])?;
+            let v_src = g.reshape(v_cur, &[1, n_embd_v_gqa * n_tokens])?;
+            g.set_rows(v_dst, v_src, v_idxs)?;
         } else {
-            let v_row = row_size(kv.type_v, n_embd_v_gqa);
-            let v_dst = g.view_1d(v_cache, n_tokens * n_embd_v_gqa, v_row * self.shape.kv_head)?;
-            g.cpy(qkv.v, v_dst)?;
+            g.set_rows(v_cache, v_cur, k_idxs)?;
         }
 
         let qp = g.permute(qkv.q, [0, 2, 1, 3])?;

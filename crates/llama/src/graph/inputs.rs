@@ -1,19 +1,71 @@
 //! The inputs of a forward graph (tokens or embeddings, positions, output
-//! rows) and its attention masks: one for full-attention layers and, when the
-//! model has sliding-window layers, one for those. Each mask is built once
-//! per ubatch and shared by every layer that uses it.
+//! rows) and, per KV cache, its attention mask and the cells the ubatch's K
+//! and V go to: one set for the full-attention cache and, when the model has
+//! sliding-window layers, one for theirs. Each mask is built once per ubatch
+//! and shared by every layer that uses its cache.
 
 use ggml_core::{Graph, TensorId, Type};
 
 use crate::graph::UbatchShape;
 use crate::hparams::HParams;
-use crate::kv_cache::{Cell, Pos, SeqId};
+use crate::kv_cache::{Cell, KvCache, Pos, SeqId};
+use crate::kv_memory::KvMemory;
 
 /// Padding of the mask's token dim (ggml's GGML_KQ_MASK_PAD).
 pub const KQ_MASK_PAD: usize = 32;
 
+/// The inputs of one KV cache.
+#[derive(Clone, Debug)]
+pub struct KvInputs {
+    /// Causal mask [n_kv, pad(n_tokens)]: F16 with flash attention (V stored
+    /// by rows), which ggml reads as F16 whatever the type says; F32 else.
+    pub mask: TensorId,
+    /// Cell of each token, I64 [n_tokens]: where its K (and V) row goes.
+    pub k_idxs: TensorId,
+    /// With V stored transposed, per V width `w`: the element index of each
+    /// of the ubatch's V values, I64 [w * n_tokens].
+    pub v_idxs: Vec<(usize, TensorId)>,
+}
+
+impl KvInputs {
+    fn new(
+        g: &mut Graph,
+        hp: &HParams,
+        kv: &KvCache,
+        n_kv: usize,
+        n_tokens: usize,
+        swa: bool,
+    ) -> KvInputs {
+        let sfx = if swa { "_swa" } else { "" };
+        let mask_ne = [n_kv, n_tokens.div_ceil(KQ_MASK_PAD) * KQ_MASK_PAD];
+        let mask_ty = if kv.v_trans { Type::F32 } else { Type::F16 };
+        let mask = g.input(format!("KQ_mask{sfx}"), mask_ty, &mask_ne);
+        let k_idxs = g.input(format!("inp_k_idxs{sfx}"), Type::I64, &[n_tokens]);
+        let mut v_idxs: Vec<(usize, TensorId)> = Vec::new();
+        if kv.v_trans {
+            for il in (0..hp.n_layer).filter(|&il| kv.layers[il].is_some()) {
+                let w = hp.n_embd_v_gqa(il);
+                if !v_idxs.iter().any(|&(x, _)| x == w) {
+                    let t = g.input(format!("inp_v_idxs{sfx}_{w}"), Type::I64, &[w * n_tokens]);
+                    v_idxs.push((w, t));
+                }
+            }
+        }
+        KvInputs {
+            mask,
+            k_idxs,
+            v_idxs,
+        }
+    }
+
+    /// The V index input for width `w`.
+    pub fn v_idx(&self, w: usize) -> Option<TensorId> {
+        self.v_idxs.iter().find(|&&(x, _)| x == w).map(|&(_, t)| t)
+    }
+}
+
 /// The graph's inputs, which the context fills after allocation.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct GraphInputs {
     /// Token ids, I32 [n_tokens] (absent with embedding input).
     pub tokens: Option<TensorId>,
@@ -21,19 +73,17 @@ pub struct GraphInputs {
     pub embd: Option<TensorId>,
     /// Positions, I32 [n_tokens].
     pub pos: TensorId,
-    /// Causal mask of full-attention layers, [n_kv, pad(n_tokens)]: F16 for
-    /// flash attention (which ggml reads as F16), F32 otherwise.
-    pub kq_mask: TensorId,
-    /// Causal mask of sliding-window layers (absent without such layers).
-    pub kq_mask_swa: Option<TensorId>,
+    /// Of the full-attention cache (absent when it holds no layer).
+    pub kv: Option<KvInputs>,
+    /// Of the sliding-window cache (absent without one).
+    pub kv_swa: Option<KvInputs>,
     /// Indices of the output rows, I32 [n_outputs] (absent when every token outputs).
     pub out_ids: Option<TensorId>,
 }
 
 impl GraphInputs {
-    /// Creates the inputs of a ubatch of `shape` in `g`, with masks of
-    /// type `mask_ty`.
-    pub fn new(g: &mut Graph, hp: &HParams, shape: UbatchShape, mask_ty: Type) -> GraphInputs {
+    /// Creates the inputs of a ubatch of `shape` in `g`.
+    pub fn new(g: &mut Graph, hp: &HParams, mem: &KvMemory, shape: UbatchShape) -> GraphInputs {
         let n_tokens = shape.n_tokens;
         let (tokens, embd) = if shape.embd_input {
             (
@@ -44,30 +94,54 @@ impl GraphInputs {
             (Some(g.input("inp_tokens", Type::I32, &[n_tokens])), None)
         };
         let pos = g.input("inp_pos", Type::I32, &[n_tokens]);
-        let mask_ne = [shape.n_kv, n_tokens.div_ceil(KQ_MASK_PAD) * KQ_MASK_PAD];
-        let kq_mask = g.input("KQ_mask", mask_ty, &mask_ne);
-        let kq_mask_swa = hp
-            .has_swa()
-            .then(|| g.input("KQ_mask_swa", mask_ty, &mask_ne));
+        let kv = mem
+            .base
+            .has_layers()
+            .then(|| KvInputs::new(g, hp, &mem.base, shape.n_kv, n_tokens, false));
+        let kv_swa = mem
+            .swa
+            .as_ref()
+            .filter(|c| c.has_layers())
+            .map(|c| KvInputs::new(g, hp, c, shape.n_kv_swa, n_tokens, true));
         let out_ids = (shape.n_outputs < n_tokens)
             .then(|| g.input("inp_out_ids", Type::I32, &[shape.n_outputs]));
         GraphInputs {
             tokens,
             embd,
             pos,
-            kq_mask,
-            kq_mask_swa,
+            kv,
+            kv_swa,
             out_ids,
         }
     }
 
-    /// The mask layer `il` attends with.
-    pub fn mask_for(&self, hp: &HParams, il: usize) -> TensorId {
-        match self.kq_mask_swa {
-            Some(m) if hp.is_swa(il) => m,
-            _ => self.kq_mask,
+    /// The inputs of the cache layer `il` attends with.
+    pub fn kv_for(&self, hp: &HParams, il: usize) -> Option<&KvInputs> {
+        match &self.kv_swa {
+            Some(k) if hp.is_swa(il) => Some(k),
+            _ => self.kv.as_ref(),
         }
     }
+}
+
+/// The bytes of a K index input: the cell of each token.
+pub fn k_idx_bytes(slots: &[usize]) -> Vec<u8> {
+    slots
+        .iter()
+        .flat_map(|&c| (c as i64).to_le_bytes())
+        .collect()
+}
+
+/// The bytes of a V index input for V width `w` in a transposed V cache of
+/// `size` cells: value `j` of token `t` goes to element `j * size + cell`.
+pub fn v_idx_bytes(slots: &[usize], w: usize, size: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(slots.len() * w * 8);
+    for &c in slots {
+        for j in 0..w {
+            out.extend_from_slice(&((j * size + c) as i64).to_le_bytes());
+        }
+    }
+    out
 }
 
 /// The tokens of a ubatch, as the mask sees them.

@@ -7,16 +7,18 @@
 mod attention;
 mod ffn;
 pub mod inputs;
+mod sandwich;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};
 
 pub use ffn::Ffn;
-pub use inputs::{GraphInputs, KQ_MASK_PAD};
+pub use inputs::{GraphInputs, KvInputs, KQ_MASK_PAD};
 
 use crate::arch::TensorKind;
 use crate::error::{LlamaError, Result};
 use crate::hparams::HParams;
 use crate::kv_cache::KvCache;
+use crate::kv_memory::KvMemory;
 use crate::model::{Model, Weight, Weights};
 
 /// Rope settings of a context (trained values unless overridden).
@@ -45,10 +47,10 @@ pub struct UbatchShape {
     pub n_tokens: usize,
     /// Rows of logits to produce.
     pub n_outputs: usize,
-    /// First KV cell written.
-    pub kv_head: usize,
-    /// Cells attended (a padded prefix of the cache).
+    /// Cells attended in the full-attention cache (a padded prefix).
     pub n_kv: usize,
+    /// Cells attended in the sliding-window cache (unused without one).
+    pub n_kv_swa: usize,
     /// Input is embeddings instead of token ids.
     pub embd_input: bool,
 }
@@ -87,7 +89,7 @@ pub struct Builder<'a> {
     pub hp: &'a HParams,
     /// Weights.
     pub w: &'a Weights,
-    kv: &'a KvCache,
+    kv: &'a KvMemory,
     rope: &'a RopeCfg,
     /// The ubatch.
     pub shape: UbatchShape,
@@ -100,7 +102,7 @@ pub struct Builder<'a> {
 /// Builds the forward pass of `model`'s architecture for one ubatch.
 pub fn build_decoder(
     model: &Model,
-    kv: &KvCache,
+    kv: &KvMemory,
     rope: &RopeCfg,
     shape: UbatchShape,
 ) -> Result<BuiltGraph> {
@@ -120,18 +122,17 @@ pub fn build_decoder(
 impl<'a> Builder<'a> {
     fn new(
         model: &'a Model,
-        kv: &'a KvCache,
+        kv: &'a KvMemory,
         rope: &'a RopeCfg,
         shape: UbatchShape,
     ) -> Result<Builder<'a>> {
         let hp = &model.hparams;
         let w = model.weights()?;
         let mut g = Graph::new();
-        // Flash attention (V stored by rows) takes an F16 mask, as in ggml.
-        let mask_ty = if kv.v_trans { Type::F32 } else { Type::F16 };
-        let inputs = GraphInputs::new(&mut g, hp, shape, mask_ty);
+        let inputs = GraphInputs::new(&mut g, hp, kv, shape);
+        // Long or short factors follow the context size, not a cache's.
         let rope_factors = w
-            .rope_factors(kv.size, rope.n_ctx_orig)
+            .rope_factors(kv.size(), rope.n_ctx_orig)
             .map(|r| import(&mut g, r));
         Ok(Builder {
             g,
@@ -267,19 +268,28 @@ pub fn rope_params_for(hp: &HParams, rope: &RopeCfg, il: usize) -> RopeParams {
     }
 }
 
-/// Builds the graph that re-rotates every layer's K by the cells' pending
-/// position deltas (context shift), each layer with its own rope settings.
-pub fn build_k_shift(model: &Model, kv: &KvCache, rope: &RopeCfg) -> Result<(Graph, TensorId)> {
+/// Builds the graph that re-rotates K of every layer of cache `kv` by its
+/// cells' pending position deltas (context shift), each layer with its own
+/// rope settings; `n_ctx` picks long or short rope factors.
+pub fn build_k_shift(
+    model: &Model,
+    kv: &KvCache,
+    rope: &RopeCfg,
+    n_ctx: usize,
+) -> Result<(Graph, TensorId)> {
     let hp = &model.hparams;
     let w = model.weights()?;
     let mut g = Graph::new();
     let shift = g.input("inp_K_shift", Type::I32, &[kv.size]);
     let rope_factors = w
-        .rope_factors(kv.size, rope.n_ctx_orig)
+        .rope_factors(n_ctx, rope.n_ctx_orig)
         .map(|r| import(&mut g, r));
     for il in 0..hp.n_layer {
+        let Some(layer) = kv.layers[il].as_ref() else {
+            continue;
+        };
         let n_head_kv = hp.n_head_kv(il);
-        let k_cache = import_cache(&mut g, &kv.layers[il].k);
+        let k_cache = import_cache(&mut g, &layer.k);
         let k_row = row_size(kv.type_k, hp.n_embd_k_gqa(il));
         let kview = g.view_3d(
             k_cache,

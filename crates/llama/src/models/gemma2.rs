@@ -7,9 +7,9 @@ use ggml_core::{RopeMode, TensorId};
 
 use crate::arch::{req, tied, TensorKind::*, TensorSpec};
 use crate::error::Result;
-use crate::graph::Builder;
+use crate::graph::{Builder, Ffn};
 use crate::hparams::{HParams, MetaView};
-use crate::models::{gemma3, ArchDef};
+use crate::models::{gemma_query_scale, ArchDef};
 
 const TENSORS: &[TensorSpec] = &[
     req(TokenEmbd),
@@ -49,15 +49,16 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
     hp.f_final_logit_softcapping = meta
         .get_f32_opt(&hp.arch.key("final_logit_softcapping"))?
         .unwrap_or(30.0);
-    // Gemma 2 27B (46 layers) scales by the model width per head.
-    hp.f_attention_scale = if hp.n_layer == 46 {
-        1.0 / ((hp.n_embd / hp.n_head(0)) as f32).sqrt()
-    } else {
-        1.0 / (hp.n_embd_head_k as f32).sqrt()
-    };
+    // Gemma 2 27B has 46 layers.
+    hp.f_attention_scale = gemma_query_scale(hp, 46);
     Ok(())
 }
 
 fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
-    gemma3::decoder(b, false)
+    let mut x = b.gemma_input()?;
+    for il in 0..b.hp.n_layer {
+        let sa_out = b.sandwich_attention(x, il, false)?;
+        x = b.sandwich_ffn(sa_out, Ffn::Geglu, il)?;
+    }
+    b.output_head(x, b.hp.f_final_logit_softcapping)
 }

@@ -9,7 +9,7 @@ use crate::arch::{req, tied, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::{Builder, Ffn};
 use crate::hparams::{HParams, MetaView};
-use crate::models::ArchDef;
+use crate::models::{gemma_query_scale, ArchDef};
 
 const TENSORS: &[TensorSpec] = &[
     req(TokenEmbd),
@@ -49,52 +49,16 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
     hp.f_final_logit_softcapping = meta
         .get_f32_opt(&hp.arch.key("final_logit_softcapping"))?
         .unwrap_or(0.0);
-    // Gemma 3 27B (62 layers) scales by the model width per head.
-    hp.f_attention_scale = if hp.n_layer == 62 {
-        1.0 / ((hp.n_embd / hp.n_head(0)) as f32).sqrt()
-    } else {
-        1.0 / (hp.n_embd_head_k as f32).sqrt()
-    };
+    // Gemma 3 27B has 62 layers.
+    hp.f_attention_scale = gemma_query_scale(hp, 62);
     Ok(())
 }
 
 fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
-    decoder(b, true)
-}
-
-/// The Gemma 2/3 decoder; `qk_norm` adds the per-head q/k norms of Gemma 3.
-/// Attention and final soft-capping come from the hyperparameters.
-pub fn decoder(b: &mut Builder<'_>, qk_norm: bool) -> Result<(TensorId, TensorId)> {
-    let hp = b.hp;
-    let (x, from_tokens) = b.inp_embd()?;
-    let mut inp_l = if from_tokens {
-        b.g.scale(x, (hp.n_embd as f32).sqrt())?
-    } else {
-        x
-    };
-    for il in 0..hp.n_layer {
-        let cur = b.rms_norm(inp_l, AttnNorm, il)?;
-        let mut qkv = b.qkv(cur, il)?;
-        if qk_norm {
-            qkv.q = b.rms_norm(qkv.q, AttnQNorm, il)?;
-            qkv.k = b.rms_norm(qkv.k, AttnKNorm, il)?;
-        }
-        let q = b.rope(qkv.q, il)?;
-        qkv.k = b.rope(qkv.k, il)?;
-        qkv.q = b.g.scale(q, hp.f_attention_scale)?;
-        let attn = b.attention(qkv, il, 1.0, hp.f_attn_logit_softcapping)?;
-        let mut cur = b.attn_out(attn, il)?;
-        if il == hp.n_layer - 1 {
-            cur = b.out_rows(cur)?;
-            inp_l = b.out_rows(inp_l)?;
-        }
-        let cur = b.rms_norm(cur, AttnPostNorm, il)?;
-        let sa_out = b.g.add_op(cur, inp_l)?;
-        let x = b.rms_norm(sa_out, FfnNorm, il)?;
-        let down = b.ffn(x, Ffn::Geglu, il)?;
-        let cur = b.rms_norm(down, FfnPostNorm, il)?;
-        inp_l = b.g.add_op(cur, sa_out)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+    let mut x = b.gemma_input()?;
+    for il in 0..b.hp.n_layer {
+        let sa_out = b.sandwich_attention(x, il, true)?;
+        x = b.sandwich_ffn(sa_out, Ffn::Geglu, il)?;
     }
-    b.output_head(inp_l, hp.f_final_logit_softcapping)
+    b.output_head(x, b.hp.f_final_logit_softcapping)
 }

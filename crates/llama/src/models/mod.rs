@@ -62,3 +62,14 @@ pub fn kq_scale(hp: &HParams) -> f32 {
         1.0 / (hp.n_embd_head_k as f32).sqrt()
     }
 }
+
+/// The query scale of Gemma 2 and 3: 1/sqrt(head width), except in the
+/// 27B models (`n_layer_27b` layers), which scale by the model width per
+/// head.
+pub fn gemma_query_scale(hp: &HParams, n_layer_27b: usize) -> f32 {
+    if hp.n_layer == n_layer_27b {
+        1.0 / ((hp.n_embd / hp.n_head(0)) as f32).sqrt()
+    } else {
+        1.0 / (hp.n_embd_head_k as f32).sqrt()
+    }
+}

@@ -1,163 +1,28 @@
 //! A context: KV cache, backends, the scheduler with its worst-case
 //! reservation, and decoding of batches into logits.
 
+mod params;
+mod prepare;
+
+use std::ops::Range;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use ggml_core::sched::Scheduler;
 use ggml_core::{Backend, BufferType, Device, DeviceKind, Graph, TensorId, Type};
 
 use crate::batch::{Batch, Token};
 use crate::error::{LlamaError, Result};
-use crate::graph::inputs::{build_mask, MaskTokens};
+use crate::graph::inputs::{build_mask, k_idx_bytes, v_idx_bytes, KvInputs, MaskTokens};
 use crate::graph::{build_decoder, build_k_shift, BuiltGraph, RopeCfg, UbatchShape, KQ_MASK_PAD};
 use crate::hparams::RopeScaling;
 use crate::kv_cache::{KvCache, Pos, SeqId, MAX_SEQ};
+use crate::kv_memory::{KvMemory, KvMemoryParams, Slots};
 use crate::model::Model;
 
-/// How token embeddings are pooled when embeddings are requested.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum PoolingType {
-    /// One embedding per token.
-    #[default]
-    None,
-    /// Mean over the sequence's tokens.
-    Mean,
-    /// The first token's.
-    Cls,
-    /// The last token's.
-    Last,
-}
-
-/// Whether attention runs as one fused FLASH_ATTN_EXT op (llama.cpp's
-/// `-fa on|off|auto`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum FlashAttnType {
-    /// On when every backend of the context supports it for the model's
-    /// head shapes and the KV cache types.
-    #[default]
-    Auto,
-    /// Always on.
-    Enabled,
-    /// Always off.
-    Disabled,
-}
-
-impl std::str::FromStr for FlashAttnType {
-    type Err = LlamaError;
-    fn from_str(s: &str) -> Result<FlashAttnType> {
-        match s {
-            "auto" => Ok(FlashAttnType::Auto),
-            "on" | "1" | "enabled" => Ok(FlashAttnType::Enabled),
-            "off" | "0" | "disabled" => Ok(FlashAttnType::Disabled),
-            other => Err(LlamaError::InvalidParam(format!(
-                "flash attention '{other}': expected on, off or auto"
-            ))),
-        }
-    }
-}
-
-/// Called between graph computations; returning true aborts the decode.
-pub type AbortCallback = Arc<dyn Fn() -> bool + Send + Sync>;
-
-/// Parameters of [`Context::new`] (llama_context_params), llama.cpp's defaults.
-#[derive(Clone)]
-pub struct ContextParams {
-    /// Context size in tokens; 0 = the model's trained context.
-    pub n_ctx: usize,
-    /// Most tokens per decode call.
-    pub n_batch: usize,
-    /// Most tokens per graph computation.
-    pub n_ubatch: usize,
-    /// Most distinct sequences.
-    pub n_seq_max: usize,
-    /// Threads for single-token decoding.
-    pub n_threads: usize,
-    /// Threads for batches.
-    pub n_threads_batch: usize,
-    /// Keep each layer's KV cache on its device.
-    pub offload_kqv: bool,
-    /// Let a GPU run large-batch ops on weights stored on the CPU.
-    pub op_offload: bool,
-    /// K cache type.
-    pub type_k: Type,
-    /// V cache type.
-    pub type_v: Type,
-    /// Rope base frequency; 0 = the model's.
-    pub rope_freq_base: f32,
-    /// Rope position scale; 0 = the model's.
-    pub rope_freq_scale: f32,
-    /// YaRN extrapolation mix; negative = from the model.
-    pub yarn_ext_factor: f32,
-    /// YaRN magnitude scale.
-    pub yarn_attn_factor: f32,
-    /// YaRN low correction dim.
-    pub yarn_beta_fast: f32,
-    /// YaRN high correction dim.
-    pub yarn_beta_slow: f32,
-    /// YaRN original context; 0 = the model's.
-    pub yarn_orig_ctx: usize,
-    /// Fused attention: on, off, or on where every backend supports it.
-    pub flash_attn_type: FlashAttnType,
-    /// Extract embeddings instead of (besides) logits.
-    pub embeddings: bool,
-    /// Pooling of embeddings.
-    pub pooling: PoolingType,
-    /// Abort callback.
-    pub abort_callback: Option<AbortCallback>,
-}
-
-/// Default number of threads: the available cores (at most 4, as llama.cpp's default).
-pub fn default_n_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(4)
-        .min(4)
-}
-
-impl Default for ContextParams {
-    fn default() -> ContextParams {
-        ContextParams {
-            n_ctx: 512,
-            n_batch: 2048,
-            n_ubatch: 512,
-            n_seq_max: 1,
-            n_threads: default_n_threads(),
-            n_threads_batch: default_n_threads(),
-            offload_kqv: true,
-            op_offload: true,
-            type_k: Type::F16,
-            type_v: Type::F16,
-            rope_freq_base: 0.0,
-            rope_freq_scale: 0.0,
-            yarn_ext_factor: -1.0,
-            yarn_attn_factor: 1.0,
-            yarn_beta_fast: 32.0,
-            yarn_beta_slow: 1.0,
-            yarn_orig_ctx: 0,
-            flash_attn_type: FlashAttnType::Auto,
-            embeddings: false,
-            pooling: PoolingType::None,
-            abort_callback: None,
-        }
-    }
-}
-
-/// Timings of a context (llama_perf_context).
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Perf {
-    /// Time in prompt (multi-token) decodes.
-    pub t_prompt: Duration,
-    /// Tokens in prompt decodes.
-    pub n_prompt: usize,
-    /// Time in single-token decodes.
-    pub t_eval: Duration,
-    /// Single-token decodes.
-    pub n_eval: usize,
-}
-
-/// Positions, sequences and output flags of a checked batch.
-type Prepared = (Vec<Pos>, Vec<Vec<SeqId>>, Vec<bool>);
+pub use params::{
+    default_n_threads, AbortCallback, ContextParams, FlashAttnType, Perf, PoolingType,
+};
 
 /// A context over a model.
 pub struct Context<'m> {
@@ -165,8 +30,8 @@ pub struct Context<'m> {
     /// The resolved parameters (n_ctx, n_batch, n_ubatch after clamping).
     pub params: ContextParams,
     rope: RopeCfg,
-    /// The KV cache.
-    pub kv: KvCache,
+    /// The KV caches.
+    pub kv: KvMemory,
     sched: Scheduler,
     cpu_backend: usize,
     logits: Vec<f32>,
@@ -314,13 +179,21 @@ impl<'m> Context<'m> {
             );
         }
 
-        let kv = KvCache::new(
+        if p.swa_full && !hp.has_swa() {
+            crate::warn!("llama_init_from_model: swa_full: the model has no sliding-window layers");
+        }
+        let kv = KvMemory::new(
             model,
-            p.n_ctx,
-            p.type_k,
-            p.type_v,
-            !flash_attn,
-            p.offload_kqv,
+            KvMemoryParams {
+                n_ctx: p.n_ctx,
+                n_seq_max: p.n_seq_max,
+                n_ubatch: p.n_ubatch,
+                swa_full: p.swa_full,
+                type_k: p.type_k,
+                type_v: p.type_v,
+                v_trans: !flash_attn,
+                offload: p.offload_kqv,
+            },
         )?;
 
         // Backends: the model's GPUs, accelerators, then the CPU.
@@ -415,11 +288,12 @@ impl<'m> Context<'m> {
     /// graph, so decoding never reallocates.
     fn reserve(&mut self) -> Result<()> {
         let n_ub = self.params.n_ubatch;
+        let n_kv_swa = self.kv.swa.as_ref().map_or(0, |c| c.size);
         let pp = UbatchShape {
             n_tokens: n_ub,
             n_outputs: n_ub,
-            kv_head: 0,
-            n_kv: self.kv.size,
+            n_kv: self.kv.size(),
+            n_kv_swa,
             embd_input: false,
         };
         let built = self.build(pp)?;
@@ -430,8 +304,8 @@ impl<'m> Context<'m> {
         let tg = UbatchShape {
             n_tokens: 1,
             n_outputs: 1,
-            kv_head: 0,
-            n_kv: self.kv.size,
+            n_kv: self.kv.size(),
+            n_kv_swa,
             embd_input: false,
         };
         let built_tg = self.build(tg)?;
@@ -456,6 +330,38 @@ impl<'m> Context<'m> {
         crate::info!(
             "llama_init_from_model: graph splits = {n_splits_pp} (prompt), {n_splits_tg} (token)"
         );
+        Ok(())
+    }
+
+    /// Writes the mask and the K/V cell indices of one cache.
+    fn write_kv_inputs(
+        g: &Graph,
+        kv: &KvCache,
+        ki: &KvInputs,
+        cells: &[usize],
+        toks: &MaskTokens<'_>,
+    ) -> Result<()> {
+        let (n_kv, rows) = (g.desc(ki.mask).ne[0], g.desc(ki.mask).ne[1]);
+        let n_swa = kv.cells.n_swa();
+        let mask = build_mask(
+            kv.cells.cells(),
+            n_kv,
+            rows,
+            toks,
+            (n_swa > 0).then_some(n_swa),
+        );
+        let bytes: Vec<u8> = if g.desc(ki.mask).ty == Type::F16 {
+            mask.iter()
+                .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
+                .collect()
+        } else {
+            mask.iter().flat_map(|x| x.to_le_bytes()).collect()
+        };
+        Self::write_input(g, ki.mask, &bytes)?;
+        Self::write_input(g, ki.k_idxs, &k_idx_bytes(cells))?;
+        for &(w, t) in &ki.v_idxs {
+            Self::write_input(g, t, &v_idx_bytes(cells, w, kv.size))?;
+        }
         Ok(())
     }
 
@@ -485,144 +391,43 @@ impl<'m> Context<'m> {
         })
     }
 
+    /// Re-rotates K of every cache with pending position shifts.
     fn apply_k_shift(&mut self) -> Result<()> {
-        let (mut g, shift) = build_k_shift(self.model, &self.kv, &self.rope)?;
-        self.sched.alloc_graph(&mut g)?;
-        let deltas: Vec<u8> = self
-            .kv
-            .cells
-            .iter()
-            .flat_map(|c| if c.is_empty() { 0 } else { c.delta }.to_le_bytes())
-            .collect();
-        Self::write_input(&g, shift, &deltas)?;
-        self.compute(&mut g, self.kv.size)?;
-        for c in self.kv.cells.iter_mut() {
-            c.delta = 0;
+        let n_ctx = self.kv.size();
+        for swa in [false, true] {
+            let Some(kv) = (if swa {
+                self.kv.swa.as_ref()
+            } else {
+                Some(&self.kv.base)
+            }) else {
+                continue;
+            };
+            if !kv.cells.has_shift {
+                continue;
+            }
+            if kv.has_layers() {
+                let (mut g, shift) = build_k_shift(self.model, kv, &self.rope, n_ctx)?;
+                let deltas: Vec<u8> = kv
+                    .cells
+                    .cells()
+                    .iter()
+                    .flat_map(|c| if c.is_empty() { 0 } else { c.delta }.to_le_bytes())
+                    .collect();
+                let size = kv.size;
+                self.sched.alloc_graph(&mut g)?;
+                Self::write_input(&g, shift, &deltas)?;
+                self.compute(&mut g, size)?;
+            }
+            let kv = if swa {
+                self.kv.swa.as_mut()
+            } else {
+                Some(&mut self.kv.base)
+            };
+            if let Some(kv) = kv {
+                kv.cells.reset_shift();
+            }
         }
-        self.kv.has_shift = false;
         Ok(())
-    }
-
-    /// Checks a batch and fills in defaults (positions, sequences, outputs).
-    fn prepare(&self, batch: &Batch) -> Result<Prepared> {
-        let hp = &self.model.hparams;
-        let n = batch.n_tokens(hp.n_embd);
-        if n == 0 {
-            return Err(LlamaError::Batch("the batch is empty".into()));
-        }
-        if let Some(e) = &batch.embd {
-            if e.len() % hp.n_embd != 0 {
-                return Err(LlamaError::Batch(format!(
-                    "embeddings have {} floats, not a multiple of n_embd = {}",
-                    e.len(),
-                    hp.n_embd
-                )));
-            }
-        } else {
-            let n_vocab = self.model.vocab.n_tokens() as i32;
-            if let Some((i, t)) = batch
-                .tokens
-                .iter()
-                .enumerate()
-                .find(|(_, &t)| t < 0 || t >= n_vocab)
-            {
-                return Err(LlamaError::Batch(format!(
-                    "token {i} has id {t}, outside the vocabulary (0..{n_vocab})"
-                )));
-            }
-        }
-        if n > self.params.n_batch {
-            return Err(LlamaError::Batch(format!(
-                "{n} tokens exceed n_batch = {}; split the input or raise n_batch",
-                self.params.n_batch
-            )));
-        }
-        let check_len = |what: &str, len: usize| -> Result<()> {
-            if len != 0 && len != n {
-                return Err(LlamaError::Batch(format!(
-                    "{what} has {len} entries for {n} tokens"
-                )));
-            }
-            Ok(())
-        };
-        check_len("pos", batch.pos.len())?;
-        check_len("seq_ids", batch.seq_ids.len())?;
-        check_len("logits", batch.logits.len())?;
-        let seqs: Vec<Vec<SeqId>> = if batch.seq_ids.is_empty() {
-            vec![vec![0]; n]
-        } else {
-            batch.seq_ids.clone()
-        };
-        for (i, ss) in seqs.iter().enumerate() {
-            if ss.is_empty() {
-                return Err(LlamaError::Batch(format!(
-                    "token {i} belongs to no sequence"
-                )));
-            }
-            if let Some(&s) = ss
-                .iter()
-                .find(|&&s| s < 0 || s as usize >= self.params.n_seq_max)
-            {
-                return Err(LlamaError::Batch(format!(
-                    "token {i} has sequence id {s}, but n_seq_max = {}",
-                    self.params.n_seq_max
-                )));
-            }
-        }
-        let pos: Vec<Pos> = if batch.pos.is_empty() {
-            let mut next: Vec<Pos> = (0..self.params.n_seq_max as SeqId)
-                .map(|s| self.kv.seq_pos_max(s) + 1)
-                .collect();
-            seqs.iter()
-                .map(|ss| {
-                    let p = next[ss[0] as usize];
-                    for &s in ss {
-                        next[s as usize] = p + 1;
-                    }
-                    p
-                })
-                .collect()
-        } else {
-            batch.pos.clone()
-        };
-        // Positions must increase within each sequence and follow what the
-        // cache already holds.
-        let mut last: Vec<Pos> = (0..self.params.n_seq_max as SeqId)
-            .map(|s| self.kv.seq_pos_max(s))
-            .collect();
-        for (i, (&p, ss)) in pos.iter().zip(&seqs).enumerate() {
-            if p < 0 {
-                return Err(LlamaError::Batch(format!(
-                    "token {i} has negative position {p}"
-                )));
-            }
-            for &s in ss {
-                if p <= last[s as usize] {
-                    return Err(LlamaError::Batch(format!(
-                        "token {i} has position {p} in sequence {s}, which already reaches position {}: positions must increase",
-                        last[s as usize]
-                    )));
-                }
-                last[s as usize] = p;
-            }
-        }
-        let mut outs = if batch.logits.is_empty() {
-            let mut v = vec![false; n];
-            v[n - 1] = true;
-            v
-        } else {
-            batch.logits.clone()
-        };
-        if self.params.embeddings && self.params.pooling != PoolingType::None {
-            outs = vec![true; n];
-        }
-        if n > self.kv.size {
-            return Err(LlamaError::Batch(format!(
-                "{n} tokens do not fit the context of {} tokens",
-                self.kv.size
-            )));
-        }
-        Ok((pos, seqs, outs))
     }
 
     /// Decodes a batch: splits it into ubatches, writes K/V to the cache and
@@ -640,32 +445,31 @@ impl<'m> Context<'m> {
         self.embd.clear();
         self.output_ids = vec![-1; n];
         self.n_outputs = 0;
-        if self.kv.has_shift {
+        if self.kv.caches().any(|c| c.cells.has_shift) {
             self.apply_k_shift()?;
         }
-        let mut start = 0;
-        while start < n {
-            let end = (start + self.params.n_ubatch).min(n);
-            let n_tokens = end - start;
-            let slot = self.kv.find_slot(n_tokens).ok_or_else(|| {
-                LlamaError::Decode(format!(
-                    "no room in the KV cache for {n_tokens} tokens ({} of {} cells used)",
-                    self.kv.used, self.kv.size
-                ))
-            })?;
-            let seq_refs: Vec<&[SeqId]> = seqs[start..end].iter().map(|s| s.as_slice()).collect();
-            let snapshot = self.kv.cells[slot..end - start + slot].to_vec();
-            let (head, used) = (self.kv.head, self.kv.used);
-            self.kv.occupy(slot, &pos[start..end], &seq_refs);
-            let res = self.decode_ubatch(batch, start, end, slot, &pos, &seqs, &outs);
+        let ubatches: Vec<Range<usize>> = (0..n)
+            .step_by(self.params.n_ubatch)
+            .map(|s| s..(s + self.params.n_ubatch).min(n))
+            .collect();
+        // Every ubatch gets its cells before any runs, so a batch that does
+        // not fit changes nothing.
+        let plan = self.kv.plan(&ubatches, &pos, &seqs).ok_or_else(|| {
+            LlamaError::Decode(format!(
+                "no room in the KV cache for {n} tokens ({} of {} cells used)",
+                self.kv.used(),
+                self.kv.size()
+            ))
+        })?;
+        let snapshot = self.kv.snapshot();
+        for (r, slots) in ubatches.into_iter().zip(plan) {
+            self.kv.apply(&slots, &pos[r.clone()], &seqs[r.clone()]);
+            let res = self.decode_ubatch(batch, r, &slots, &pos, &seqs, &outs);
             if let Err(e) = res {
-                // Leave the cache as it was before this ubatch.
-                self.kv.cells[slot..slot + n_tokens].copy_from_slice(&snapshot);
-                self.kv.head = head;
-                self.kv.used = used;
+                // Leave the cache as it was before this batch.
+                self.kv.restore(snapshot);
                 return Err(e);
             }
-            start = end;
         }
         let _ = (n_embd, n_vocab);
         let dt = t0.elapsed();
@@ -679,18 +483,17 @@ impl<'m> Context<'m> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn decode_ubatch(
         &mut self,
         batch: &Batch,
-        start: usize,
-        end: usize,
-        slot: usize,
+        ub: Range<usize>,
+        slots: &Slots,
         pos: &[Pos],
         seqs: &[Vec<SeqId>],
         outs: &[bool],
     ) -> Result<()> {
         let hp = &self.model.hparams;
+        let (start, end) = (ub.start, ub.end);
         let n_tokens = end - start;
         let out_idx: Vec<usize> = (start..end).filter(|&i| outs[i]).collect();
         // A ubatch without outputs still runs to fill the cache; it computes
@@ -700,15 +503,11 @@ impl<'m> Context<'m> {
         } else {
             out_idx.clone()
         };
-        let n_kv = self
-            .kv
-            .size
-            .min(KQ_MASK_PAD.max(pad(self.kv.cell_max(), KQ_MASK_PAD)));
         let shape = UbatchShape {
             n_tokens,
             n_outputs: rows.len(),
-            kv_head: slot,
-            n_kv,
+            n_kv: self.kv.base.n_kv(KQ_MASK_PAD),
+            n_kv_swa: self.kv.swa.as_ref().map_or(0, |c| c.n_kv(KQ_MASK_PAD)),
             embd_input: batch.embd.is_some(),
         };
         let mut built = self.build(shape)?;
@@ -735,26 +534,24 @@ impl<'m> Context<'m> {
             .flat_map(|p| p.to_le_bytes())
             .collect();
         Self::write_input(g, inp.pos, &pos_bytes)?;
-        // Masks, once per ubatch: a token sees the cells of its sequences at
-        // positions <= its own (and, for sliding-window layers, within the
-        // window).
-        let mask_rows = g.desc(inp.kq_mask).ne[1];
+        // Per cache, once per ubatch: the cells the tokens go to, and the
+        // mask (a token sees the cells of its sequences at positions <= its
+        // own and, in the sliding-window cache, within the window).
         let toks = MaskTokens {
             pos: &pos[start..end],
             seqs: &seqs[start..end],
         };
-        let masks = [(Some(inp.kq_mask), None), (inp.kq_mask_swa, Some(hp.n_swa))];
-        for (t, swa) in masks {
-            if let Some(t) = t {
-                let mask = build_mask(&self.kv.cells, n_kv, mask_rows, &toks, swa);
-                let bytes: Vec<u8> = if g.desc(t).ty == Type::F16 {
-                    mask.iter()
-                        .flat_map(|&x| half::f16::from_f32(x).to_le_bytes())
-                        .collect()
-                } else {
-                    mask.iter().flat_map(|x| x.to_le_bytes()).collect()
-                };
-                Self::write_input(g, t, &bytes)?;
+        let caches = [
+            (&self.kv.base, inp.kv.as_ref(), &slots.base),
+            (
+                self.kv.swa.as_ref().unwrap_or(&self.kv.base),
+                inp.kv_swa.as_ref(),
+                &slots.swa,
+            ),
+        ];
+        for (kv, ki, cells) in caches {
+            if let Some(ki) = ki {
+                Self::write_kv_inputs(g, kv, ki, cells, &toks)?;
             }
         }
         if let Some(ids) = inp.out_ids {
@@ -870,8 +667,12 @@ impl<'m> Context<'m> {
         })
     }
 
-    /// Removes positions `[p0, p1)` of `seq` from the cache (seq < 0: all).
-    pub fn seq_rm(&mut self, seq: SeqId, p0: Pos, p1: Pos) {
+    /// Removes positions `[p0, p1)` of `seq` from the caches (seq < 0:
+    /// all). False, with nothing changed, when a sliding-window cache no
+    /// longer holds positions the window of what is kept would need (see
+    /// [`KvMemory::seq_rm`]).
+    #[must_use]
+    pub fn seq_rm(&mut self, seq: SeqId, p0: Pos, p1: Pos) -> bool {
         self.kv.seq_rm(seq, p0, p1)
     }
     /// Copies positions `[p0, p1)` of `src` to `dst`.
@@ -889,6 +690,16 @@ impl<'m> Context<'m> {
     /// Largest position of `seq`, or -1.
     pub fn seq_pos_max(&self, seq: SeqId) -> Pos {
         self.kv.seq_pos_max(seq)
+    }
+    /// Smallest position of `seq` that every layer still holds, or -1
+    /// (llama_memory_seq_pos_min).
+    pub fn seq_pos_min(&self, seq: SeqId) -> Pos {
+        self.kv.seq_pos_min(seq)
+    }
+    /// Whether a context shift (`seq_rm` then `seq_add` of what follows) is
+    /// possible: not with a sliding-window cache smaller than the context.
+    pub fn can_shift(&self) -> bool {
+        self.kv.can_shift()
     }
     /// Empties the cache.
     pub fn kv_clear(&mut self) {

@@ -1,0 +1,137 @@
+//! Architectures beyond llama and qwen2, one file each: their defaults,
+//! their own metadata keys and the tensors of one block. The tensors around
+//! the blocks (token embeddings, output norm and projection) and the
+//! value scales are shared with [`super::plan`].
+
+mod gemma2;
+mod gemma3;
+mod phi3;
+mod qwen3;
+
+use gguf::Metadata;
+
+use super::mixture::{Mixture, Role};
+use super::plan::{Init, TensorPlan, LOGIT_STD, NORM};
+use super::shape::{Arch, Shape};
+
+/// What the generator knows about one architecture.
+pub struct ArchGen {
+    /// Default `attention.layer_norm_rms_epsilon`.
+    pub rms_eps: f32,
+    /// Default `rope.freq_base`.
+    pub rope_freq_base: f32,
+    /// Writes the architecture's own keys.
+    pub metadata: fn(&Shape, &mut Metadata),
+    /// Appends the tensors of block `il`.
+    pub block: fn(&mut Block<'_>),
+}
+
+/// The generator entry of `arch`, None for llama and qwen2 (planned by
+/// [`super::plan`] itself).
+pub fn generator(arch: Arch) -> Option<&'static ArchGen> {
+    match arch {
+        Arch::Llama | Arch::Qwen2 => None,
+        Arch::Qwen3 => Some(&qwen3::GEN),
+        Arch::Gemma2 => Some(&gemma2::GEN),
+        Arch::Gemma3 => Some(&gemma3::GEN),
+        Arch::Phi3 => Some(&phi3::GEN),
+    }
+}
+
+/// One block under construction.
+pub struct Block<'a> {
+    /// Layer index.
+    pub il: u32,
+    /// The model.
+    pub shape: &'a Shape,
+    mix: &'a Mixture,
+    out: &'a mut Vec<TensorPlan>,
+}
+
+impl Block<'_> {
+    fn name(&self, s: &str) -> String {
+        format!("blk.{}.{s}.weight", self.il)
+    }
+
+    /// A norm weight of `n` values, 1 + N(0, 0.1²).
+    pub fn norm(&mut self, name: &str, n: u32) {
+        let t = TensorPlan::vector(self.name(name), n, NORM);
+        self.out.push(t);
+    }
+
+    /// A norm weight of `n` values around `mean` (std a tenth of it).
+    pub fn norm_around(&mut self, name: &str, n: u32, mean: f32) {
+        let init = Init {
+            mean,
+            std: mean / 10.0,
+        };
+        let t = TensorPlan::vector(self.name(name), n, init);
+        self.out.push(t);
+    }
+
+    /// A projection of `ne1` rows of `ne0` values, std 1/sqrt(ne0) so its
+    /// outputs have the scale of its inputs.
+    pub fn matrix(&mut self, name: &str, role: Role, ne0: u32, ne1: u32) {
+        let want = self.mix.want(role, self.il, ne0);
+        let std = 1.0 / (ne0 as f32).sqrt();
+        let t = TensorPlan::matrix(self.name(name), ne0, ne1, want, std);
+        self.out.push(t);
+    }
+
+    /// attn_norm and the separate q, k, v and output projections.
+    pub fn attention(&mut self) {
+        let (e, kv) = (self.shape.n_embd, self.shape.n_embd_kv());
+        self.norm("attn_norm", e);
+        self.matrix("attn_q", Role::AttnQ, e, e);
+        self.matrix("attn_k", Role::AttnK, e, kv);
+        self.matrix("attn_v", Role::AttnV, e, kv);
+        self.matrix("attn_output", Role::AttnOutput, e, e);
+    }
+
+    /// The norms after attention and after the FFN of Gemma 2 and 3. Their
+    /// weights lift the blocks' outputs to the scale of the input
+    /// embeddings (tied, so each element has std LOGIT_STD once scaled by
+    /// sqrt(n_embd)); with unit weights the embeddings would drown the
+    /// blocks and every next token would follow from the last one alone.
+    pub fn post_norm(&mut self, name: &str) {
+        let e = self.shape.n_embd;
+        self.norm_around(name, e, LOGIT_STD);
+    }
+
+    /// ffn_norm and the gate, up and down projections.
+    pub fn ffn(&mut self) {
+        let (e, ff) = (self.shape.n_embd, self.shape.n_ff);
+        self.norm("ffn_norm", e);
+        self.matrix("ffn_gate", Role::FfnGate, e, ff);
+        self.matrix("ffn_up", Role::FfnUp, e, ff);
+        self.matrix("ffn_down", Role::FfnDown, ff, e);
+    }
+}
+
+/// The tensors of every block of `shape` with `gen`'s layout.
+pub fn blocks(gen: &ArchGen, shape: &Shape, mix: &Mixture, out: &mut Vec<TensorPlan>) {
+    for il in 0..shape.n_layer {
+        let mut b = Block {
+            il,
+            shape,
+            mix,
+            out,
+        };
+        (gen.block)(&mut b);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::ValueEnum;
+
+    use super::*;
+
+    #[test]
+    fn every_generated_architecture_is_one_llama_loads() {
+        for a in Arch::value_variants() {
+            let known = llama::Arch::from_name(a.name());
+            assert!(known.is_ok(), "{}: {:?}", a.name(), known.err());
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! `phi3`: one fused Q/K/V projection (rows: Q, then K, then V) and one
+//! fused gate+up projection (rows: gate, then up).
+
+use gguf::Metadata;
+
+use super::{ArchGen, Block};
+use crate::gen_model::mixture::Role;
+use crate::gen_model::shape::Shape;
+
+/// The generator entry.
+pub static GEN: ArchGen = ArchGen {
+    rms_eps: 1e-5,
+    rope_freq_base: 10_000.0,
+    metadata,
+    block,
+};
+
+fn metadata(_: &Shape, _: &mut Metadata) {}
+
+fn block(b: &mut Block<'_>) {
+    let (e, kv, ff) = (b.shape.n_embd, b.shape.n_embd_kv(), b.shape.n_ff);
+    b.norm("attn_norm", e);
+    b.matrix("attn_qkv", Role::AttnQkv, e, e + 2 * kv);
+    b.matrix("attn_output", Role::AttnOutput, e, e);
+    b.norm("ffn_norm", e);
+    b.matrix("ffn_up", Role::FfnUp, e, 2 * ff);
+    b.matrix("ffn_down", Role::FfnDown, ff, e);
+}
