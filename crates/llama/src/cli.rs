@@ -7,7 +7,7 @@ use ggml_core::{registry, Device, Type};
 
 use crate::context::ContextParams;
 use crate::error::{LlamaError, Result};
-use crate::params::ModelParams;
+use crate::params::{LoadMode, ModelParams};
 use crate::sampling::SamplingParams;
 
 /// Parameters common to the tools (a subset of llama.cpp's common_params).
@@ -226,11 +226,20 @@ impl CommonArgs {
                 "-dev" | "--device" => a.model_params.devices = Some(parse_devices(&val("list")?)?),
                 "--rpc" => crate::devices::add_rpc_servers(&val("host:port,...")?)?,
                 "--list-devices" => a.list_devices = true,
-                "--no-mmap" => a.model_params.use_mmap = false,
-                "--mmap" => a.model_params.use_mmap = true,
+                "-lm" | "--load-mode" => {
+                    a.model_params.load_mode =
+                        val("auto|none|mmap|mlock|mmap+mlock|dio")?.parse()?
+                }
+                "--no-mmap" => {
+                    a.model_params.load_mode = a.model_params.load_mode.without_mmap()?
+                }
+                "--mmap" => {
+                    a.model_params.load_mode =
+                        LoadMode::from_flags(true, a.model_params.load_mode.use_mlock())
+                }
                 "-nr" | "--no-repack" => a.model_params.use_extra_bufts = false,
                 "--repack" => a.model_params.use_extra_bufts = true,
-                "--mlock" => a.model_params.use_mlock = true,
+                "--mlock" => a.model_params.load_mode = a.model_params.load_mode.with_mlock()?,
                 "--check-tensors" => a.model_params.check_tensors = true,
                 "-ot" | "--override-tensor" => {
                     for part in val("PATTERN=BUFT")?.split(',') {
@@ -399,5 +408,22 @@ mod tests {
         assert!(e.contains("maybe") && e.contains("auto"), "{e}");
         assert_eq!(parse("--bogus").unwrap().rest, vec!["--bogus".to_string()]);
         assert_eq!(process_escapes("a\\nb\\\\"), "a\nb\\");
+    }
+
+    #[test]
+    fn load_mode_flags_and_aliases() {
+        let mode = |s: &str| parse(s).map(|a| a.model_params.load_mode);
+        assert_eq!(mode("").unwrap(), LoadMode::Auto);
+        assert_eq!(mode("-lm dio").unwrap(), LoadMode::Dio);
+        assert_eq!(mode("--load-mode mmap+mlock").unwrap(), LoadMode::MmapMlock);
+        assert_eq!(mode("--no-mmap").unwrap(), LoadMode::None);
+        assert_eq!(mode("--mlock").unwrap(), LoadMode::MmapMlock);
+        assert_eq!(mode("--no-mmap --mlock").unwrap(), LoadMode::Mlock);
+        assert_eq!(mode("--mlock --no-mmap").unwrap(), LoadMode::Mlock);
+        assert_eq!(mode("-lm none --mmap").unwrap(), LoadMode::Mmap);
+        assert_eq!(mode("-lm dio -lm none").unwrap(), LoadMode::None);
+        for bad in ["-lm", "-lm fast", "-lm dio --mlock", "-lm dio --no-mmap"] {
+            assert!(mode(bad).is_err(), "{bad} was accepted");
+        }
     }
 }

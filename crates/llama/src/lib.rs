@@ -11,7 +11,9 @@ pub mod vocab;
 pub use arch::{Arch, TensorKind};
 pub use error::{LlamaError, Result};
 pub use hparams::HParams;
-pub use params::{KvOverride, KvOverrideValue, ModelParams, SplitMode, TensorBuftOverride};
+pub use params::{
+    KvOverride, KvOverrideValue, LoadMode, ModelParams, SplitMode, TensorBuftOverride,
+};
 pub mod devices;
 pub mod loader;
 pub mod log;

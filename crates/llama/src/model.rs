@@ -14,6 +14,7 @@ use crate::devices::{backend_init, cpu_device, select_devices};
 use crate::error::{LlamaError, Result};
 use crate::hparams::{HParams, MetaView};
 use crate::loader::{load_weights, LoadStats, MemLock, WeightRequest};
+use crate::params::LoadMode;
 use crate::params::ModelParams;
 use crate::placement::{buft_by_name, buft_holds, plan_layers, select_buft, LayerPlan};
 use crate::vocab::Vocab;
@@ -257,6 +258,13 @@ impl Model {
             model.load_time = t0.elapsed();
             return Ok(model);
         }
+        let mode = match params.load_mode {
+            LoadMode::Auto => LoadMode::Mmap,
+            m => m,
+        };
+        crate::info!(
+            "load_tensors: loading model tensors, this can take a while... (load_mode = {mode})"
+        );
         let loaded = load_weights(&files, &requests, params)?;
         model.mem_locks = loaded.locks;
         model.buffers = loaded.buffers;

@@ -27,7 +27,10 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -dev, --device LIST       devices to use (see --list-devices), or none
       --rpc LIST            RPC servers host:port[,host:port...] (devices RPC0, ...)
   --list-devices            print the available devices and exit
-  --no-mmap, --mlock, --check-tensors
+  -lm, --load-mode MODE     auto (default: mmap), none, mmap, mlock, mmap+mlock,
+                            dio (direct I/O, bypassing the page cache)
+  --no-mmap, --mlock        aliases: drop the mapping, lock the weights in RAM
+  --check-tensors           validate every tensor's data while loading
   -nr, --no-repack          keep CPU weights in ggml's layout (no repacking)
   -ot, --override-tensor PATTERN=BUFFER_TYPE
   --override-kv KEY=TYPE:VALUE
