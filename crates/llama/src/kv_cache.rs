@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ggml_core::alloc::PlannedBuffer;
 use ggml_core::{Buffer, BufferType, BufferUsage, Device, Placement, TensorDesc, Type};
 
 use crate::error::{LlamaError, Result};
@@ -80,6 +81,10 @@ pub struct KvCache {
     pub layers: Vec<KvLayer>,
     /// Buffers holding them (one per buffer type).
     pub buffers: Vec<Arc<dyn Buffer>>,
+    /// Per buffer type: its name and the bytes of K and of V in its buffer
+    /// (each tensor padded to the type's alignment; the two add up to the
+    /// buffer's size).
+    pub sizes: Vec<(String, usize, usize)>,
     /// A position shift is pending.
     pub has_shift: bool,
     /// Cells were changed by sequence operations since the last decode.
@@ -89,6 +94,7 @@ pub struct KvCache {
 impl KvCache {
     /// Allocates the cache for `model`: `size` cells per layer, each layer on
     /// its device's buffer type when `offload` is set, else in CPU memory.
+    /// With `planning` the buffers are planned ones that hold no memory.
     pub fn new(
         model: &Model,
         size: usize,
@@ -96,6 +102,7 @@ impl KvCache {
         type_v: Type,
         v_trans: bool,
         offload: bool,
+        planning: bool,
     ) -> Result<KvCache> {
         let hp = &model.hparams;
         for (what, ty, width) in [
@@ -141,6 +148,7 @@ impl KvCache {
         }
         let mut layers: Vec<Option<KvLayer>> = vec![None; hp.n_layer];
         let mut buffers = Vec::new();
+        let mut sizes = Vec::new();
         for (name, (buft, items)) in descs {
             let align = buft.alignment().max(1);
             let pad = |x: usize| x.div_ceil(align) * align;
@@ -148,17 +156,26 @@ impl KvCache {
                 .iter()
                 .map(|(_, k, v)| pad(buft.alloc_size(k)) + pad(buft.alloc_size(v)))
                 .sum();
-            let buf = buft.alloc_buffer(total)?;
-            buf.set_usage(BufferUsage::Compute);
-            // Empty cells must hold zeros: masked attention still multiplies them.
-            buf.clear(0)?;
+            let buf = if planning {
+                PlannedBuffer::shared(buft.clone(), total, BufferUsage::Compute)
+            } else {
+                let buf = buft.alloc_buffer(total)?;
+                buf.set_usage(BufferUsage::Compute);
+                // Empty cells must hold zeros: masked attention still
+                // multiplies them.
+                buf.clear(0)?;
+                buf
+            };
             let (mut kb, mut vb) = (0usize, 0usize);
+            let (mut kp, mut vp) = (0usize, 0usize);
             let mut off = 0;
             for (il, k, v) in items {
                 let ko = off;
                 off += pad(buft.alloc_size(&k));
                 let vo = off;
                 off += pad(buft.alloc_size(&v));
+                kp += vo - ko;
+                vp += off - vo;
                 kb += k.nbytes();
                 vb += v.nbytes();
                 layers[il] = Some(KvLayer {
@@ -184,6 +201,7 @@ impl KvCache {
                 kb as f64 / 1048576.0,
                 vb as f64 / 1048576.0
             );
+            sizes.push((name, kp, vp));
             buffers.push(buf);
         }
         let layers = layers
@@ -200,6 +218,7 @@ impl KvCache {
             v_trans,
             layers,
             buffers,
+            sizes,
             has_shift: false,
             do_defrag: false,
         })
@@ -396,6 +415,7 @@ mod tests {
             v_trans: true,
             layers: Vec::new(),
             buffers: Vec::new(),
+            sizes: Vec::new(),
             has_shift: false,
             do_defrag: false,
         }

@@ -26,9 +26,11 @@ pub mod batch;
 pub mod context;
 pub mod graph;
 pub mod kv_cache;
+pub mod memory_plan;
 
 pub use batch::{Batch, Token};
 pub use context::{Context, ContextParams, PoolingType};
+pub use memory_plan::{MemoryPlan, PlanBytes};
 pub mod chat;
 pub mod cli;
 pub mod perplexity;

@@ -27,6 +27,8 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -dev, --device LIST       devices to use (see --list-devices), or none
       --rpc LIST            RPC servers host:port[,host:port...] (devices RPC0, ...)
   --list-devices            print the available devices and exit
+  --fit-print               print the exact memory plan (weights, K, V, compute per
+                            device and buffer type) and exit, allocating nothing
   -lm, --load-mode MODE     auto (default: mmap), none, mmap, mlock, mmap+mlock,
                             dio (direct I/O, bypassing the page cache)
   --no-mmap, --mlock        aliases: drop the mapping, lock the weights in RAM
@@ -48,6 +50,13 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --jinja, --no-jinja       render the model's template with Jinja (default) or in code
   -v, --verbose; --log-disable";
 
+/// Removes `flag` from `rest`; whether it was there.
+fn take_flag(rest: &mut Vec<String>, flag: &str) -> bool {
+    let n = rest.len();
+    rest.retain(|a| a != flag);
+    rest.len() != n
+}
+
 fn run() -> Result<()> {
     let args = CommonArgs::parse(std::env::args().skip(1))?;
     if args.rest.iter().any(|a| a == "-h" || a == "--help") {
@@ -55,10 +64,16 @@ fn run() -> Result<()> {
         return Ok(());
     }
     let mut args = args;
+    let fit_print = take_flag(&mut args.rest, "--fit-print");
     let chat = chat_flags(&mut args.rest)?;
     args.reject_rest()?;
     if args.list_devices {
         print_devices();
+        return Ok(());
+    }
+    if fit_print {
+        let plan = Model::plan(args.model_path()?, &args.model_params, &args.ctx_params)?;
+        print!("{plan}");
         return Ok(());
     }
     let path = args.model_path()?.to_string();

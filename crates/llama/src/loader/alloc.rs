@@ -17,13 +17,16 @@ pub(super) struct Allocated {
 }
 
 /// Allocates the buffers of `reqs`, grouped by buffer type; `slack` is
-/// the extra room each staging buffer needs for direct reads.
+/// the extra room each staging buffer needs for direct reads. With
+/// `planning`, the buffers are planned ones that hold no memory (nothing
+/// is mapped, locked or allocated) and no uploader is made.
 pub(super) fn allocate(
     files: &GgufModel,
     reqs: &[WeightRequest],
     params: &ModelParams,
     opts: &LoadOptions,
     slack: usize,
+    planning: bool,
     stats: &mut LoadStats,
 ) -> Result<Allocated> {
     let mut a = Allocated {
@@ -35,7 +38,7 @@ pub(super) fn allocate(
         buffers: Vec::new(),
     };
     let mmap = params.load_mode.use_mmap();
-    let mlock = params.load_mode.use_mlock();
+    let mlock = params.load_mode.use_mlock() && !planning;
     let all_mapped = files.files().iter().all(|f| f.mmap().is_some());
     // Group by buffer type, keeping request order inside each group.
     let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
@@ -53,7 +56,9 @@ pub(super) fn allocate(
             && dev.buffer_type().name() == entry.buft.name()
             && dev.props().caps.buffer_from_host_ptr;
         if mmap && is_default_cpu && all_mapped {
-            a.map_group(files, reqs, idxs, buft_name, mlock, stats)?;
+            a.map_group(files, reqs, idxs, buft_name, mlock, planning, stats)?;
+        } else if planning {
+            a.plan_group(reqs, idxs, buft_name)?;
         } else {
             a.alloc_group(reqs, idxs, buft_name, opts, slack, &mut host_bufs)?;
         }
@@ -78,6 +83,7 @@ impl Allocated {
         idxs: &[usize],
         buft_name: &str,
         mlock: bool,
+        planning: bool,
         stats: &mut LoadStats,
     ) -> Result<()> {
         #[cfg(unix)]
@@ -113,6 +119,13 @@ impl Allocated {
                     &mut self.locks,
                 );
             }
+            if planning {
+                let buf = PlannedBuffer::shared(dev.buffer_type(), hi - lo, BufferUsage::Weights);
+                self.place(reqs, &ids, &buf, lo, Route::Mapped);
+                *self.sizes.entry(format!("{buft_name}_Mapped")).or_default() += hi - lo;
+                self.buffers.push(buf);
+                continue;
+            }
             #[cfg(unix)]
             if prefetch && hi > lo {
                 if let Err(e) = mmap.advise_range(memmap2::Advice::WillNeed, lo, hi - lo) {
@@ -123,16 +136,50 @@ impl Allocated {
             let mem: HostMem = mmap.clone();
             let buf = dev.buffer_from_host_mem(mem, lo, hi - lo, max_tensor)?;
             buf.set_usage(BufferUsage::Weights);
-            for &i in &ids {
-                self.placements[i] = Some(Placement {
-                    buffer: buf.clone(),
-                    offset: reqs[i].file_offset as usize - lo,
-                });
-                self.routes[i] = Some(Route::Mapped);
-            }
+            self.place(reqs, &ids, &buf, lo, Route::Mapped);
             *self.sizes.entry(format!("{buft_name}_Mapped")).or_default() += hi - lo;
             self.buffers.push(buf);
         }
+        Ok(())
+    }
+
+    /// Places requests `ids` in `buf`, at their file offset less `lo`.
+    fn place(
+        &mut self,
+        reqs: &[WeightRequest],
+        ids: &[usize],
+        buf: &Arc<dyn Buffer>,
+        lo: usize,
+        route: Route,
+    ) {
+        for &i in ids {
+            self.placements[i] = Some(Placement {
+                buffer: buf.clone(),
+                offset: reqs[i].file_offset as usize - lo,
+            });
+            self.routes[i] = Some(route);
+        }
+    }
+
+    /// Lays the group out over planned buffers, exactly as
+    /// [`Allocated::alloc_group`] would allocate them.
+    fn plan_group(
+        &mut self,
+        reqs: &[WeightRequest],
+        idxs: &[usize],
+        buft_name: &str,
+    ) -> Result<()> {
+        let entry = &reqs[idxs[0]].entry;
+        let descs: Vec<TensorDesc> = idxs.iter().map(|&i| reqs[i].desc.clone()).collect();
+        let la = LinearAlloc::plan_tensors(&entry.buft, &descs, BufferUsage::Weights)?;
+        for b in &la.buffers {
+            *self.sizes.entry(buft_name.to_string()).or_default() += b.size();
+        }
+        for (&i, p) in idxs.iter().zip(la.placements) {
+            self.placements[i] = Some(p);
+            self.routes[i] = Some(Route::Host);
+        }
+        self.buffers.extend(la.buffers);
         Ok(())
     }
 

@@ -50,7 +50,7 @@ use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use ggml_core::alloc::LinearAlloc;
+use ggml_core::alloc::{LinearAlloc, PlannedBuffer};
 use ggml_core::{
     registry, Backend, Buffer, BufferUsage, Device, DeviceKind, Event, HostMem, Placement,
     TensorDesc,
@@ -248,6 +248,38 @@ pub fn load_weights(
     load_weights_with(files, reqs, params, &LoadOptions::default())
 }
 
+/// Lays every requested weight out as [`load_weights`] would, over planned
+/// buffers that hold no memory: the buffers and sizes are exactly those of
+/// a load, and nothing is read, mapped or allocated (a memory plan).
+pub fn plan_weights(
+    files: &GgufModel,
+    reqs: &[WeightRequest],
+    params: &ModelParams,
+) -> Result<LoadedWeights> {
+    let mut stats = LoadStats::default();
+    let opts = LoadOptions::default();
+    let mut al = alloc::allocate(files, reqs, params, &opts, 0, true, &mut stats)?;
+    stats.n_buffers = al.buffers.len();
+    let placements = reqs
+        .iter()
+        .zip(std::mem::take(&mut al.placements))
+        .map(|(r, p)| {
+            p.map(|at| Weight {
+                desc: r.desc.clone(),
+                at,
+            })
+            .ok_or_else(|| LlamaError::Tensor(format!("tensor '{}' was not planned", r.desc.name)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LoadedWeights {
+        buffers: std::mem::take(&mut al.buffers),
+        placements,
+        sizes: std::mem::take(&mut al.sizes),
+        stats,
+        locks: Vec::new(),
+    })
+}
+
 /// [`load_weights`] with the loader's tuning given. Two phases: the
 /// buffers of every group first ([`alloc::allocate`]), then the data of
 /// every request in file order, by its route ([`fill::Fill`]).
@@ -279,7 +311,7 @@ pub fn load_weights_with(
         0
     };
     let mut stats = LoadStats::default();
-    let mut al = alloc::allocate(files, reqs, params, &opts, slack, &mut stats)?;
+    let mut al = alloc::allocate(files, reqs, params, &opts, slack, false, &mut stats)?;
     let mut fill = Fill {
         files,
         reqs,
