@@ -24,6 +24,7 @@ pub use devices::backend_init;
 pub use model::{Model, Weight, Weights};
 pub mod batch;
 pub mod context;
+pub mod fit;
 pub mod graph;
 pub mod kv_cache;
 pub mod memory_plan;

@@ -120,3 +120,108 @@ fn the_plan_prints_per_device() {
     let total: usize = want.entries.values().map(|b| b.total()).sum();
     assert!(total > 0);
 }
+
+/// A model that cannot fit even on the CPU (here: a margin larger than
+/// any machine's memory) is a clear error with the plan's numbers, after
+/// the context was brought down to the minimum; `--fit off` changes
+/// nothing.
+#[test]
+fn a_model_that_cannot_fit_is_a_clear_error() {
+    let Some(fx) = fixtures() else { return };
+    let path = fx.join("models/stories260K.gguf");
+    let fit = llama::fit::FitOptions {
+        margin: 1 << 50,
+        min_ctx: 256,
+        ..Default::default()
+    };
+    let mut mp = ModelParams {
+        devices: Some(Vec::new()),
+        ..ModelParams::default()
+    };
+    let mut cp = ContextParams {
+        n_ctx: 2048,
+        ..ContextParams::default()
+    };
+    let e = llama::fit::fit_params(&path, &mut mp, &mut cp, &fit)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("the model does not fit: CPU needs"), "{e}");
+    assert!(
+        e.contains("MiB planned") && e.contains("n_ctx = 256"),
+        "{e}"
+    );
+    assert!(e.contains("(total MiB)"), "the plan is printed: {e}");
+    assert_eq!(cp.n_ctx, 256, "the context went down to the minimum first");
+    let mut cp = ContextParams {
+        n_ctx: 2048,
+        ..ContextParams::default()
+    };
+    let off = llama::fit::FitOptions {
+        enabled: false,
+        ..fit
+    };
+    let plan = llama::fit::fit_params(&path, &mut mp, &mut cp, &off).unwrap();
+    assert_eq!((cp.n_ctx, plan.n_ctx), (2048, 2048));
+}
+
+/// With room to spare nothing changes; a context the user did not set is
+/// brought down to the largest multiple of 256 that fits.
+#[test]
+fn the_fit_shrinks_the_context_only_as_far_as_needed() {
+    let Some(fx) = fixtures() else { return };
+    let path = fx.join("models/stories260K.gguf");
+    let mp = ModelParams {
+        devices: Some(Vec::new()),
+        ..ModelParams::default()
+    };
+    let cp = ContextParams {
+        n_ctx: 8192,
+        ..ContextParams::default()
+    };
+    let full = Model::plan(&path, &mp, &cp).unwrap();
+    let small = Model::plan(
+        &path,
+        &mp,
+        &ContextParams {
+            n_ctx: 2048,
+            ..cp.clone()
+        },
+    )
+    .unwrap();
+    let at_2304 = Model::plan(
+        &path,
+        &mp,
+        &ContextParams {
+            n_ctx: 2304,
+            ..cp.clone()
+        },
+    )
+    .unwrap();
+    assert!(at_2304.device_total("CPU") > small.device_total("CPU"));
+    // Host memory with room for 2048 tokens and not for 2304.
+    let margin = 100 << 20;
+    let free = llama::fit::Free::from([("CPU".to_string(), small.device_total("CPU") + margin)]);
+    let fit = llama::fit::FitOptions {
+        margin,
+        min_ctx: 256,
+        ..Default::default()
+    };
+    let (mut mp2, mut cp2) = (mp.clone(), cp.clone());
+    let plan = llama::fit::fit_params_for(&path, &mut mp2, &mut cp2, &fit, &free).unwrap();
+    assert_eq!(cp2.n_ctx, 2048);
+    assert_eq!(plan, small);
+    // With room to spare, nothing changes.
+    let roomy = llama::fit::Free::from([("CPU".to_string(), full.device_total("CPU") + margin)]);
+    let (mut mp4, mut cp4) = (mp.clone(), cp.clone());
+    llama::fit::fit_params_for(&path, &mut mp4, &mut cp4, &fit, &roomy).unwrap();
+    assert_eq!(cp4.n_ctx, 8192);
+    // Set by the user: kept, and the error says it does not fit.
+    let user = llama::fit::FitOptions {
+        ctx_set: true,
+        ..fit
+    };
+    let (mut mp3, mut cp3) = (mp.clone(), cp.clone());
+    assert!(llama::fit::fit_params_for(&path, &mut mp3, &mut cp3, &user, &free).is_err());
+    assert_eq!(cp3.n_ctx, 8192);
+    assert!(full.device_total("CPU") > small.device_total("CPU"));
+}

@@ -20,7 +20,12 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -b, --batch-size N        logical batch size (default 2048)
   -ub, --ubatch-size N      physical batch size (default 512)
   -t, --threads N           threads (-tb for batches)
-  -ngl, --n-gpu-layers N    layers to store on GPUs
+  -ngl, --n-gpu-layers N    layers to store on GPUs (default -1: all, fitted)
+  -fit, --fit on|off        change the parameters left at their defaults (context,
+                            then -ngl) so that the exact memory plan fits every
+                            device's free memory less the target (default on)
+  -fitt, --fit-target MiB   memory to leave free per device (default 1024)
+  -fitc, --fit-ctx N        smallest context --fit may choose (default 4096)
   -sm, --split-mode MODE    none, layer or row
   -mg, --main-gpu N         GPU for split mode none
   -ts, --tensor-split LIST  fraction of the model per GPU, e.g. 3,1
@@ -72,11 +77,13 @@ fn run() -> Result<()> {
         return Ok(());
     }
     if fit_print {
-        let plan = Model::plan(args.model_path()?, &args.model_params, &args.ctx_params)?;
+        // The plan of the parameters --fit settles on.
+        let plan = args.fit_params()?;
         print!("{plan}");
         return Ok(());
     }
     let path = args.model_path()?.to_string();
+    args.fit_params()?;
     let mut mp = args.model_params.clone();
     if !args.log_disable && mp.progress_callback.is_none() {
         let last = Arc::new(std::sync::atomic::AtomicUsize::new(0));
