@@ -19,6 +19,7 @@ pub mod loader;
 pub mod log;
 pub mod model;
 pub mod placement;
+pub mod progress;
 
 pub use devices::backend_init;
 pub use model::{Model, Weight, Weights};

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use llama::chat::{self, ChatTemplate};
@@ -86,18 +85,14 @@ fn run() -> Result<()> {
     args.fit_params()?;
     let mut mp = args.model_params.clone();
     if !args.log_disable && mp.progress_callback.is_none() {
-        let last = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        mp.progress_callback = Some(Arc::new(move |f: f32| {
-            let dots = (f * 40.0) as usize;
-            let prev = last.swap(dots, std::sync::atomic::Ordering::Relaxed);
-            if dots > prev {
-                eprint!("{}", ".".repeat(dots - prev));
-                if f >= 1.0 {
-                    eprintln!();
-                }
-            }
-            true
-        }));
+        use std::io::IsTerminal;
+        let total = gguf::GgufModel::open(&path)
+            .map(|f| f.tensors().map(|(_, t)| t.size).sum::<u64>())
+            .unwrap_or(0);
+        mp.progress_callback = Some(llama::progress::load_progress(
+            total,
+            std::io::stderr().is_terminal(),
+        ));
     }
     let model = Model::load(&path, &mp)?;
     let mut ctx = Context::new(&model, args.ctx_params.clone())?;
