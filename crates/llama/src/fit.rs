@@ -70,6 +70,19 @@ fn budgets(mp: &ModelParams, free: &Free) -> Result<Vec<(String, usize)>> {
     Ok(devs.iter().filter_map(|d| known_free(d, free)).collect())
 }
 
+/// [`Model::plan`] without the loading summaries of each candidate (kept
+/// at debug verbosity).
+fn plan_quiet(path: &Path, mp: &ModelParams, cp: &ContextParams) -> Result<MemoryPlan> {
+    use crate::log::{level, set_level, Level};
+    let prev = level();
+    if prev == Level::Info {
+        set_level(Level::Warn);
+    }
+    let r = Model::plan(path, mp, cp);
+    set_level(prev);
+    r
+}
+
 /// Free bytes per device name, instead of what the devices report.
 pub type Free = std::collections::BTreeMap<String, usize>;
 
@@ -131,7 +144,7 @@ pub fn fit_params_for(
     opts: &FitOptions,
     free: &Free,
 ) -> Result<MemoryPlan> {
-    let plan = Model::plan(path, mp, cp)?;
+    let plan = plan_quiet(path, mp, cp)?;
     if !opts.enabled {
         return Ok(plan);
     }
@@ -148,7 +161,7 @@ pub fn fit_params_for(
     let n_ctx = plan.n_ctx;
     if !opts.ctx_set && n_ctx > opts.min_ctx {
         let at = |mp: &ModelParams, n: usize| {
-            Model::plan(
+            plan_quiet(
                 path,
                 mp,
                 &ContextParams {
@@ -169,7 +182,7 @@ pub fn fit_params_for(
                 "fit_params: context size reduced from {n_ctx} to {}",
                 cp.n_ctx
             );
-            return Model::plan(path, mp, cp);
+            return plan_quiet(path, mp, cp);
         }
         cp.n_ctx = opts.min_ctx;
         crate::info!(
@@ -191,13 +204,13 @@ pub fn fit_params_for(
             gpus.len()
         );
     } else if fits_with_ngl {
-        let n_max = Model::plan(path, mp, cp)?.n_layer;
+        let n_max = plan_quiet(path, mp, cp)?.n_layer;
         let mut at = |n: usize| {
             let p = ModelParams {
                 n_gpu_layers: n as i32,
                 ..mp.clone()
             };
-            Ok(overflow(&Model::plan(path, &p, cp)?, &budgets, margin).is_empty())
+            Ok(overflow(&plan_quiet(path, &p, cp)?, &budgets, margin).is_empty())
         };
         let n = if at(n_max)? {
             n_max
@@ -207,40 +220,43 @@ pub fn fit_params_for(
         mp.n_gpu_layers = n as i32;
         crate::info!("fit_params: offloading {n}/{n_max} layers to fit");
     }
-    let plan = Model::plan(path, mp, cp)?;
-    // Host memory: whatever stays on the CPU must fit there.
+    let plan = plan_quiet(path, mp, cp)?;
+    // Whatever stays on the CPU must fit in host memory; a GPU that cannot
+    // keep the margin (its compute buffer alone, with no layer) is a
+    // warning, and an error only when the plan itself passes its memory.
     let cpu: Vec<(String, usize)> = known_free(&cpu_device()?, free).into_iter().collect();
-    let over: Vec<(String, usize)> = overflow(&plan, &budgets, margin)
+    let all: Vec<(String, usize)> = budgets.iter().chain(&cpu).cloned().collect();
+    let hard: Vec<(String, usize)> = overflow(&plan, &budgets, 0)
         .into_iter()
         .chain(overflow(&plan, &cpu, 0))
         .collect();
-    if over.is_empty() {
+    let lacks = |over: &[(String, usize)], margin: usize| -> Vec<String> {
+        over.iter()
+            .map(|(d, n)| {
+                let free = all.iter().find(|(b, _)| b == d).map_or(0, |b| b.1);
+                format!(
+                    "{d} needs {:.2} MiB more ({:.2} MiB planned, {:.2} MiB free, a margin of {} MiB)",
+                    *n as f64 / MIB as f64,
+                    plan.device_total(d) as f64 / MIB as f64,
+                    free as f64 / MIB as f64,
+                    margin / MIB
+                )
+            })
+            .collect()
+    };
+    if hard.is_empty() {
+        let soft = overflow(&plan, &budgets, margin);
+        if !soft.is_empty() {
+            crate::warn!(
+                "warning: fit_params: the margin cannot be kept: {}",
+                lacks(&soft, margin).join("; ")
+            );
+        }
         return Ok(plan);
     }
-    let lacks: Vec<String> = over
-        .iter()
-        .map(|(d, n)| {
-            let free = budgets
-                .iter()
-                .chain(&cpu)
-                .find(|(b, _)| b == d)
-                .map_or(0, |b| b.1);
-            format!(
-                "{d} needs {:.2} MiB more ({:.2} MiB planned, {:.2} MiB free{})",
-                *n as f64 / MIB as f64,
-                plan.device_total(d) as f64 / MIB as f64,
-                free as f64 / MIB as f64,
-                if d == "CPU" && !budgets.iter().any(|b| b.0 == "CPU") {
-                    String::new()
-                } else {
-                    format!(", a margin of {} MiB", margin / MIB)
-                }
-            )
-        })
-        .collect();
     Err(LlamaError::DoesNotFit(format!(
         "{} with n_ctx = {} and {}/{} layers offloaded\n{plan}",
-        lacks.join("; "),
+        lacks(&hard, 0).join("; "),
         plan.n_ctx,
         plan.n_offloaded,
         plan.n_layer
