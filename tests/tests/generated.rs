@@ -183,7 +183,7 @@ fn check(arch: Arch, ty: &str) {
         &path,
         "CPU mmap off",
         &ModelParams {
-            use_mmap: false,
+            load_mode: llama::LoadMode::None,
             ..cpu_params()
         },
         Some(&seq),

@@ -173,7 +173,7 @@ fn every_model_loads_with_any_layer_count_and_mmap_setting() {
         for ngl in [0, 2, 99] {
             for use_mmap in [true, false] {
                 let p = ModelParams {
-                    use_mmap,
+                    load_mode: llama::LoadMode::from_flags(use_mmap, false),
                     devices: gpu_dev.clone().map(|d| vec![d]),
                     ..params(ngl)
                 };
@@ -499,7 +499,7 @@ fn repacked_weights_load_with_and_without_mmap() {
     let mapped = logits(&tests::cpu_params());
     for check_tensors in [false, true] {
         let p = ModelParams {
-            use_mmap: false,
+            load_mode: llama::LoadMode::None,
             check_tensors,
             ..tests::cpu_params()
         };

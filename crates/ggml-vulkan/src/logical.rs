@@ -3,6 +3,7 @@
 
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -47,6 +48,8 @@ pub(crate) struct RawBuffer {
     pub(crate) size: usize,
     /// Host address of byte 0 when the memory is host-visible and coherent.
     pub(crate) mapped: Option<NonNull<u8>>,
+    /// Bytes counted against the device memory in use (0 for host memory).
+    device_bytes: usize,
 }
 
 // SAFETY: the mapping pointer is only dereferenced through `DeviceShared`
@@ -71,6 +74,8 @@ pub(crate) struct DeviceShared {
     allocator: ManuallyDrop<Mutex<Allocator>>,
     pub(crate) limits: Limits,
     memory_budget: bool,
+    /// Bytes of device-local buffers alive, for `Options::max_memory`.
+    device_used: AtomicUsize,
     pub(crate) opts: Options,
     pub(crate) pipelines: Pipelines,
     pub(crate) transfer: Mutex<Option<Transfer>>,
@@ -256,6 +261,7 @@ impl DeviceShared {
             allocator: ManuallyDrop::new(Mutex::new(allocator)),
             limits,
             memory_budget,
+            device_used: AtomicUsize::new(0),
             opts: opts.clone(),
             pipelines,
             transfer: Mutex::new(None),
@@ -299,7 +305,35 @@ impl DeviceShared {
             };
         }
         let c = |x: u64| usize::try_from(x).unwrap_or(usize::MAX);
-        (c(free), c(total))
+        let (mut free, mut total) = (c(free), c(total));
+        if let Some(cap) = self.opts.max_memory {
+            total = total.min(cap);
+            free = free.min(cap.saturating_sub(self.device_used.load(Ordering::Relaxed)));
+        }
+        (free, total)
+    }
+
+    /// Counts `bytes` of device memory as in use, or refuses them when
+    /// they would pass `Options::max_memory`.
+    fn reserve_device_memory(&self, bytes: usize) -> Result<()> {
+        let prev = self.device_used.fetch_add(bytes, Ordering::Relaxed);
+        match self.opts.max_memory {
+            Some(cap) if prev.saturating_add(bytes) > cap => {
+                self.device_used.fetch_sub(bytes, Ordering::Relaxed);
+                Err(Error::Alloc {
+                    device: self.name.clone(),
+                    size: bytes,
+                    reason: format!(
+                        "out of device memory: {:.2} MiB of the {:.2} MiB budget \
+                         (GGML_VK_MAX_MEMORY_MIB) in use, {:.2} MiB asked for",
+                        prev as f64 / 1048576.0,
+                        cap as f64 / 1048576.0,
+                        bytes as f64 / 1048576.0
+                    ),
+                })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Makes a storage buffer of `size` bytes in device-local memory, or in
@@ -317,6 +351,11 @@ impl DeviceShared {
             )));
         }
         let vk_size = size.max(16).next_multiple_of(4);
+        let device_bytes = if host { 0 } else { vk_size };
+        self.reserve_device_memory(device_bytes)?;
+        let release = || {
+            self.device_used.fetch_sub(device_bytes, Ordering::Relaxed);
+        };
         let info = vk::BufferCreateInfo::default()
             .size(vk_size as u64)
             .usage(
@@ -329,9 +368,10 @@ impl DeviceShared {
         // SAFETY: a live device; the buffer is destroyed on every error path
         // below and otherwise owned by the returned RawBuffer.
         unsafe {
-            let buffer = dev
-                .create_buffer(&info, None)
-                .map_err(|e| alloc_err(format!("vkCreateBuffer: {e}")))?;
+            let buffer = dev.create_buffer(&info, None).map_err(|e| {
+                release();
+                alloc_err(format!("vkCreateBuffer: {e}"))
+            })?;
             let requirements = dev.get_buffer_memory_requirements(buffer);
             let location = if host {
                 MemoryLocation::GpuToCpu
@@ -353,6 +393,7 @@ impl DeviceShared {
                 Ok(a) => a,
                 Err(e) => {
                     dev.destroy_buffer(buffer, None);
+                    release();
                     return Err(alloc_err(e.to_string()));
                 }
             };
@@ -363,6 +404,7 @@ impl DeviceShared {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .free(alloc);
+                release();
                 return Err(alloc_err(format!("vkBindBufferMemory: {e}")));
             }
             let coherent = alloc.memory_properties().contains(
@@ -380,6 +422,7 @@ impl DeviceShared {
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
                     .free(alloc);
+                release();
                 return Err(alloc_err("no host-visible coherent memory".into()));
             }
             Ok(RawBuffer {
@@ -387,6 +430,7 @@ impl DeviceShared {
                 alloc: Some(alloc),
                 size: vk_size,
                 mapped,
+                device_bytes,
             })
         }
     }
@@ -395,6 +439,8 @@ impl DeviceShared {
     pub(crate) fn destroy_buffer(&self, mut raw: RawBuffer) {
         // SAFETY: the caller guarantees the GPU is done with the buffer.
         unsafe { self.device.destroy_buffer(raw.buffer, None) };
+        self.device_used
+            .fetch_sub(std::mem::take(&mut raw.device_bytes), Ordering::Relaxed);
         if let Some(a) = raw.alloc.take() {
             let _ = self
                 .allocator

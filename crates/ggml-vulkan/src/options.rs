@@ -23,6 +23,11 @@ pub struct Options {
     pub force_staging: bool,
     /// Do not use subgroup operations: `GGML_VK_DISABLE_SUBGROUPS=1`.
     pub disable_subgroups: bool,
+    /// Device memory budget (bytes) of every device: it reports at most
+    /// this much memory, less what it has allocated, and refuses device
+    /// allocations beyond it with an out-of-memory error:
+    /// `GGML_VK_MAX_MEMORY_MIB` (in MiB).
+    pub max_memory: Option<usize>,
 }
 
 fn flag(name: &str) -> bool {
@@ -64,6 +69,17 @@ impl Options {
                 .and_then(|s| s.trim().parse().ok()),
             force_staging: flag("GGML_VK_FORCE_STAGING"),
             disable_subgroups: flag("GGML_VK_DISABLE_SUBGROUPS"),
+            max_memory: std::env::var("GGML_VK_MAX_MEMORY_MIB").ok().and_then(|s| {
+                match s.trim().parse::<usize>() {
+                    Ok(mib) => Some(mib.saturating_mul(1 << 20)),
+                    Err(_) => {
+                        eprintln!(
+                            "ggml_vulkan: GGML_VK_MAX_MEMORY_MIB: '{s}' is not a number of MiB, ignored"
+                        );
+                        None
+                    }
+                }
+            }),
         }
     }
 }

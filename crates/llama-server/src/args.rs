@@ -53,7 +53,7 @@ server:
   --pooling mean|cls|last   pooling of embeddings (default mean)
   -a, --alias NAME          model name in responses (default: the file name)
 
-model, context and sampling flags are those of llama-cli (-ngl, -t, -b, -ub,
+model, context and sampling flags are those of llama-cli (-ngl, -lm, -t, -b, -ub,
 -ctk, -ctv, -dev, --temp, --top-k, --top-p, --min-p, -s, ...).";
 
 impl ServerArgs {

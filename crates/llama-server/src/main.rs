@@ -11,7 +11,7 @@ fn main() -> ExitCode {
         println!("{HELP}");
         return ExitCode::SUCCESS;
     }
-    let args = match ServerArgs::parse(argv) {
+    let mut args = match ServerArgs::parse(argv) {
         Ok(a) => a,
         Err(e) => {
             eprintln!("error: {e}");
@@ -19,6 +19,10 @@ fn main() -> ExitCode {
         }
     };
     if let Err(e) = args.common.model_path() {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
+    if let Err(e) = args.common.fit_params() {
         eprintln!("error: {e}");
         return ExitCode::FAILURE;
     }

@@ -7,7 +7,8 @@ use ggml_core::{registry, Device, Type};
 
 use crate::context::ContextParams;
 use crate::error::{LlamaError, Result};
-use crate::params::ModelParams;
+use crate::fit::FitOptions;
+use crate::params::{LoadMode, ModelParams};
 use crate::sampling::SamplingParams;
 
 /// Parameters common to the tools (a subset of llama.cpp's common_params).
@@ -44,6 +45,8 @@ pub struct CommonArgs {
     pub conversation: Option<bool>,
     /// `-sys`: system prompt of a conversation.
     pub system_prompt: Option<String>,
+    /// `--fit`, `-fitt`, `-fitc`, and which parameters the user set.
+    pub fit: FitOptions,
     /// Arguments this parser did not know, for the tool's own flags.
     pub rest: Vec<String>,
 }
@@ -56,7 +59,12 @@ impl Default for CommonArgs {
             file: None,
             n_predict: -1,
             n_keep: 0,
-            model_params: ModelParams::default(),
+            // llama.cpp's tools offload every layer by default, and
+            // `--fit` brings the count down to what fits.
+            model_params: ModelParams {
+                n_gpu_layers: -1,
+                ..ModelParams::default()
+            },
             ctx_params: ContextParams {
                 n_ctx: 4096,
                 ..ContextParams::default()
@@ -69,6 +77,7 @@ impl Default for CommonArgs {
             no_warmup: false,
             conversation: None,
             system_prompt: None,
+            fit: FitOptions::default(),
             rest: Vec::new(),
         }
     }
@@ -181,7 +190,23 @@ impl CommonArgs {
                 }
                 "--keep" => a.n_keep = num(&flag, &val("int")?, "an integer")?,
                 "-c" | "--ctx-size" => {
-                    a.ctx_params.n_ctx = num(&flag, &val("int")?, "a non-negative integer")?
+                    a.ctx_params.n_ctx = num(&flag, &val("int")?, "a non-negative integer")?;
+                    a.fit.ctx_set = true;
+                }
+                "-fit" | "--fit" => {
+                    a.fit.enabled = match val("on|off")?.as_str() {
+                        "on" | "1" | "true" => true,
+                        "off" | "0" | "false" => false,
+                        v => return Err(bad(&flag, v, "on or off")),
+                    }
+                }
+                "-fitt" | "--fit-target" => {
+                    let v = val("MiB")?;
+                    let mib: usize = num(&flag, &v, "a number of MiB (one for every device)")?;
+                    a.fit.margin = mib.saturating_mul(1 << 20);
+                }
+                "-fitc" | "--fit-ctx" => {
+                    a.fit.min_ctx = num(&flag, &val("int")?, "a non-negative integer")?
                 }
                 "-b" | "--batch-size" => {
                     a.ctx_params.n_batch = num(&flag, &val("int")?, "a positive integer")?
@@ -208,7 +233,8 @@ impl CommonArgs {
                     };
                 }
                 "-ngl" | "--gpu-layers" | "--n-gpu-layers" => {
-                    a.model_params.n_gpu_layers = num(&flag, &val("int")?, "an integer")?
+                    a.model_params.n_gpu_layers = num(&flag, &val("int")?, "an integer")?;
+                    a.fit.ngl_set = true;
                 }
                 "-sm" | "--split-mode" => {
                     a.model_params.split_mode = val("none|layer|row")?.parse()?
@@ -226,11 +252,20 @@ impl CommonArgs {
                 "-dev" | "--device" => a.model_params.devices = Some(parse_devices(&val("list")?)?),
                 "--rpc" => crate::devices::add_rpc_servers(&val("host:port,...")?)?,
                 "--list-devices" => a.list_devices = true,
-                "--no-mmap" => a.model_params.use_mmap = false,
-                "--mmap" => a.model_params.use_mmap = true,
+                "-lm" | "--load-mode" => {
+                    a.model_params.load_mode =
+                        val("auto|none|mmap|mlock|mmap+mlock|dio")?.parse()?
+                }
+                "--no-mmap" => {
+                    a.model_params.load_mode = a.model_params.load_mode.without_mmap()?
+                }
+                "--mmap" => {
+                    a.model_params.load_mode =
+                        LoadMode::from_flags(true, a.model_params.load_mode.use_mlock())
+                }
                 "-nr" | "--no-repack" => a.model_params.use_extra_bufts = false,
                 "--repack" => a.model_params.use_extra_bufts = true,
-                "--mlock" => a.model_params.use_mlock = true,
+                "--mlock" => a.model_params.load_mode = a.model_params.load_mode.with_mlock()?,
                 "--check-tensors" => a.model_params.check_tensors = true,
                 "-ot" | "--override-tensor" => {
                     for part in val("PATTERN=BUFT")?.split(',') {
@@ -340,6 +375,18 @@ impl CommonArgs {
         }
     }
 
+    /// Applies `--fit` to the model and context parameters (see
+    /// [`crate::fit`]): only what the user left at its default changes.
+    pub fn fit_params(&mut self) -> Result<crate::memory_plan::MemoryPlan> {
+        let path = std::path::PathBuf::from(self.model_path()?);
+        crate::fit::fit_params(
+            &path,
+            &mut self.model_params,
+            &mut self.ctx_params,
+            &self.fit,
+        )
+    }
+
     /// The model path, or an error saying `-m` is needed.
     pub fn model_path(&self) -> Result<&str> {
         if self.model.is_empty() {
@@ -384,6 +431,7 @@ mod tests {
         assert_eq!(a.ctx_params.n_ctx, 128);
         assert_eq!(a.ctx_params.n_ubatch, 7);
         assert_eq!(a.model_params.n_gpu_layers, 99);
+        assert!(a.fit.ngl_set && a.fit.ctx_set && a.fit.enabled);
         assert_eq!(a.ctx_params.type_k, Type::F32);
         assert!(!a.ctx_params.offload_kqv);
         assert!(!a.ctx_params.swa_full);
@@ -422,5 +470,37 @@ mod tests {
         assert!(e.contains("maybe") && e.contains("auto"), "{e}");
         assert_eq!(parse("--bogus").unwrap().rest, vec!["--bogus".to_string()]);
         assert_eq!(process_escapes("a\\nb\\\\"), "a\nb\\");
+    }
+
+    #[test]
+    fn fit_flags_and_defaults() {
+        let a = parse("").unwrap();
+        assert_eq!(a.model_params.n_gpu_layers, -1);
+        assert_eq!(a.fit, FitOptions::default());
+        assert_eq!(a.fit.margin, 1024 << 20);
+        assert_eq!(a.fit.min_ctx, 4096);
+        let a = parse("-fit off -fitt 300 -fitc 512").unwrap();
+        assert!(!a.fit.enabled && !a.fit.ctx_set && !a.fit.ngl_set);
+        assert_eq!((a.fit.margin, a.fit.min_ctx), (300 << 20, 512));
+        assert!(parse("--fit maybe").is_err());
+        assert!(parse("-fitt 1,2").is_err());
+        assert!(parse("-fitc x").is_err());
+    }
+
+    #[test]
+    fn load_mode_flags_and_aliases() {
+        let mode = |s: &str| parse(s).map(|a| a.model_params.load_mode);
+        assert_eq!(mode("").unwrap(), LoadMode::Auto);
+        assert_eq!(mode("-lm dio").unwrap(), LoadMode::Dio);
+        assert_eq!(mode("--load-mode mmap+mlock").unwrap(), LoadMode::MmapMlock);
+        assert_eq!(mode("--no-mmap").unwrap(), LoadMode::None);
+        assert_eq!(mode("--mlock").unwrap(), LoadMode::MmapMlock);
+        assert_eq!(mode("--no-mmap --mlock").unwrap(), LoadMode::Mlock);
+        assert_eq!(mode("--mlock --no-mmap").unwrap(), LoadMode::Mlock);
+        assert_eq!(mode("-lm none --mmap").unwrap(), LoadMode::Mmap);
+        assert_eq!(mode("-lm dio -lm none").unwrap(), LoadMode::None);
+        for bad in ["-lm", "-lm fast", "-lm dio --mlock", "-lm dio --no-mmap"] {
+            assert!(mode(bad).is_err(), "{bad} was accepted");
+        }
     }
 }

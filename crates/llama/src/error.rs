@@ -46,6 +46,10 @@ pub enum LlamaError {
     /// A mode exists in llama.cpp but is not implemented here yet.
     #[error("{0} is not supported yet")]
     NotSupported(String),
+    /// The model and context do not fit the memory of the devices, even
+    /// with the parameters `--fit` may change at their smallest.
+    #[error("the model does not fit: {0}")]
+    DoesNotFit(String),
     /// Loading was cancelled by the progress callback.
     #[error("model loading was cancelled")]
     Cancelled,

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use ggml_core::alloc::PlannedBuffer;
 use ggml_core::{Buffer, BufferType, BufferUsage, Device, Placement, TensorDesc, Type};
 
 use crate::error::{LlamaError, Result};
@@ -39,6 +40,8 @@ pub struct KvCacheSpec {
     pub v_trans: bool,
     /// Keep each layer's tensors on its device (else in CPU memory).
     pub offload: bool,
+    /// Plan only: the buffers are planned ones that hold no memory.
+    pub planning: bool,
 }
 
 /// One cache.
@@ -57,6 +60,10 @@ pub struct KvCache {
     pub layers: Vec<Option<KvLayer>>,
     /// Buffers holding them (one per buffer type).
     pub buffers: Vec<Arc<dyn Buffer>>,
+    /// Per buffer type: its name and the bytes of K and of V in its buffer
+    /// (each tensor padded to the type's alignment; the two add up to the
+    /// buffer's size).
+    pub sizes: Vec<(String, usize, usize)>,
 }
 
 impl KvCache {
@@ -75,6 +82,7 @@ impl KvCache {
             type_v,
             v_trans,
             offload,
+            planning,
         } = spec;
         let hp = &model.hparams;
         for (what, ty, width) in [
@@ -120,6 +128,7 @@ impl KvCache {
         }
         let mut layers: Vec<Option<KvLayer>> = vec![None; hp.n_layer];
         let mut buffers = Vec::new();
+        let mut sizes = Vec::new();
         for (name, (buft, items)) in descs {
             let align = buft.alignment().max(1);
             let pad = |x: usize| x.div_ceil(align) * align;
@@ -127,17 +136,26 @@ impl KvCache {
                 .iter()
                 .map(|(_, k, v)| pad(buft.alloc_size(k)) + pad(buft.alloc_size(v)))
                 .sum();
-            let buf = buft.alloc_buffer(total)?;
-            buf.set_usage(BufferUsage::Compute);
-            // Empty cells must hold zeros: masked attention still multiplies them.
-            buf.clear(0)?;
+            let buf = if planning {
+                PlannedBuffer::shared(buft.clone(), total, BufferUsage::Compute)
+            } else {
+                let buf = buft.alloc_buffer(total)?;
+                buf.set_usage(BufferUsage::Compute);
+                // Empty cells must hold zeros: masked attention still
+                // multiplies them.
+                buf.clear(0)?;
+                buf
+            };
             let (mut kb, mut vb) = (0usize, 0usize);
+            let (mut kp, mut vp) = (0usize, 0usize);
             let mut off = 0;
             for (il, k, v) in items {
                 let ko = off;
                 off += pad(buft.alloc_size(&k));
                 let vo = off;
                 off += pad(buft.alloc_size(&v));
+                kp += vo - ko;
+                vp += off - vo;
                 kb += k.nbytes();
                 vb += v.nbytes();
                 layers[il] = Some(KvLayer {
@@ -163,6 +181,7 @@ impl KvCache {
                 kb as f64 / 1048576.0,
                 vb as f64 / 1048576.0
             );
+            sizes.push((name, kp, vp));
             buffers.push(buf);
         }
         Ok(KvCache {
@@ -173,6 +192,7 @@ impl KvCache {
             v_trans,
             layers,
             buffers,
+            sizes,
         })
     }
 

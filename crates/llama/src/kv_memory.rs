@@ -34,6 +34,8 @@ pub struct KvMemoryParams {
     pub v_trans: bool,
     /// Keep each layer's cache on its device.
     pub offload: bool,
+    /// Plan only: buffers that hold no memory.
+    pub planning: bool,
 }
 
 /// Cells chosen for one ubatch in each cache.
@@ -74,6 +76,7 @@ impl KvMemory {
             type_v: p.type_v,
             v_trans: p.v_trans,
             offload: p.offload,
+            planning: p.planning,
         };
         if !hp.has_swa() {
             let base = KvCache::new(model, spec, |_| true, "")?;

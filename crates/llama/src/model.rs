@@ -13,7 +13,8 @@ use crate::arch::{Arch, Need, Scope, TensorKind, N_TENSOR_KINDS};
 use crate::devices::{backend_init, cpu_device, select_devices};
 use crate::error::{LlamaError, Result};
 use crate::hparams::{HParams, MetaView};
-use crate::loader::{load_weights, LoadStats, MemLock, WeightRequest};
+use crate::loader::{load_weights, plan_weights, LoadStats, MemLock, WeightRequest};
+use crate::params::LoadMode;
 use crate::params::ModelParams;
 use crate::placement::{buft_by_name, buft_holds, plan_layers, select_buft, LayerPlan};
 use crate::vocab::Vocab;
@@ -190,9 +191,19 @@ impl Model {
     /// A cancel from the progress callback gives [`LlamaError::Cancelled`]
     /// (distinct from failures) and frees everything.
     pub fn load(path: impl AsRef<Path>, params: &ModelParams) -> Result<Model> {
+        Model::load_impl(path.as_ref(), params, false)
+    }
+
+    /// A model whose weights are laid out over planned buffers that hold
+    /// no memory, exactly as [`Model::load`] would place them: nothing is
+    /// read, mapped or allocated. It plans contexts; it cannot compute.
+    pub fn load_planned(path: impl AsRef<Path>, params: &ModelParams) -> Result<Model> {
+        Model::load_impl(path.as_ref(), params, true)
+    }
+
+    fn load_impl(path: &Path, params: &ModelParams, planning: bool) -> Result<Model> {
         let t0 = Instant::now();
         backend_init();
-        let path = path.as_ref();
         let files = GgufModel::open(path)?;
         let first = &files.files()[0];
         let meta = MetaView::new(files.metadata(), &params.kv_overrides);
@@ -257,7 +268,18 @@ impl Model {
             model.load_time = t0.elapsed();
             return Ok(model);
         }
-        let loaded = load_weights(&files, &requests, params)?;
+        let loaded = if planning {
+            plan_weights(&files, &requests, params)?
+        } else {
+            let mode = match params.load_mode {
+                LoadMode::Auto => LoadMode::Mmap,
+                m => m,
+            };
+            crate::info!(
+                "load_tensors: loading model tensors, this can take a while... (load_mode = {mode})"
+            );
+            load_weights(&files, &requests, params)?
+        };
         model.mem_locks = loaded.locks;
         model.buffers = loaded.buffers;
         model.stats = loaded.stats;

@@ -33,6 +33,112 @@ impl std::str::FromStr for SplitMode {
     }
 }
 
+/// How the weights are read from the file (`-lm/--load-mode`, llama.cpp's
+/// `llama_load_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum LoadMode {
+    /// Memory-map the file, unless a device cannot use mapped memory. Every
+    /// device of this engine takes uploads from a mapping, so it is `Mmap`.
+    #[default]
+    Auto,
+    /// Plain buffered reads into the buffers.
+    None,
+    /// Memory-map the file: weights on the CPU are used in place.
+    Mmap,
+    /// Plain reads, and the buffers locked in RAM.
+    Mlock,
+    /// Memory-map the file and lock the mapped weights in RAM.
+    MmapMlock,
+    /// Direct I/O (`O_DIRECT`): reads that bypass the page cache, aligned
+    /// to the file system's block size; buffered reads where the file
+    /// system refuses it.
+    Dio,
+}
+
+impl LoadMode {
+    /// The mode for the older pair of switches `use_mmap`, `use_mlock`.
+    pub fn from_flags(mmap: bool, mlock: bool) -> LoadMode {
+        match (mmap, mlock) {
+            (true, false) => LoadMode::Mmap,
+            (true, true) => LoadMode::MmapMlock,
+            (false, false) => LoadMode::None,
+            (false, true) => LoadMode::Mlock,
+        }
+    }
+
+    /// The file is memory-mapped and CPU weights are used in place.
+    pub fn use_mmap(self) -> bool {
+        matches!(self, LoadMode::Auto | LoadMode::Mmap | LoadMode::MmapMlock)
+    }
+
+    /// The weights are locked in RAM.
+    pub fn use_mlock(self) -> bool {
+        matches!(self, LoadMode::Mlock | LoadMode::MmapMlock)
+    }
+
+    /// The weights are read with direct I/O.
+    pub fn use_direct_io(self) -> bool {
+        self == LoadMode::Dio
+    }
+
+    /// This mode without memory mapping (`--no-mmap`): locking is kept.
+    pub fn without_mmap(self) -> Result<LoadMode> {
+        match self {
+            LoadMode::Dio => Err(LlamaError::InvalidParam(
+                "--no-mmap cannot be combined with --load-mode dio (which maps nothing)".into(),
+            )),
+            m => Ok(LoadMode::from_flags(false, m.use_mlock())),
+        }
+    }
+
+    /// This mode with the weights locked in RAM (`--mlock`).
+    pub fn with_mlock(self) -> Result<LoadMode> {
+        match self {
+            LoadMode::Dio => Err(LlamaError::InvalidParam(
+                "--mlock cannot be combined with --load-mode dio: use mlock or mmap+mlock".into(),
+            )),
+            m => Ok(LoadMode::from_flags(m.use_mmap(), true)),
+        }
+    }
+
+    /// llama.cpp's name of the mode.
+    pub fn name(self) -> &'static str {
+        match self {
+            LoadMode::Auto => "auto",
+            LoadMode::None => "none",
+            LoadMode::Mmap => "mmap",
+            LoadMode::Mlock => "mlock",
+            LoadMode::MmapMlock => "mmap+mlock",
+            LoadMode::Dio => "dio",
+        }
+    }
+}
+
+impl fmt::Display for LoadMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for LoadMode {
+    type Err = LlamaError;
+    fn from_str(s: &str) -> Result<LoadMode> {
+        Ok(match s {
+            "auto" => LoadMode::Auto,
+            "none" => LoadMode::None,
+            "mmap" => LoadMode::Mmap,
+            "mlock" => LoadMode::Mlock,
+            "mmap+mlock" => LoadMode::MmapMlock,
+            "dio" => LoadMode::Dio,
+            _ => {
+                return Err(LlamaError::InvalidParam(format!(
+                    "load mode '{s}': expected one of auto, none, mmap, mlock, mmap+mlock, dio"
+                )))
+            }
+        })
+    }
+}
+
 /// A typed metadata override (`--override-kv KEY=TYPE:VALUE`).
 #[derive(Clone, Debug, PartialEq)]
 pub enum KvOverrideValue {
@@ -170,15 +276,13 @@ pub struct ModelParams {
     pub main_gpu: i32,
     /// Fraction of the model per GPU (normalised); empty = by free memory.
     pub tensor_split: Vec<f32>,
-    /// Memory-map the file (weights on the CPU are used in place).
-    pub use_mmap: bool,
+    /// How the weights are read: mapped, plain reads, locked, direct I/O.
+    pub load_mode: LoadMode,
     /// Offer the CPU's extra buffer types (weights repacked for its matrix
     /// kernels, `CPU_REPACK`) to the weights kept on the CPU, when the
     /// model uses no GPU (with one, CPU weights stay in ggml's layout so
     /// that large batches can be offloaded).
     pub use_extra_bufts: bool,
-    /// Lock the weights in RAM.
-    pub use_mlock: bool,
     /// Validate every tensor's data (NaN/Inf) while loading.
     pub check_tensors: bool,
     /// Load only the vocabulary.
@@ -201,9 +305,8 @@ impl Default for ModelParams {
             split_mode: SplitMode::Layer,
             main_gpu: 0,
             tensor_split: Vec::new(),
-            use_mmap: true,
+            load_mode: LoadMode::Auto,
             use_extra_bufts: true,
-            use_mlock: false,
             check_tensors: false,
             vocab_only: false,
             kv_overrides: Vec::new(),
@@ -228,9 +331,8 @@ impl fmt::Debug for ModelParams {
             .field("split_mode", &self.split_mode)
             .field("main_gpu", &self.main_gpu)
             .field("tensor_split", &self.tensor_split)
-            .field("use_mmap", &self.use_mmap)
+            .field("load_mode", &self.load_mode)
             .field("use_extra_bufts", &self.use_extra_bufts)
-            .field("use_mlock", &self.use_mlock)
             .field("check_tensors", &self.check_tensors)
             .field("vocab_only", &self.vocab_only)
             .field("kv_overrides", &self.kv_overrides)
@@ -267,5 +369,23 @@ mod tests {
         assert!(!hit("blk.1.attn_q.weight"));
         assert_eq!("row".parse::<SplitMode>().unwrap(), SplitMode::Row);
         assert!("rows".parse::<SplitMode>().is_err());
+    }
+
+    #[test]
+    fn load_modes_parse_and_combine() {
+        for m in ["auto", "none", "mmap", "mlock", "mmap+mlock", "dio"] {
+            let mode: LoadMode = m.parse().unwrap();
+            assert_eq!(mode.to_string(), m);
+        }
+        let e = "direct".parse::<LoadMode>().unwrap_err().to_string();
+        assert!(e.contains("'direct'") && e.contains("dio"), "{e}");
+        assert!(LoadMode::Auto.use_mmap() && !LoadMode::Auto.use_mlock());
+        assert!(LoadMode::Dio.use_direct_io() && !LoadMode::Dio.use_mmap());
+        assert_eq!(LoadMode::Auto.without_mmap().unwrap(), LoadMode::None);
+        assert_eq!(LoadMode::Auto.with_mlock().unwrap(), LoadMode::MmapMlock);
+        assert_eq!(LoadMode::None.with_mlock().unwrap(), LoadMode::Mlock);
+        assert_eq!(LoadMode::MmapMlock.without_mmap().unwrap(), LoadMode::Mlock);
+        assert!(LoadMode::Dio.with_mlock().is_err());
+        assert!(LoadMode::Dio.without_mmap().is_err());
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::{fixtures, scratch};
 use gguf::{GgufFile, GgufWriter, Value};
-use llama::{LlamaError, Model, ModelParams};
+use llama::{LlamaError, LoadMode, Model, ModelParams};
 
 fn stories(fx: &std::path::Path) -> std::path::PathBuf {
     fx.join("models/stories260K.gguf")
@@ -70,7 +70,7 @@ fn loads_with_and_without_mmap() {
         let w = m.weights().unwrap();
         assert_eq!(w.layers.len(), 5);
         let p = ModelParams {
-            use_mmap: false,
+            load_mode: LoadMode::None,
             ..base
         };
         let m2 = Model::load(stories(&fx), &p).expect("read load");
@@ -160,7 +160,7 @@ fn check_tensors_names_the_bad_tensor() {
     for use_mmap in [true, false] {
         let params = ModelParams {
             check_tensors: true,
-            use_mmap,
+            load_mode: LoadMode::from_flags(use_mmap, false),
             ..ModelParams::default()
         };
         let e = Model::load(&p, &params).unwrap_err();
@@ -267,7 +267,7 @@ fn cancel_from_progress_callback() {
     let calls = Arc::new(AtomicUsize::new(0));
     let c = calls.clone();
     let params = ModelParams {
-        use_mmap: false,
+        load_mode: LoadMode::None,
         progress_callback: Some(Arc::new(move |_| c.fetch_add(1, Ordering::Relaxed) < 3)),
         ..ModelParams::default()
     };
@@ -312,7 +312,7 @@ fn dry_run_plans_without_allocating() {
         // Read into buffers of the planned types (a mapped load names its
         // buffer `CPU_Mapped` instead).
         let read = ModelParams {
-            use_mmap: false,
+            load_mode: LoadMode::None,
             ..params.clone()
         };
         let loaded = Model::load(stories(&fx), &read).unwrap();

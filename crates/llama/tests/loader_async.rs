@@ -20,7 +20,7 @@ use ggml_core::{registry, Device, DeviceKind, TensorDesc};
 use gguf::{GgufFile, GgufModel};
 use llama::loader::{load_weights_with, LoadOptions, LoadedWeights, WeightRequest};
 use llama::placement::BuftEntry;
-use llama::{LlamaError, Model, ModelParams, TensorKind};
+use llama::{LlamaError, LoadMode, Model, ModelParams, TensorKind};
 
 /// The first Vulkan device, or `None` after printing why (a failure with
 /// `REQUIRE_VULKAN=1`).
@@ -149,7 +149,7 @@ fn assert_loaded_match(files: &GgufModel, reqs: &[WeightRequest], lw: &LoadedWei
 fn gpu_params(use_mmap: bool) -> ModelParams {
     ModelParams {
         n_gpu_layers: 99,
-        use_mmap,
+        load_mode: LoadMode::from_flags(use_mmap, false),
         ..ModelParams::default()
     }
 }
@@ -192,15 +192,18 @@ fn staging_ring_uploads_tensors_larger_than_a_staging_buffer() {
             reqs.iter().any(|r| r.size > 3 * 4096),
             "{name}: no large tensor"
         );
-        for (use_mmap, async_upload, check_tensors) in [
-            (true, true, false),
-            (false, true, true),
-            (true, false, true),
-            (false, false, false),
+        for (load_mode, async_upload, check_tensors) in [
+            (LoadMode::Mmap, true, false),
+            (LoadMode::None, true, true),
+            (LoadMode::Mmap, false, true),
+            (LoadMode::None, false, false),
+            (LoadMode::Dio, true, false),
+            (LoadMode::Dio, true, true),
+            (LoadMode::Dio, false, true),
         ] {
-            let what = format!("{name} mmap {use_mmap} async {async_upload}");
+            let what = format!("{name} {load_mode} async {async_upload}");
             let params = ModelParams {
-                use_mmap,
+                load_mode,
                 check_tensors,
                 ..ModelParams::default()
             };
@@ -209,6 +212,7 @@ fn staging_ring_uploads_tensors_larger_than_a_staging_buffer() {
                 staging_count: 3,
                 piece_size: 4096,
                 async_upload,
+                ..LoadOptions::default()
             };
             let lw = load_weights_with(&files, &reqs, &params, &opts)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -238,12 +242,13 @@ fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
         staging_count: 2,
         piece_size: 4096,
         async_upload: true,
+        ..LoadOptions::default()
     };
     for use_mmap in [true, false] {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         let params = ModelParams {
-            use_mmap,
+            load_mode: LoadMode::from_flags(use_mmap, false),
             progress_callback: Some(Arc::new(move |f| {
                 s.lock().unwrap().push(f);
                 true
@@ -259,7 +264,7 @@ fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
         let calls = Arc::new(AtomicUsize::new(0));
         let c = calls.clone();
         let params = ModelParams {
-            use_mmap,
+            load_mode: LoadMode::from_flags(use_mmap, false),
             progress_callback: Some(Arc::new(move |_| c.fetch_add(1, Ordering::Relaxed) < 4)),
             ..ModelParams::default()
         };
@@ -336,7 +341,7 @@ fn check_tensors_names_the_first_bad_tensor_in_file_order() {
         for use_mmap in [true, false] {
             let params = ModelParams {
                 check_tensors: true,
-                use_mmap,
+                load_mode: LoadMode::from_flags(use_mmap, false),
                 n_gpu_layers,
                 ..ModelParams::default()
             };
@@ -353,7 +358,7 @@ fn check_tensors_names_the_first_bad_tensor_in_file_order() {
         for use_mmap in [true, false] {
             let params = ModelParams {
                 check_tensors: true,
-                use_mmap,
+                load_mode: LoadMode::from_flags(use_mmap, false),
                 n_gpu_layers,
                 ..ModelParams::default()
             };
@@ -369,10 +374,11 @@ fn check_tensors_names_the_first_bad_tensor_in_file_order() {
             staging_count: 2,
             piece_size: 4096,
             async_upload: true,
+            ..LoadOptions::default()
         };
         let params = ModelParams {
             check_tensors: true,
-            use_mmap: false,
+            load_mode: LoadMode::None,
             ..ModelParams::default()
         };
         let e = load_weights_with(&files, &reqs, &params, &opts)
@@ -452,8 +458,7 @@ fn mlock_under_a_tiny_limit_only_warns() {
     let mut results = Vec::new();
     for use_mmap in [true, false] {
         let params = ModelParams {
-            use_mlock: true,
-            use_mmap,
+            load_mode: LoadMode::from_flags(use_mmap, true),
             ..ModelParams::default()
         };
         results.push(Model::load(&path, &params).map(|m| m.stats.clone()));
@@ -475,8 +480,7 @@ fn mlock_under_a_tiny_limit_only_warns() {
     let m = Model::load(
         &path,
         &ModelParams {
-            use_mlock: true,
-            use_mmap: false,
+            load_mode: LoadMode::Mlock,
             ..ModelParams::default()
         },
     )
@@ -551,7 +555,7 @@ fn bench_upload_paths() {
             match upload {
                 Some(async_upload) => {
                     let params = ModelParams {
-                        use_mmap,
+                        load_mode: LoadMode::from_flags(use_mmap, false),
                         ..ModelParams::default()
                     };
                     let opts = LoadOptions {

@@ -6,11 +6,13 @@
 //! * `gguf`: [`gguf::GgufFile::open`] (map, parse, validate): the metadata
 //!   part of a load;
 //! * `model`: [`llama::Model::load`] on the CPU with mmap on (the weights are
-//!   used in place, so the load should cost little more than the metadata)
-//!   and off (the weights are read into host buffers), cold and warm, in
-//!   GB/s against the sequential read of the same cache state;
+//!   used in place, so the load should cost little more than the metadata),
+//!   off (the weights are read into host buffers) and with direct I/O
+//!   (`-lm dio`: read past the page cache, so its warm load reads the disk
+//!   again), cold and warm, in GB/s against the sequential read of the same
+//!   cache state;
 //! * `vulkan`: `Model::load` with every layer offloaded to the first Vulkan
-//!   device, mmap on and off, when there is one (software devices such as
+//!   device, mmap on and off and direct I/O, when there is one (software devices such as
 //!   lavapipe need `GGML_VK_ALLOW_CPU_DEVICES=1`; `--vulkan` makes a
 //!   missing device an error instead of a skipped suite).
 
@@ -20,7 +22,7 @@ use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use llama::{Model, ModelParams};
+use llama::{LoadMode, Model, ModelParams};
 
 use super::e2e;
 use super::report::Row;
@@ -401,33 +403,46 @@ impl Suite for CpuLoad {
         let path = model_path(opts)?;
         let bytes = file_size(&path)?;
         let mut rows = Vec::new();
-        // Weights in ggml's layout (mapped in place, or read), then the
-        // default, with the CPU's repacked type.
-        for (use_mmap, repack) in [(true, false), (false, false), (true, true)] {
+        // Weights in ggml's layout (mapped in place, read, read with direct
+        // I/O), then the default, with the CPU's repacked type.
+        for (mode, repack) in [
+            (LoadMode::Mmap, false),
+            (LoadMode::None, false),
+            (LoadMode::Dio, false),
+            (LoadMode::Mmap, true),
+        ] {
             let params = ModelParams {
                 devices: Some(Vec::new()),
                 n_gpu_layers: 0,
-                use_mmap,
+                load_mode: mode,
                 use_extra_bufts: repack,
                 ..ModelParams::default()
             };
             let t = time_loads(&path, &params, n_loads(opts))?;
-            let (what, extra) = match (use_mmap, repack) {
-                (true, false) => (
+            let (what, extra) = match (mode, repack) {
+                (LoadMode::Mmap, false) => (
                     "CPU, mmap on, no repack",
                     format!(
                         "{:.0} MiB used in place from the mapping",
                         t.stats.bytes_mapped as f64 / MIB
                     ),
                 ),
-                (false, _) => (
+                (LoadMode::Dio, _) => (
+                    "CPU, direct I/O, no repack",
+                    format!(
+                        "{:.0} MiB read with O_DIRECT into host buffers (the page cache is \
+                         bypassed: warm is read from the disk again)",
+                        t.stats.bytes_read as f64 / MIB
+                    ),
+                ),
+                (_, false) => (
                     "CPU, mmap off, no repack",
                     format!(
                         "{:.0} MiB read into host buffers",
                         t.stats.bytes_read as f64 / MIB
                     ),
                 ),
-                (true, true) => (
+                (_, true) => (
                     "CPU, mmap on, repacked",
                     format!(
                         "{:.0} MiB repacked for the matrix kernels, {:.0} MiB mapped",
@@ -441,7 +456,7 @@ impl Suite for CpuLoad {
                 what,
                 bytes,
                 &t,
-                !use_mmap || repack,
+                !mode.use_mmap() || repack,
                 &extra,
                 prior,
             ));
@@ -470,19 +485,23 @@ impl Suite for VulkanLoad {
         let path = model_path(opts)?;
         let bytes = file_size(&path)?;
         let mut rows = Vec::new();
-        for use_mmap in [true, false] {
+        for mode in [LoadMode::Mmap, LoadMode::None, LoadMode::Dio] {
             let params = ModelParams {
                 n_gpu_layers: 999,
-                use_mmap,
+                load_mode: mode,
                 ..ModelParams::default()
             };
             let t = time_loads(&path, &params, n_loads(opts))?;
             let what = format!(
-                "{} ngl {}/{}, mmap {}",
+                "{} ngl {}/{}, {}",
                 t.devices,
                 t.offloaded.0,
                 t.offloaded.1,
-                if use_mmap { "on" } else { "off" }
+                match mode {
+                    LoadMode::Mmap => "mmap on",
+                    LoadMode::Dio => "direct I/O",
+                    _ => "mmap off",
+                }
             );
             let extra = format!(
                 "{:.0} MiB uploaded ({:.0} MiB through the async staging ring), {:.0} MiB on the CPU",

@@ -151,6 +151,14 @@ impl GraphAlloc {
         })
     }
 
+    /// With `on`, buffers grow as planned buffers that hold no memory: a
+    /// memory plan reaching exactly the sizes a real reservation would.
+    pub fn set_planning(&mut self, on: bool) {
+        for s in &mut self.slots {
+            s.vbuf.set_planning(on);
+        }
+    }
+
     /// Number of buffer type indices.
     pub fn n_buffer_types(&self) -> usize {
         self.bufts.len()

@@ -168,10 +168,33 @@ impl LinearAlloc {
         tensors: &[TensorDesc],
         usage: BufferUsage,
     ) -> Result<LinearAllocation> {
+        Self::place_tensors(buft, tensors, usage, false)
+    }
+
+    /// Like [`LinearAlloc::alloc_tensors`] over planned buffers that hold
+    /// no memory (a memory plan).
+    pub fn plan_tensors(
+        buft: &Arc<dyn BufferType>,
+        tensors: &[TensorDesc],
+        usage: BufferUsage,
+    ) -> Result<LinearAllocation> {
+        Self::place_tensors(buft, tensors, usage, true)
+    }
+
+    fn place_tensors(
+        buft: &Arc<dyn BufferType>,
+        tensors: &[TensorDesc],
+        usage: BufferUsage,
+        planning: bool,
+    ) -> Result<LinearAllocation> {
         let plan = LinearAlloc::plan(&**buft, tensors)?;
         let mut buffers = Vec::with_capacity(plan.buffer_sizes.len());
         for &size in &plan.buffer_sizes {
-            let b = buft.alloc_buffer(size)?;
+            let b = if planning {
+                super::PlannedBuffer::shared(buft.clone(), size, usage)
+            } else {
+                buft.alloc_buffer(size)?
+            };
             b.set_usage(usage);
             buffers.push(b);
         }

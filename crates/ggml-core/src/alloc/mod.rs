@@ -9,15 +9,19 @@
 //!   chunks of a [`DynAlloc`].
 //! - [`GraphAlloc`] plans the lifetimes of a graph's intermediate tensors,
 //!   reuses freed memory and computes in place where an op allows it.
+//! - [`PlannedBuffer`] stands in for a buffer in a memory plan: each of the
+//!   above can lay tensors out over planned buffers, which hold no memory.
 
 mod dyn_alloc;
 mod graph_alloc;
 mod linear;
+mod planned;
 mod vbuffer;
 
 pub use dyn_alloc::{Addr, DynAlloc};
 pub use graph_alloc::GraphAlloc;
 pub use linear::{LinearAlloc, LinearAllocation, LinearPlan, LinearSlot};
+pub use planned::PlannedBuffer;
 pub use vbuffer::VBuffer;
 
 /// Most chunks (separate device buffers) one virtual buffer may have.

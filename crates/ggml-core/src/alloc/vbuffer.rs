@@ -17,6 +17,8 @@ pub struct VBuffer {
     buft: Arc<dyn BufferType>,
     usage: BufferUsage,
     chunks: Vec<Arc<dyn Buffer>>,
+    /// Chunks are [`super::PlannedBuffer`]s: sized, never allocated.
+    planning: bool,
     n_allocs: usize,
 }
 
@@ -37,6 +39,7 @@ impl VBuffer {
             usage,
             chunks: Vec::new(),
             n_allocs: 0,
+            planning: false,
         }
     }
 
@@ -49,6 +52,12 @@ impl VBuffer {
         let mut v = VBuffer::new(buft, usage);
         v.grow(sizes)?;
         Ok(v)
+    }
+
+    /// With `on`, chunks grow as planned buffers that hold no memory (a
+    /// memory plan); the sizes reached are those of real chunks.
+    pub fn set_planning(&mut self, on: bool) {
+        self.planning = on;
     }
 
     /// The buffer type.
@@ -110,7 +119,11 @@ impl VBuffer {
                     reason: format!("larger than the buffer type's max size {max}"),
                 });
             }
-            let buf = self.buft.alloc_buffer(size)?;
+            let buf = if self.planning {
+                super::PlannedBuffer::shared(self.buft.clone(), size, self.usage)
+            } else {
+                self.buft.alloc_buffer(size)?
+            };
             buf.set_usage(self.usage);
             self.n_allocs += 1;
             n += 1;

@@ -263,6 +263,14 @@ impl Scheduler {
         })
     }
 
+    /// With `on`, [`Scheduler::reserve`] sizes the compute buffers with
+    /// planned buffers that hold no memory: [`Scheduler::buffer_size`] then
+    /// gives exactly what the same reservations would allocate, and the
+    /// scheduler can plan but not compute.
+    pub fn set_planning(&mut self, on: bool) {
+        self.galloc.set_planning(on);
+    }
+
     /// Number of backends.
     pub fn n_backends(&self) -> usize {
         self.backends.len()

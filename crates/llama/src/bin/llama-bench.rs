@@ -4,7 +4,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use llama::cli::parse_devices;
-use llama::{Batch, Context, ContextParams, LlamaError, Model, ModelParams, Result};
+use llama::{Batch, Context, ContextParams, LlamaError, LoadMode, Model, ModelParams, Result};
 
 const HELP: &str = "usage: llama-bench -m MODEL [options]
 
@@ -18,7 +18,8 @@ const HELP: &str = "usage: llama-bench -m MODEL [options]
   -ctk, -ctv TYPE         KV cache types
   -dev, --device LIST     devices
   -rpc, --rpc LIST        RPC servers host:port[,host:port...]
-  -mmp, --mmap 0|1        memory-map the model (default 1)
+  -lm, --load-mode MODE   auto (default), none, mmap, mlock, mmap+mlock, dio
+  -mmp, --mmap 0|1        alias: memory-map the model or not
   -fa, --flash-attn on|off|auto  fused attention (default auto: on where every backend supports it)
   -ncmoe, --n-cpu-moe N   keep the expert weights of the first N layers in CPU memory
   --swa-full              full-size KV cache for sliding-window layers too
@@ -110,7 +111,7 @@ fn run() -> Result<()> {
     let (mut reps, mut json) = (5usize, false);
     let mut cp = ContextParams::default();
     let mut devices = None;
-    let mut use_mmap = true;
+    let mut load_mode = LoadMode::Auto;
     let mut repacks = vec![true];
     let mut n_cpu_moe = 0usize;
     let mut it = std::env::args().skip(1);
@@ -132,7 +133,10 @@ fn run() -> Result<()> {
             "-dev" | "--device" => devices = Some(parse_devices(&val()?)?),
             "-rpc" | "--rpc" => llama::devices::add_rpc_servers(&val()?)?,
             "-r" | "--repetitions" => reps = list(&a, &val()?)?[0],
-            "-mmp" | "--mmap" => use_mmap = bool_list(&a, &val()?)?[0],
+            "-lm" | "--load-mode" => load_mode = val()?.parse()?,
+            "-mmp" | "--mmap" => {
+                load_mode = LoadMode::from_flags(bool_list(&a, &val()?)?[0], load_mode.use_mlock())
+            }
             "-fa" | "--flash-attn" => cp.flash_attn_type = val()?.parse()?,
             "--swa-full" => cp.swa_full = true,
             "--repack" => repacks = bool_list(&a, &val()?)?,
@@ -184,7 +188,7 @@ fn run() -> Result<()> {
             let mp = ModelParams {
                 n_gpu_layers: ngl,
                 devices: devices.clone(),
-                use_mmap,
+                load_mode,
                 use_extra_bufts: repack,
                 tensor_buft_overrides: llama::TensorBuftOverride::n_cpu_moe(n_cpu_moe),
                 ..ModelParams::default()

@@ -2,7 +2,6 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use llama::chat::{self, ChatTemplate};
@@ -20,14 +19,24 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -b, --batch-size N        logical batch size (default 2048)
   -ub, --ubatch-size N      physical batch size (default 512)
   -t, --threads N           threads (-tb for batches)
-  -ngl, --n-gpu-layers N    layers to store on GPUs
+  -ngl, --n-gpu-layers N    layers to store on GPUs (default -1: all, fitted)
+  -fit, --fit on|off        change the parameters left at their defaults (context,
+                            then -ngl) so that the exact memory plan fits every
+                            device's free memory less the target (default on)
+  -fitt, --fit-target MiB   memory to leave free per device (default 1024)
+  -fitc, --fit-ctx N        smallest context --fit may choose (default 4096)
   -sm, --split-mode MODE    none, layer or row
   -mg, --main-gpu N         GPU for split mode none
   -ts, --tensor-split LIST  fraction of the model per GPU, e.g. 3,1
   -dev, --device LIST       devices to use (see --list-devices), or none
       --rpc LIST            RPC servers host:port[,host:port...] (devices RPC0, ...)
   --list-devices            print the available devices and exit
-  --no-mmap, --mlock, --check-tensors
+  --fit-print               print the exact memory plan (weights, K, V, compute per
+                            device and buffer type) and exit, allocating nothing
+  -lm, --load-mode MODE     auto (default: mmap), none, mmap, mlock, mmap+mlock,
+                            dio (direct I/O, bypassing the page cache)
+  --no-mmap, --mlock        aliases: drop the mapping, lock the weights in RAM
+  --check-tensors           validate every tensor's data while loading
   -nr, --no-repack          keep CPU weights in ggml's layout (no repacking)
   -ot, --override-tensor PATTERN=BUFFER_TYPE
   -cmoe, --cpu-moe          keep all mixture-of-experts weights in CPU memory
@@ -49,6 +58,13 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --jinja, --no-jinja       render the model's template with Jinja (default) or in code
   -v, --verbose; --log-disable";
 
+/// Removes `flag` from `rest`; whether it was there.
+fn take_flag(rest: &mut Vec<String>, flag: &str) -> bool {
+    let n = rest.len();
+    rest.retain(|a| a != flag);
+    rest.len() != n
+}
+
 fn run() -> Result<()> {
     let args = CommonArgs::parse(std::env::args().skip(1))?;
     if args.rest.iter().any(|a| a == "-h" || a == "--help") {
@@ -56,16 +72,31 @@ fn run() -> Result<()> {
         return Ok(());
     }
     let mut args = args;
+    let fit_print = take_flag(&mut args.rest, "--fit-print");
     let chat = chat_flags(&mut args.rest)?;
     args.reject_rest()?;
     if args.list_devices {
         print_devices();
         return Ok(());
     }
+    if fit_print {
+        // The plan of the parameters --fit settles on.
+        let plan = args.fit_params()?;
+        print!("{plan}");
+        return Ok(());
+    }
     let path = args.model_path()?.to_string();
+    args.fit_params()?;
     let mut mp = args.model_params.clone();
     if !args.log_disable && mp.progress_callback.is_none() {
-        mp.progress_callback = Some(progress_dots());
+        use std::io::IsTerminal;
+        let total = gguf::GgufModel::open(&path)
+            .map(|f| f.tensors().map(|(_, t)| t.size).sum::<u64>())
+            .unwrap_or(0);
+        mp.progress_callback = Some(llama::progress::load_progress(
+            total,
+            std::io::stderr().is_terminal(),
+        ));
     }
     let model = Model::load(&path, &mp)?;
     let mut ctx = Context::new(&model, args.ctx_params.clone())?;
@@ -173,22 +204,6 @@ fn run() -> Result<()> {
     writeln!(out).ok();
     print_perf(&model, &ctx, t_start.elapsed(), n_past);
     Ok(())
-}
-
-/// A load progress callback that prints a row of 40 dots.
-fn progress_dots() -> llama::params::ProgressCallback {
-    let last = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    Arc::new(move |f: f32| {
-        let dots = (f * 40.0) as usize;
-        let prev = last.swap(dots, std::sync::atomic::Ordering::Relaxed);
-        if dots > prev {
-            eprint!("{}", ".".repeat(dots - prev));
-            if f >= 1.0 {
-                eprintln!();
-            }
-        }
-        true
-    })
 }
 
 /// Prints the timings as llama.cpp's `llama_perf_context_print` does.

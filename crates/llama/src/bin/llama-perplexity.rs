@@ -57,6 +57,10 @@ fn run() -> Result<()> {
             "-c must be positive for perplexity".into(),
         ));
     }
+    // The context is the chunk length of the measure: --fit keeps it.
+    args.fit.ctx_set = true;
+    args.ctx_params.n_ctx = n_ctx;
+    args.fit_params()?;
     let model = Model::load(&path, &args.model_params)?;
     let tokens = model.vocab.tokenize(&text, true, false);
     cp.n_batch = cp.n_batch.min(n_ctx);

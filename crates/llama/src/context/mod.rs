@@ -98,6 +98,18 @@ impl<'m> Context<'m> {
     /// accelerators, CPU last), the scheduler, and the reservation of the
     /// worst-case prompt and token graphs.
     pub fn new(model: &'m Model, params: ContextParams) -> Result<Context<'m>> {
+        Context::create(model, params, false)
+    }
+
+    /// A context laid out over planned buffers that hold no memory (KV cache
+    /// and compute buffers), after the same reservation of the worst-case
+    /// graphs as [`Context::new`]: its sizes are exactly those a real
+    /// context allocates. It plans memory; it cannot decode.
+    pub fn new_planned(model: &'m Model, params: ContextParams) -> Result<Context<'m>> {
+        Context::create(model, params, true)
+    }
+
+    fn create(model: &'m Model, params: ContextParams, planning: bool) -> Result<Context<'m>> {
         model.weights()?;
         let hp = &model.hparams;
         let mut p = params;
@@ -193,6 +205,7 @@ impl<'m> Context<'m> {
                 type_v: p.type_v,
                 v_trans: !flash_attn,
                 offload: p.offload_kqv,
+                planning,
             },
         )?;
 
@@ -229,7 +242,8 @@ impl<'m> Context<'m> {
                 c.async_ && c.events
             });
         let graph_size = GRAPH_NODES_BASE + GRAPH_NODES_PER_LAYER * hp.n_layer;
-        let sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
+        let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
+        sched.set_planning(planning);
 
         let mut ctx = Context {
             model,

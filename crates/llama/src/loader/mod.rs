@@ -1,13 +1,17 @@
-//! Loading weight data into the buffers the placement chose. Three paths:
+//! Loading weight data into the buffers the placement chose, as the load
+//! mode says (`auto`/`mmap`: from the file mapping; `none`: plain reads;
+//! `dio`: direct reads, see `read.rs`; `mlock` variants lock the memory).
+//! The buffers of every buffer type group are made first (`alloc.rs`),
+//! then the data moves by one of three paths (`fill.rs`):
 //!
-//! * **Mapped**: with `use_mmap`, tensors whose buffer type is the CPU's own
+//! * **Mapped**: with a mapping load mode, tensors whose buffer type is the CPU's own
 //!   are used in place: the range of the file mapping they span is wrapped
 //!   as a buffer (`buffer_from_host_mem`) without copying. The kernel is
 //!   asked to read that range ahead (`MADV_WILLNEED`), except on machines
-//!   with several NUMA nodes (see below). `use_mlock` locks the range.
+//!   with several NUMA nodes (see below). The `mlock` modes lock the range.
 //! * **Host**: other host buffers (mmap off, or a host buffer type that
 //!   cannot wrap the mapping) are filled in place, with plain reads from
-//!   the file or copies from the mapping. `use_mlock` locks them.
+//!   the file or copies from the mapping. The `mlock` modes lock them.
 //! * **Device**: tensors in device memory are uploaded. When the device has
 //!   asynchronous transfers, events and a pinned host buffer type, the data
 //!   goes through a ring of pinned staging buffers: a piece is read (or
@@ -42,17 +46,16 @@
 
 use std::collections::BTreeMap;
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use ggml_core::alloc::LinearAlloc;
+use ggml_core::alloc::{LinearAlloc, PlannedBuffer};
 use ggml_core::{
     registry, Backend, Buffer, BufferUsage, Device, DeviceKind, Event, HostMem, Placement,
     TensorDesc,
 };
 use gguf::GgufModel;
-use memmap2::Mmap;
 use rayon::prelude::*;
 
 use crate::arch::TensorKind;
@@ -61,13 +64,18 @@ use crate::model::Weight;
 use crate::params::ModelParams;
 use crate::placement::BuftEntry;
 
+mod alloc;
 mod check;
+mod fill;
 mod os;
+mod read;
 mod staging;
 
 use check::*;
+use fill::Fill;
 pub use os::MemLock;
 use os::*;
+use read::Reader;
 use staging::*;
 
 /// Bytes of one pinned staging buffer of asynchronous uploads.
@@ -136,6 +144,9 @@ pub struct LoadOptions {
     /// Use the staging ring where the device allows it; `false` forces
     /// synchronous uploads.
     pub async_upload: bool,
+    /// Act as a file system that refuses direct I/O, so that
+    /// `LoadMode::Dio` takes its fall-back to buffered reads.
+    pub refuse_direct_io: bool,
 }
 
 impl Default for LoadOptions {
@@ -145,6 +156,7 @@ impl Default for LoadOptions {
             staging_count: STAGING_COUNT,
             piece_size: PIECE_SIZE,
             async_upload: true,
+            refuse_direct_io: false,
         }
     }
 }
@@ -193,59 +205,6 @@ fn tensor_err(name: &str, what: &str, e: impl std::fmt::Display) -> LlamaError {
     LlamaError::Tensor(format!("tensor '{name}': {what}: {e}"))
 }
 
-/// Reads tensor data with plain reads, one handle per file, opened when
-/// first needed; seeks only when a read does not continue the last one.
-struct Reader<'f> {
-    files: &'f GgufModel,
-    handles: Vec<Option<(File, u64)>>,
-}
-
-impl<'f> Reader<'f> {
-    fn new(files: &'f GgufModel) -> Reader<'f> {
-        Reader {
-            files,
-            handles: (0..files.files().len()).map(|_| None).collect(),
-        }
-    }
-
-    /// Reads `dst.len()` bytes of request `r`'s data from byte `start` of it.
-    fn read(&mut self, r: &WeightRequest, start: usize, dst: &mut [u8]) -> Result<()> {
-        let file = &self.files.files()[r.file];
-        let path = file.path().ok_or_else(|| {
-            LlamaError::InvalidParam(format!(
-                "tensor '{}': the file has no path to read from",
-                r.desc.name
-            ))
-        })?;
-        let (fh, pos) = match &mut self.handles[r.file] {
-            Some(h) => h,
-            slot => {
-                let f = File::open(path).map_err(|source| LlamaError::Io {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                advise_sequential(&f);
-                slot.insert((f, u64::MAX))
-            }
-        };
-        let io_err = |e: std::io::Error| {
-            if e.kind() == std::io::ErrorKind::UnexpectedEof {
-                bounds_err(&r.desc.name)
-            } else {
-                tensor_err(&r.desc.name, &format!("reading {}", path.display()), e)
-            }
-        };
-        let at = r.file_offset + start as u64;
-        if *pos != at {
-            *pos = u64::MAX;
-            fh.seek(SeekFrom::Start(at)).map_err(io_err)?;
-        }
-        fh.read_exact(dst).map_err(io_err)?;
-        *pos = at + dst.len() as u64;
-        Ok(())
-    }
-}
-
 /// The pieces `(start, len)` of `size` bytes in pieces of at most `max`
 /// bytes that hold whole blocks of `desc`'s type.
 fn pieces(desc: &TensorDesc, size: usize, max: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -270,7 +229,7 @@ fn copy_parallel(dst: &mut [u8], src: &[u8]) {
 }
 
 /// Where a request's bytes go.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Route {
     /// Used in place from the mapping.
     Mapped,
@@ -289,7 +248,41 @@ pub fn load_weights(
     load_weights_with(files, reqs, params, &LoadOptions::default())
 }
 
-/// [`load_weights`] with the loader's tuning given.
+/// Lays every requested weight out as [`load_weights`] would, over planned
+/// buffers that hold no memory: the buffers and sizes are exactly those of
+/// a load, and nothing is read, mapped or allocated (a memory plan).
+pub fn plan_weights(
+    files: &GgufModel,
+    reqs: &[WeightRequest],
+    params: &ModelParams,
+) -> Result<LoadedWeights> {
+    let mut stats = LoadStats::default();
+    let opts = LoadOptions::default();
+    let mut al = alloc::allocate(files, reqs, params, &opts, 0, true, &mut stats)?;
+    stats.n_buffers = al.buffers.len();
+    let placements = reqs
+        .iter()
+        .zip(std::mem::take(&mut al.placements))
+        .map(|(r, p)| {
+            p.map(|at| Weight {
+                desc: r.desc.clone(),
+                at,
+            })
+            .ok_or_else(|| LlamaError::Tensor(format!("tensor '{}' was not planned", r.desc.name)))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(LoadedWeights {
+        buffers: std::mem::take(&mut al.buffers),
+        placements,
+        sizes: std::mem::take(&mut al.sizes),
+        stats,
+        locks: Vec::new(),
+    })
+}
+
+/// [`load_weights`] with the loader's tuning given. Two phases: the
+/// buffers of every group first ([`alloc::allocate`]), then the data of
+/// every request in file order, by its route ([`fill::Fill`]).
 pub fn load_weights_with(
     files: &GgufModel,
     reqs: &[WeightRequest],
@@ -300,288 +293,83 @@ pub fn load_weights_with(
         staging_size: opts.staging_size.max(MIN_PIECE_SIZE),
         staging_count: opts.staging_count.max(1),
         piece_size: opts.piece_size.max(MIN_PIECE_SIZE),
-        async_upload: opts.async_upload,
+        ..opts.clone()
     };
-    let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
-    let mut progress = Progress {
-        cb: params.progress_callback.as_deref(),
-        done: 0,
-        total,
+    let mode = params.load_mode;
+    let mut reader = Reader::new(files, mode.use_direct_io(), opts.refuse_direct_io);
+    // Direct reads widen each piece to whole blocks and align its start in
+    // memory: a staging buffer needs an alignment of room on either side
+    // and one more to align its start.
+    let slack = if mode.use_direct_io() {
+        let a = reader.open_all()?;
+        if a.offset > 1 {
+            3 * a.offset.max(a.memory)
+        } else {
+            0
+        }
+    } else {
+        0
     };
     let mut stats = LoadStats::default();
-    // Declared before everything that borrows their memory, so dropped last.
-    let mut buffers: Vec<Arc<dyn Buffer>> = Vec::new();
-    let mut locks: Vec<MemLock> = Vec::new();
-    let mut placements: Vec<Option<Placement>> = vec![None; reqs.len()];
-    let mut routes: Vec<Option<Route>> = vec![None; reqs.len()];
-    let mut sizes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut uploaders: Vec<Uploader> = Vec::new();
-    let mut host_bufs: Vec<Arc<dyn Buffer>> = Vec::new();
-    let all_mapped = files.files().iter().all(|f| f.mmap().is_some());
-    let mapping = |fi: usize| -> Option<&Arc<Mmap>> {
-        if params.use_mmap {
-            files.files()[fi].mmap()
-        } else {
-            None
-        }
-    };
-
-    // Group by buffer type, keeping request order inside each group.
-    let mut groups: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (i, r) in reqs.iter().enumerate() {
-        groups
-            .entry(r.entry.buft.name().to_string())
-            .or_default()
-            .push(i);
-    }
-
-    // Buffers first: mapped ranges, allocations, staging rings.
-    #[cfg(unix)]
-    let prefetch = numa_nodes() == 1;
-    for (buft_name, idxs) in &groups {
-        let entry = &reqs[idxs[0]].entry;
-        let dev = &entry.dev;
-        let is_default_cpu = dev.kind() == DeviceKind::Cpu
-            && dev.buffer_type().name() == entry.buft.name()
-            && dev.props().caps.buffer_from_host_ptr;
-        if params.use_mmap && is_default_cpu && all_mapped {
-            // One buffer per file over the range its tensors span.
-            let mut by_file: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
-            for &i in idxs {
-                by_file.entry(reqs[i].file).or_default().push(i);
-            }
-            for (fi, ids) in by_file {
-                let mmap = mapping(fi)
-                    .ok_or_else(|| bounds_err(&reqs[ids[0]].desc.name))?
-                    .clone();
-                if let Some(&bad) = ids
-                    .iter()
-                    .find(|&&i| reqs[i].file_offset as usize + reqs[i].size > mmap.len())
-                {
-                    return Err(bounds_err(&reqs[bad].desc.name));
-                }
-                let lo = ids.iter().map(|&i| reqs[i].file_offset).min().unwrap_or(0) as usize;
-                let hi = ids
-                    .iter()
-                    .map(|&i| reqs[i].file_offset as usize + reqs[i].size)
-                    .max()
-                    .unwrap_or(lo);
-                if params.use_mlock {
-                    let addr = mmap.as_ptr() as usize + lo;
-                    lock_ranges(
-                        "the file mapping",
-                        &[(addr, hi - lo)],
-                        &mut stats,
-                        &mut locks,
-                    );
-                }
-                #[cfg(unix)]
-                if prefetch && hi > lo {
-                    if let Err(e) = mmap.advise_range(memmap2::Advice::WillNeed, lo, hi - lo) {
-                        crate::debug!("madvise(WILLNEED) failed: {e}");
-                    }
-                }
-                let max_tensor = ids.iter().map(|&i| reqs[i].size).max().unwrap_or(0);
-                let mem: HostMem = mmap.clone();
-                let buf = dev.buffer_from_host_mem(mem, lo, hi - lo, max_tensor)?;
-                buf.set_usage(BufferUsage::Weights);
-                for &i in &ids {
-                    placements[i] = Some(Placement {
-                        buffer: buf.clone(),
-                        offset: reqs[i].file_offset as usize - lo,
-                    });
-                    routes[i] = Some(Route::Mapped);
-                }
-                *sizes.entry(format!("{buft_name}_Mapped")).or_default() += hi - lo;
-                buffers.push(buf);
-            }
-            continue;
-        }
-
-        let descs: Vec<TensorDesc> = idxs.iter().map(|&i| reqs[i].desc.clone()).collect();
-        let la = LinearAlloc::alloc_tensors(&entry.buft, &descs, BufferUsage::Weights)?;
-        for b in &la.buffers {
-            *sizes.entry(buft_name.clone()).or_default() += b.size();
-        }
-        // Host buffers are written in place, as a plain copy: a buffer type
-        // that must transform the data (a repacking one) is not a host type.
-        let host = entry.buft.is_host()
-            && la
-                .buffers
-                .iter()
-                .all(|b| b.base().is_some() && !b.is_read_only());
-        let route = if host {
-            host_bufs.extend(la.buffers.iter().cloned());
-            Route::Host
-        } else {
-            uploaders.push(Uploader::new(entry, &opts));
-            Route::Device(uploaders.len() - 1)
-        };
-        for (&i, p) in idxs.iter().zip(la.placements) {
-            placements[i] = Some(p);
-            routes[i] = Some(route);
-        }
-        buffers.extend(la.buffers);
-    }
-    if params.use_mlock {
-        let ranges: Vec<(usize, usize)> = host_bufs
-            .iter()
-            .filter_map(|b| b.base().map(|p| (p.as_ptr() as usize, b.size())))
-            .collect();
-        lock_ranges("model buffers", &ranges, &mut stats, &mut locks);
-    }
-    drop(host_bufs);
-
-    // Data, in file order.
-    let mut reader = Reader::new(files);
-    let mut checks = Checks {
-        on: params.check_tensors,
-        items: Vec::new(),
-        bytes: 0,
+    let mut al = alloc::allocate(files, reqs, params, &opts, slack, false, &mut stats)?;
+    let mut fill = Fill {
+        files,
+        reqs,
+        opts: &opts,
+        mmap: mode.use_mmap(),
+        progress: Progress {
+            cb: params.progress_callback.as_deref(),
+            done: 0,
+            total: reqs.iter().map(|r| r.size as u64).sum(),
+        },
+        stats,
+        reader,
+        checks: Checks {
+            on: params.check_tensors,
+            items: Vec::new(),
+            bytes: 0,
+        },
     };
     #[cfg(unix)]
-    let release = params.use_mmap.then(|| Release::new(reqs, &routes));
+    let release = mode.use_mmap().then(|| Release::new(reqs, &al.routes));
     for (i, r) in reqs.iter().enumerate() {
-        let (Some(p), Some(route)) = (&placements[i], routes[i]) else {
+        let (Some(p), Some(route)) = (&al.placements[i], al.routes[i]) else {
             return Err(LlamaError::Tensor(format!(
                 "tensor '{}' has no buffer",
                 r.desc.name
             )));
         };
+        fill.request(i, p, route, &mut al.uploaders)?;
         // Copied tensors give their mapped pages back once copied; with
         // `check_tensors` they are validated from the mapping later, and
         // released at the end.
         #[cfg(unix)]
-        let release_now = (release.is_some() && !checks.on && route != Route::Mapped).then_some(r);
-        let name = &r.desc.name;
-        let start = r.file_offset as usize;
-        let src: Option<&[u8]> = match mapping(r.file) {
-            Some(m) => Some(
-                m.get(start..start.saturating_add(r.size))
-                    .ok_or_else(|| bounds_err(name))?,
-            ),
-            None => None,
-        };
-        match route {
-            Route::Mapped => {
-                let data = src.ok_or_else(|| bounds_err(name))?;
-                checks.push(reqs, i, data)?;
-                stats.bytes_mapped += r.size as u64;
-                progress.advance(r.size as u64)?;
+        if let Some(rel) = &release {
+            if !fill.checks.on && route != Route::Mapped {
+                rel.tensor(files, r);
             }
-            Route::Host => {
-                let base = p
-                    .buffer
-                    .base()
-                    .ok_or_else(|| tensor_err(name, "host buffer", "no host address"))?;
-                if p.offset
-                    .checked_add(r.size)
-                    .is_none_or(|e| e > p.buffer.size())
-                {
-                    return Err(tensor_err(name, "host buffer", "placement out of bounds"));
-                }
-                // SAFETY: the range lies inside a host buffer that was just
-                // allocated for these weights (checked above), that `buffers`
-                // keeps alive until the end of this function, and that
-                // nothing else reads or writes while it is being filled;
-                // tensors of a buffer do not overlap.
-                let dst: &mut [u8] =
-                    unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(p.offset), r.size) };
-                for (s, n) in pieces(&r.desc, r.size, opts.piece_size) {
-                    match src {
-                        Some(m) => copy_parallel(&mut dst[s..s + n], &m[s..s + n]),
-                        None => reader.read(r, s, &mut dst[s..s + n])?,
-                    }
-                    progress.advance(n as u64)?;
-                }
-                stats.bytes_read += r.size as u64;
-                checks.push(reqs, i, dst)?;
-            }
-            Route::Device(u) => {
-                let check_pieces = checks.on && src.is_none();
-                match &mut uploaders[u] {
-                    Uploader::Sync { staging, whole } => {
-                        let piece = if *whole {
-                            r.size.max(1)
-                        } else {
-                            opts.piece_size
-                        };
-                        for (s, n) in pieces(&r.desc, r.size, piece) {
-                            let data: &[u8] = match src {
-                                Some(m) => &m[s..s + n],
-                                None => {
-                                    staging.resize(n, 0);
-                                    reader.read(r, s, &mut staging[..n])?;
-                                    &staging[..n]
-                                }
-                            };
-                            if check_pieces {
-                                check_piece(&mut checks, reqs, i, data, s)?;
-                            }
-                            p.buffer
-                                .set_tensor(p.offset + s, data)
-                                .map_err(|e| tensor_err(name, "upload", e))?;
-                            progress.advance(n as u64)?;
-                        }
-                    }
-                    Uploader::Async(ring) => {
-                        for (s, n) in pieces(&r.desc, r.size, ring.size) {
-                            let k = ring
-                                .acquire()
-                                .map_err(|e| tensor_err(name, "staging buffer", e))?;
-                            let buf = ring.slot_mut(k, n);
-                            match src {
-                                Some(m) => buf.copy_from_slice(&m[s..s + n]),
-                                None => reader.read(r, s, buf)?,
-                            }
-                            if check_pieces {
-                                check_piece(&mut checks, reqs, i, buf, s)?;
-                            }
-                            let dst = Placement {
-                                buffer: p.buffer.clone(),
-                                offset: p.offset + s,
-                            };
-                            ring.submit(k, &dst, n)
-                                .map_err(|e| tensor_err(name, "upload", e))?;
-                            progress.advance(n as u64)?;
-                        }
-                        stats.bytes_uploaded_async += r.size as u64;
-                    }
-                }
-                if let (true, Some(m)) = (checks.on, src) {
-                    checks.push(reqs, i, m)?;
-                }
-                match &uploaders[u] {
-                    Uploader::Sync { whole: true, .. } => stats.bytes_repacked += r.size as u64,
-                    _ => stats.bytes_uploaded += r.size as u64,
-                }
-            }
-        }
-        #[cfg(unix)]
-        if let (Some(rel), Some(r)) = (&release, release_now) {
-            rel.tensor(files, r);
         }
     }
-    checks.flush(reqs)?;
-    for u in &mut uploaders {
+    fill.checks.flush(reqs)?;
+    for u in &mut al.uploaders {
         if let Uploader::Async(ring) = u {
             ring.finish()?;
         }
     }
-    drop(uploaders);
+    al.uploaders.clear();
     #[cfg(unix)]
-    if let (Some(rel), true) = (&release, checks.on) {
-        for (r, route) in reqs.iter().zip(&routes) {
+    if let (Some(rel), true) = (&release, fill.checks.on) {
+        for (r, route) in reqs.iter().zip(&al.routes) {
             if matches!(route, Some(Route::Host | Route::Device(_))) {
                 rel.tensor(files, r);
             }
         }
     }
-
-    stats.n_buffers = buffers.len();
+    let mut stats = fill.stats;
+    stats.n_buffers = al.buffers.len();
     let placements = reqs
         .iter()
-        .zip(placements)
+        .zip(std::mem::take(&mut al.placements))
         .map(|(r, p)| {
             p.map(|at| Weight {
                 desc: r.desc.clone(),
@@ -591,11 +379,11 @@ pub fn load_weights_with(
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(LoadedWeights {
-        buffers,
+        buffers: std::mem::take(&mut al.buffers),
         placements,
-        sizes,
+        sizes: std::mem::take(&mut al.sizes),
         stats,
-        locks,
+        locks: std::mem::take(&mut al.locks),
     })
 }
 

@@ -10,7 +10,10 @@ pub(super) struct Ring {
     pub(super) backend: Box<dyn Backend>,
     pub(super) slots: Vec<Slot>,
     pub(super) next: usize,
+    /// Bytes of tensor data a piece holds.
     pub(super) size: usize,
+    /// Bytes of each staging buffer: `size` and room for direct reads.
+    pub(super) capacity: usize,
 }
 
 pub(super) struct Slot {
@@ -22,13 +25,16 @@ pub(super) struct Slot {
 }
 
 impl Ring {
-    /// A ring of `count` staging buffers of `size` bytes on `dev`, or why
-    /// the device cannot have one.
+    /// A ring of `count` staging buffers for pieces of `size` bytes on
+    /// `dev`, each with `slack` more bytes (the widening of direct reads),
+    /// or why the device cannot have one.
     pub(super) fn new(
         dev: &Arc<dyn Device>,
         size: usize,
         count: usize,
+        slack: usize,
     ) -> std::result::Result<Ring, String> {
+        let capacity = size + slack;
         let caps = dev.props().caps;
         if !caps.async_ {
             return Err("no asynchronous transfers".into());
@@ -43,7 +49,7 @@ impl Ring {
         let mut slots = Vec::with_capacity(count);
         for _ in 0..count {
             let buffer = buft
-                .alloc_buffer(size)
+                .alloc_buffer(capacity)
                 .map_err(|e| format!("pinned staging buffer: {e}"))?;
             let base = buffer
                 .base()
@@ -63,6 +69,7 @@ impl Ring {
             slots,
             next: 0,
             size,
+            capacity,
         })
     }
 
@@ -79,36 +86,46 @@ impl Ring {
         Ok(k)
     }
 
-    /// The first `len` bytes of staging buffer `k` (from [`Ring::acquire`]).
-    pub(super) fn slot_mut(&mut self, k: usize, len: usize) -> &mut [u8] {
+    /// Staging buffer `k` (from [`Ring::acquire`]).
+    pub(super) fn slot_mut(&mut self, k: usize) -> &mut [u8] {
         let s = &self.slots[k];
-        debug_assert!(!s.busy && len <= self.size);
-        // SAFETY: the buffer is pinned host memory of `self.size` bytes that
-        // only this ring uses; no queued copy reads it (its event was waited
-        // for in `acquire`), and the borrow of `self` keeps it exclusive.
-        unsafe { std::slice::from_raw_parts_mut(s.base.as_ptr(), len.min(self.size)) }
+        debug_assert!(!s.busy);
+        // SAFETY: the buffer is pinned host memory of `self.capacity` bytes
+        // that only this ring uses; no queued copy reads it (its event was
+        // waited for in `acquire`), and the borrow of `self` keeps it
+        // exclusive.
+        unsafe { std::slice::from_raw_parts_mut(s.base.as_ptr(), self.capacity) }
     }
 
-    /// Queues the copy of the first `len` bytes of staging buffer `k` to
-    /// `dst`, then records the slot's event.
+    /// Queues the copy of the `len` bytes at `from` in staging buffer `k`
+    /// to `dst`, then records the slot's event.
     pub(super) fn submit(
         &mut self,
         k: usize,
+        from: usize,
         dst: &Placement,
         len: usize,
     ) -> ggml_core::Result<()> {
+        if from.checked_add(len).is_none_or(|e| e > self.capacity) {
+            return Err(ggml_core::Error::OutOfBounds {
+                what: "staging copy".into(),
+                offset: from,
+                end: from.saturating_add(len),
+                size: self.capacity,
+            });
+        }
         let src = Placement {
             buffer: self.slots[k].buffer.clone(),
-            offset: 0,
+            offset: from,
         };
         if !self.backend.cpy_tensor_async(&src, dst, len)? {
             // The backend cannot copy out of the buffer itself: it takes the
             // bytes during the call instead.
             let base = self.slots[k].base;
-            // SAFETY: the first `len` bytes of the staging buffer (at most
-            // its size) were just filled; nothing writes them during the
-            // call, which copies them before it returns.
-            let data = unsafe { std::slice::from_raw_parts(base.as_ptr(), len.min(self.size)) };
+            // SAFETY: the `len` bytes at `from` lie inside the staging buffer
+            // (checked above) and were just filled; nothing writes them
+            // during the call, which copies them before it returns.
+            let data = unsafe { std::slice::from_raw_parts(base.as_ptr().add(from), len) };
             self.backend.set_tensor_async(dst, data)?;
         }
         let s = &mut self.slots[k];
@@ -145,7 +162,9 @@ pub(super) enum Uploader {
 }
 
 impl Uploader {
-    pub(super) fn new(entry: &BuftEntry, opts: &LoadOptions) -> Uploader {
+    /// How `entry`'s group is filled; `slack`: extra bytes per staging
+    /// buffer for direct reads.
+    pub(super) fn new(entry: &BuftEntry, opts: &LoadOptions, slack: usize) -> Uploader {
         let sync = |whole| Uploader::Sync {
             staging: Vec::new(),
             whole,
@@ -161,7 +180,7 @@ impl Uploader {
         let Some(dev) = owning_device(entry) else {
             return sync(false);
         };
-        match Ring::new(&dev, opts.staging_size, opts.staging_count) {
+        match Ring::new(&dev, opts.staging_size, opts.staging_count, slack) {
             Ok(r) => {
                 crate::debug!(
                     "load_tensors: {}: asynchronous uploads through {} pinned buffers of {} KiB",

@@ -1,0 +1,207 @@
+//! The second phase of loading: the data of every request, in file order,
+//! by the route its buffer took (used in place, read into host memory,
+//! uploaded synchronously or through the staging ring).
+
+use super::*;
+
+/// What moves the data: the source files, progress, statistics and the
+/// validation of `check_tensors`.
+pub(super) struct Fill<'a> {
+    pub(super) files: &'a GgufModel,
+    pub(super) reqs: &'a [WeightRequest],
+    pub(super) opts: &'a LoadOptions,
+    /// Copies come from the file mappings (else from reads).
+    pub(super) mmap: bool,
+    pub(super) progress: Progress<'a>,
+    pub(super) stats: LoadStats,
+    pub(super) reader: Reader<'a>,
+    pub(super) checks: Checks<'a>,
+}
+
+impl<'a> Fill<'a> {
+    /// The mapped bytes of request `i`, when copies come from the mapping.
+    fn mapped(&self, i: usize) -> Result<Option<&'a [u8]>> {
+        let r = &self.reqs[i];
+        if !self.mmap {
+            return Ok(None);
+        }
+        let Some(m) = self.files.files()[r.file].mmap() else {
+            return Ok(None);
+        };
+        let start = r.file_offset as usize;
+        m.get(start..start.saturating_add(r.size))
+            .map(Some)
+            .ok_or_else(|| bounds_err(&r.desc.name))
+    }
+
+    /// Loads request `i` into placement `p` by `route`.
+    pub(super) fn request(
+        &mut self,
+        i: usize,
+        p: &Placement,
+        route: Route,
+        uploaders: &mut [Uploader],
+    ) -> Result<()> {
+        let src = self.mapped(i)?;
+        match route {
+            Route::Mapped => self.mapped_in_place(i, src),
+            Route::Host => self.host(i, p, src),
+            Route::Device(u) => {
+                let r = &self.reqs[i];
+                match &mut uploaders[u] {
+                    Uploader::Sync { staging, whole } => {
+                        let whole = *whole;
+                        self.upload_sync(i, p, src, staging, whole)?;
+                        if whole {
+                            self.stats.bytes_repacked += r.size as u64;
+                        } else {
+                            self.stats.bytes_uploaded += r.size as u64;
+                        }
+                    }
+                    Uploader::Async(ring) => {
+                        match src {
+                            Some(m) => self.upload_async_mapped(i, p, m, ring)?,
+                            None => self.upload_async_read(i, p, ring)?,
+                        }
+                        self.stats.bytes_uploaded += r.size as u64;
+                        self.stats.bytes_uploaded_async += r.size as u64;
+                    }
+                }
+                if let (true, Some(m)) = (self.checks.on, src) {
+                    self.checks.push(self.reqs, i, m)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A tensor used in place from the mapping: only checked and counted.
+    fn mapped_in_place(&mut self, i: usize, src: Option<&'a [u8]>) -> Result<()> {
+        let r = &self.reqs[i];
+        let data = src.ok_or_else(|| bounds_err(&r.desc.name))?;
+        self.checks.push(self.reqs, i, data)?;
+        self.stats.bytes_mapped += r.size as u64;
+        self.progress.advance(r.size as u64)
+    }
+
+    /// A tensor written in place in host memory: copied from the mapping
+    /// or read (direct reads land in the destination itself).
+    fn host(&mut self, i: usize, p: &Placement, src: Option<&'a [u8]>) -> Result<()> {
+        let r = &self.reqs[i];
+        let name = &r.desc.name;
+        let base = p
+            .buffer
+            .base()
+            .ok_or_else(|| tensor_err(name, "host buffer", "no host address"))?;
+        if p.offset
+            .checked_add(r.size)
+            .is_none_or(|e| e > p.buffer.size())
+        {
+            return Err(tensor_err(name, "host buffer", "placement out of bounds"));
+        }
+        // SAFETY: the range lies inside a host buffer that was allocated for
+        // these weights (checked above), that the caller keeps alive until
+        // loading ends, and that nothing else reads or writes while it is
+        // being filled; tensors of a buffer do not overlap.
+        let dst: &'a mut [u8] =
+            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(p.offset), r.size) };
+        for (s, n) in pieces(&r.desc, r.size, self.opts.piece_size) {
+            match src {
+                Some(m) => copy_parallel(&mut dst[s..s + n], &m[s..s + n]),
+                None => self.reader.read(r, s, &mut dst[s..s + n])?,
+            }
+            self.progress.advance(n as u64)?;
+        }
+        self.stats.bytes_read += r.size as u64;
+        self.checks.push(self.reqs, i, dst)
+    }
+
+    /// `set_tensor` piece by piece (or the whole tensor at once when
+    /// `whole`), from the mapping or read into `staging`.
+    fn upload_sync(
+        &mut self,
+        i: usize,
+        p: &Placement,
+        src: Option<&[u8]>,
+        staging: &mut Vec<u8>,
+        whole: bool,
+    ) -> Result<()> {
+        let r = &self.reqs[i];
+        let piece = if whole {
+            r.size.max(1)
+        } else {
+            self.opts.piece_size
+        };
+        for (s, n) in pieces(&r.desc, r.size, piece) {
+            let data: &[u8] = match src {
+                Some(m) => &m[s..s + n],
+                None => {
+                    staging.resize(n, 0);
+                    self.reader.read(r, s, &mut staging[..n])?;
+                    &staging[..n]
+                }
+            };
+            if self.checks.on && src.is_none() {
+                check_piece(&mut self.checks, self.reqs, i, data, s)?;
+            }
+            p.buffer
+                .set_tensor(p.offset + s, data)
+                .map_err(|e| tensor_err(&r.desc.name, "upload", e))?;
+            self.progress.advance(n as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Asynchronous upload from the mapping: each piece is copied into the
+    /// next free staging buffer and its transfer queued.
+    fn upload_async_mapped(
+        &mut self,
+        i: usize,
+        p: &Placement,
+        m: &[u8],
+        ring: &mut Ring,
+    ) -> Result<()> {
+        let r = &self.reqs[i];
+        let name = &r.desc.name;
+        for (s, n) in pieces(&r.desc, r.size, ring.size) {
+            let k = ring
+                .acquire()
+                .map_err(|e| tensor_err(name, "staging buffer", e))?;
+            ring.slot_mut(k)[..n].copy_from_slice(&m[s..s + n]);
+            ring.submit(k, 0, &at(p, s), n)
+                .map_err(|e| tensor_err(name, "upload", e))?;
+            self.progress.advance(n as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Asynchronous upload from reads: each piece is read straight into the
+    /// next free staging buffer (with direct I/O, widened to whole blocks,
+    /// the transfer starting past the padding) and its transfer queued.
+    fn upload_async_read(&mut self, i: usize, p: &Placement, ring: &mut Ring) -> Result<()> {
+        let r = &self.reqs[i];
+        let name = &r.desc.name;
+        for (s, n) in pieces(&r.desc, r.size, ring.size) {
+            let k = ring
+                .acquire()
+                .map_err(|e| tensor_err(name, "staging buffer", e))?;
+            let slot = ring.slot_mut(k);
+            let from = self.reader.read_span(r, s, n, slot)?;
+            if self.checks.on {
+                check_piece(&mut self.checks, self.reqs, i, &slot[from..from + n], s)?;
+            }
+            ring.submit(k, from, &at(p, s), n)
+                .map_err(|e| tensor_err(name, "upload", e))?;
+            self.progress.advance(n as u64)?;
+        }
+        Ok(())
+    }
+}
+
+/// `s` bytes into placement `p`.
+fn at(p: &Placement, s: usize) -> Placement {
+    Placement {
+        buffer: p.buffer.clone(),
+        offset: p.offset + s,
+    }
+}

@@ -1,0 +1,153 @@
+//! `--fit` against Vulkan devices with a memory budget
+//! (`GGML_VK_MAX_MEMORY_MIB`, here `Options::max_memory` of a registry of
+//! the test's own): for every budget the fitted parameters load and run
+//! without running out of memory, and the fit is the largest that fits
+//! (one more layer would pass the budget); without the fit, offloading
+//! everything is the device's clear out-of-memory error.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use ggml_core::Device;
+use ggml_vulkan::{Options, VulkanReg};
+use llama::fit::{fit_params, FitOptions};
+use llama::{Context, ContextParams, Model, ModelParams};
+use tests::{greedy, scratch_dir};
+use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
+use xtask::gen_model::types::OutType;
+use xtask::gen_model::vocab::Vocab;
+use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
+
+const MIB: usize = 1 << 20;
+const MARGIN: usize = 16 * MIB;
+
+/// TinyLlama's shape (n_embd 2048, n_ff 5632, 32 heads over 4 kv heads)
+/// in Q4_0 with 6 layers and a 4096-token vocabulary: about 25 MiB a layer.
+fn tinyllama_q4_0(dir: &Path) -> PathBuf {
+    let overrides = ShapeOverrides {
+        n_layer: Some(6),
+        n_vocab: Some(4096),
+        ..ShapeOverrides::default()
+    };
+    let shape = Shape::resolve(Preset::Tinyllama1_1b, &overrides).expect("shape");
+    let spec = ModelSpec {
+        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
+        shape,
+        ty: "q4_0".parse::<OutType>().expect("type"),
+        seed: 7,
+        name: "tinyllama-shaped q4_0".into(),
+        alignment: None,
+        experts: None,
+    };
+    let path = dir.join("tinyllama-6l-q4_0.gguf");
+    generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
+    path
+}
+
+/// A Vulkan device of a registry of its own with a budget of `mib` MiB.
+fn budgeted(mib: usize) -> Option<(VulkanReg, Arc<dyn Device>)> {
+    llama::backend_init();
+    let reg = VulkanReg::new(&Options {
+        max_memory: Some(mib * MIB),
+        ..Options::from_env()
+    });
+    let dev: Arc<dyn Device> = reg.vulkan_devices().first()?.clone();
+    Some((reg, dev))
+}
+
+fn cparams() -> ContextParams {
+    ContextParams {
+        n_ctx: 256,
+        n_ubatch: 64,
+        n_threads: 2,
+        n_threads_batch: 2,
+        ..ContextParams::default()
+    }
+}
+
+#[test]
+fn fitted_layers_fit_every_budget_and_leave_no_layer_unused() {
+    if budgeted(64).is_none() {
+        let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
+        eprintln!("skipped: no Vulkan device");
+        return;
+    }
+    let dir = scratch_dir("fit");
+    let path = tinyllama_q4_0(&dir);
+    let opts = FitOptions {
+        margin: MARGIN,
+        ctx_set: true,
+        ..FitOptions::default()
+    };
+    let mut seen = std::collections::BTreeSet::new();
+    for mib in [32, 48, 64, 96, 128, 160, 200, 320] {
+        let (_reg, dev) = budgeted(mib).unwrap();
+        let name = dev.name().to_string();
+        let free = dev.props().memory_free;
+        let mut mp = ModelParams {
+            devices: Some(vec![dev.clone()]),
+            n_gpu_layers: -1,
+            ..ModelParams::default()
+        };
+        let mut cp = cparams();
+        let plan =
+            fit_params(&path, &mut mp, &mut cp, &opts).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        // -1 (all) when everything fits as asked.
+        let ngl = plan.n_offloaded as i32;
+        let used = plan.device_total(&name);
+        assert!(
+            used + MARGIN <= free,
+            "{mib} MiB: {used} bytes planned\n{plan}"
+        );
+        // The fit is the largest: one more layer passes the budget.
+        if plan.n_offloaded < plan.n_layer {
+            let more = ModelParams {
+                n_gpu_layers: ngl + 1,
+                ..mp.clone()
+            };
+            let next = Model::plan(&path, &more, &cp).unwrap();
+            assert!(
+                next.device_total(&name) + MARGIN > free,
+                "{mib} MiB: {ngl} layers fitted, but {} fit too\n{next}",
+                ngl + 1
+            );
+        }
+        seen.insert(ngl);
+        // It loads and runs within the budget.
+        let model = Model::load(&path, &mp).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        assert_eq!(
+            model.plan.n_offloaded + usize::from(model.plan.output_offloaded),
+            plan.n_offloaded
+        );
+        let mut ctx = Context::new(&model, cp.clone()).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        assert_eq!(greedy(&mut ctx, &[1, 300, 301], 3).len(), 3);
+        assert!(dev.props().memory_free <= free);
+    }
+    assert!(
+        seen.len() >= 4,
+        "budgets should give varied layer counts: {seen:?}"
+    );
+    assert!(seen.contains(&0) && seen.contains(&7), "{seen:?}");
+}
+
+#[test]
+fn without_the_fit_a_small_budget_is_a_clear_out_of_memory_error() {
+    let Some((_reg, dev)) = budgeted(48) else {
+        return;
+    };
+    let dir = scratch_dir("fit-off");
+    let path = tinyllama_q4_0(&dir);
+    let mp = ModelParams {
+        devices: Some(vec![dev.clone()]),
+        n_gpu_layers: 99,
+        ..ModelParams::default()
+    };
+    let e = Model::load(&path, &mp)
+        .expect_err("past the budget")
+        .to_string();
+    assert!(
+        e.contains(dev.name()) && e.contains("out of device memory") && e.contains("bytes"),
+        "{e}"
+    );
+}
