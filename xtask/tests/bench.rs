@@ -183,7 +183,7 @@ fn load_suites_on_a_small_model() {
     }
     let cases: Vec<&str> = rows.iter().map(|r| r.case.as_str()).collect();
     assert_eq!(
-        &cases[..11],
+        &cases[..13],
         [
             "sequential cold",
             "sequential warm",
@@ -194,19 +194,23 @@ fn load_suites_on_a_small_model() {
             "CPU, mmap on, no repack, warm",
             "CPU, mmap off, no repack, cold",
             "CPU, mmap off, no repack, warm",
+            "CPU, direct I/O, no repack, cold",
+            "CPU, direct I/O, no repack, warm",
             "CPU, mmap on, repacked, cold",
             "CPU, mmap on, repacked, warm",
         ]
     );
     // Vulkan rows only with a device (lavapipe with GGML_VK_ALLOW_CPU_DEVICES=1).
-    assert!(rows.len() == 11 || rows.len() == 15, "{cases:?}");
+    assert!(rows.len() == 13 || rows.len() == 19, "{cases:?}");
     for r in &rows {
         assert!(r.value > 0.0 && r.value.is_finite(), "{r:?}");
     }
     for r in rows.iter().filter(|r| r.suite == "model") {
-        // Loads that read every weight (or every repacked one) are compared
-        // with the sequential read.
-        let reads = r.case.contains("mmap off") || r.case.contains("repacked");
+        // Loads that read every weight (buffered or direct, or every
+        // repacked one) are compared with the sequential read.
+        let reads = r.case.contains("mmap off")
+            || r.case.contains("direct I/O")
+            || r.case.contains("repacked");
         assert_eq!(r.bound.is_some(), reads, "{r:?}");
         assert!(r.note.contains(" s"), "{}", r.note);
     }
