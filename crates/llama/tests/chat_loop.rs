@@ -71,8 +71,7 @@ fn fresh_reply(model: &Model, prompt: &[i32]) -> (Vec<i32>, String) {
     }
     ctx.decode(&b).expect("prompt");
     let (mut toks, mut text) = (Vec::new(), Vec::new());
-    let mut pos = prompt.len();
-    for _ in 0..N_PREDICT {
+    for pos in prompt.len()..prompt.len() + N_PREDICT {
         let t = argmax(ctx.logits_ith(-1).expect("logits"));
         if model.vocab.is_eog(t) {
             break;
@@ -82,7 +81,6 @@ fn fresh_reply(model: &Model, prompt: &[i32]) -> (Vec<i32>, String) {
         let mut b = Batch::new();
         b.add(t, pos as i32, &[0], true);
         ctx.decode(&b).expect("token");
-        pos += 1;
     }
     (toks, String::from_utf8_lossy(&text).into_owned())
 }
