@@ -189,10 +189,6 @@ impl CommonArgs {
                     a.n_predict = num(&flag, &val("int")?, "an integer")?
                 }
                 "--keep" => a.n_keep = num(&flag, &val("int")?, "an integer")?,
-                "-c" | "--ctx-size" => {
-                    a.ctx_params.n_ctx = num(&flag, &val("int")?, "a non-negative integer")?;
-                    a.fit.ctx_set = true;
-                }
                 "-fit" | "--fit" => {
                     a.fit.enabled = match val("on|off")?.as_str() {
                         "on" | "1" | "true" => true,
@@ -208,137 +204,6 @@ impl CommonArgs {
                 "-fitc" | "--fit-ctx" => {
                     a.fit.min_ctx = num(&flag, &val("int")?, "a non-negative integer")?
                 }
-                "-b" | "--batch-size" => {
-                    a.ctx_params.n_batch = num(&flag, &val("int")?, "a positive integer")?
-                }
-                "-ub" | "--ubatch-size" => {
-                    a.ctx_params.n_ubatch = num(&flag, &val("int")?, "a positive integer")?
-                }
-                "-t" | "--threads" => {
-                    let n: i64 = num(&flag, &val("int")?, "an integer")?;
-                    let n = if n <= 0 {
-                        crate::context::default_n_threads()
-                    } else {
-                        n as usize
-                    };
-                    a.ctx_params.n_threads = n;
-                    a.ctx_params.n_threads_batch = n;
-                }
-                "-tb" | "--threads-batch" => {
-                    let n: i64 = num(&flag, &val("int")?, "an integer")?;
-                    a.ctx_params.n_threads_batch = if n <= 0 {
-                        crate::context::default_n_threads()
-                    } else {
-                        n as usize
-                    };
-                }
-                "-ngl" | "--gpu-layers" | "--n-gpu-layers" => {
-                    a.model_params.n_gpu_layers = num(&flag, &val("int")?, "an integer")?;
-                    a.fit.ngl_set = true;
-                }
-                "-sm" | "--split-mode" => {
-                    a.model_params.split_mode = val("none|layer|row")?.parse()?
-                }
-                "-mg" | "--main-gpu" => {
-                    a.model_params.main_gpu = num(&flag, &val("int")?, "an integer")?
-                }
-                "-ts" | "--tensor-split" => {
-                    let v = val("list")?;
-                    a.model_params.tensor_split = v
-                        .split([',', '/'])
-                        .map(|x| num::<f32>(&flag, x, "a list of numbers like 3,1"))
-                        .collect::<Result<_>>()?;
-                }
-                "-dev" | "--device" => a.model_params.devices = Some(parse_devices(&val("list")?)?),
-                "--rpc" => crate::devices::add_rpc_servers(&val("host:port,...")?)?,
-                "--list-devices" => a.list_devices = true,
-                "-lm" | "--load-mode" => {
-                    a.model_params.load_mode =
-                        val("auto|none|mmap|mlock|mmap+mlock|dio")?.parse()?
-                }
-                "--no-mmap" => {
-                    a.model_params.load_mode = a.model_params.load_mode.without_mmap()?
-                }
-                "--mmap" => {
-                    a.model_params.load_mode =
-                        LoadMode::from_flags(true, a.model_params.load_mode.use_mlock())
-                }
-                "-nr" | "--no-repack" => a.model_params.use_extra_bufts = false,
-                "--repack" => a.model_params.use_extra_bufts = true,
-                "--mlock" => a.model_params.load_mode = a.model_params.load_mode.with_mlock()?,
-                "--check-tensors" => a.model_params.check_tensors = true,
-                "-ot" | "--override-tensor" => {
-                    for part in val("PATTERN=BUFT")?.split(',') {
-                        a.model_params.tensor_buft_overrides.push(part.parse()?);
-                    }
-                }
-                "-cmoe" | "--cpu-moe" => a
-                    .model_params
-                    .tensor_buft_overrides
-                    .push(crate::params::TensorBuftOverride::cpu_moe()),
-                "-ncmoe" | "--n-cpu-moe" => {
-                    let n: usize = num(&flag, &val("N")?, "a non-negative integer")?;
-                    a.model_params
-                        .tensor_buft_overrides
-                        .extend(crate::params::TensorBuftOverride::n_cpu_moe(n));
-                }
-                "--override-kv" => a
-                    .model_params
-                    .kv_overrides
-                    .push(val("KEY=TYPE:VALUE")?.parse()?),
-                "-ctk" | "--cache-type-k" => {
-                    a.ctx_params.type_k = parse_cache_type(&flag, &val("type")?)?
-                }
-                "-ctv" | "--cache-type-v" => {
-                    a.ctx_params.type_v = parse_cache_type(&flag, &val("type")?)?
-                }
-                "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
-                "--no-op-offload" => a.ctx_params.op_offload = false,
-                "--swa-full" => a.ctx_params.swa_full = true,
-                "-fa" | "--flash-attn" => {
-                    a.ctx_params.flash_attn_type = val("on|off|auto")?.parse()?
-                }
-                "--rope-freq-base" => {
-                    a.ctx_params.rope_freq_base = num(&flag, &val("float")?, "a number")?
-                }
-                "--rope-freq-scale" => {
-                    a.ctx_params.rope_freq_scale = num(&flag, &val("float")?, "a number")?
-                }
-                "--yarn-orig-ctx" => {
-                    a.ctx_params.yarn_orig_ctx = num(&flag, &val("int")?, "an integer")?
-                }
-                "--yarn-ext-factor" => {
-                    a.ctx_params.yarn_ext_factor = num(&flag, &val("float")?, "a number")?
-                }
-                "--yarn-attn-factor" => {
-                    a.ctx_params.yarn_attn_factor = num(&flag, &val("float")?, "a number")?
-                }
-                "--yarn-beta-fast" => {
-                    a.ctx_params.yarn_beta_fast = num(&flag, &val("float")?, "a number")?
-                }
-                "--yarn-beta-slow" => {
-                    a.ctx_params.yarn_beta_slow = num(&flag, &val("float")?, "a number")?
-                }
-                "--temp" => a.sampling.temp = num(&flag, &val("float")?, "a number")?,
-                "--top-k" => a.sampling.top_k = num(&flag, &val("int")?, "an integer")?,
-                "--top-p" => a.sampling.top_p = num(&flag, &val("float")?, "a number")?,
-                "--min-p" => a.sampling.min_p = num(&flag, &val("float")?, "a number")?,
-                "--typical" => a.sampling.typ_p = num(&flag, &val("float")?, "a number")?,
-                "--repeat-penalty" => {
-                    a.sampling.penalty_repeat = num(&flag, &val("float")?, "a number")?
-                }
-                "--repeat-last-n" => {
-                    a.sampling.penalty_last_n = num(&flag, &val("int")?, "an integer")?
-                }
-                "--frequency-penalty" => {
-                    a.sampling.penalty_freq = num(&flag, &val("float")?, "a number")?
-                }
-                "--presence-penalty" => {
-                    a.sampling.penalty_present = num(&flag, &val("float")?, "a number")?
-                }
-                "-s" | "--seed" => {
-                    a.sampling.seed = num(&flag, &val("int")?, "an unsigned integer")?
-                }
                 "-v" | "--verbose" | "--log-verbose" => a.verbose = true,
                 "--log-disable" => a.log_disable = true,
                 "-e" | "--escape" => a.escape = true,
@@ -347,7 +212,14 @@ impl CommonArgs {
                 "-cnv" | "--conversation" => a.conversation = Some(true),
                 "-no-cnv" | "--no-conversation" => a.conversation = Some(false),
                 "-sys" | "--system-prompt" => a.system_prompt = Some(val("text")?),
-                _ => a.rest.push(flag),
+                _ => {
+                    let handled = a.model_flag(&flag, &mut val)?
+                        || a.context_flag(&flag, &mut val)?
+                        || a.sampling_flag(&flag, &mut val)?;
+                    if !handled {
+                        a.rest.push(flag);
+                    }
+                }
             }
         }
         if a.escape {
@@ -363,6 +235,169 @@ impl CommonArgs {
             crate::log::set_level(crate::log::Level::Debug);
         }
         Ok(a)
+    }
+
+    /// Applies a model, device or loading flag; false when `flag` is not one of them.
+    fn model_flag(
+        &mut self,
+        flag: &str,
+        val: &mut dyn FnMut(&str) -> Result<String>,
+    ) -> Result<bool> {
+        let a = self;
+        match flag {
+            "-ngl" | "--gpu-layers" | "--n-gpu-layers" => {
+                a.model_params.n_gpu_layers = num(flag, &val("int")?, "an integer")?;
+                a.fit.ngl_set = true;
+            }
+            "-sm" | "--split-mode" => a.model_params.split_mode = val("none|layer|row")?.parse()?,
+            "-mg" | "--main-gpu" => {
+                a.model_params.main_gpu = num(flag, &val("int")?, "an integer")?
+            }
+            "-ts" | "--tensor-split" => {
+                let v = val("list")?;
+                a.model_params.tensor_split = v
+                    .split([',', '/'])
+                    .map(|x| num::<f32>(flag, x, "a list of numbers like 3,1"))
+                    .collect::<Result<_>>()?;
+            }
+            "-dev" | "--device" => a.model_params.devices = Some(parse_devices(&val("list")?)?),
+            "--rpc" => crate::devices::add_rpc_servers(&val("host:port,...")?)?,
+            "--list-devices" => a.list_devices = true,
+            "-lm" | "--load-mode" => {
+                a.model_params.load_mode = val("auto|none|mmap|mlock|mmap+mlock|dio")?.parse()?
+            }
+            "--no-mmap" => a.model_params.load_mode = a.model_params.load_mode.without_mmap()?,
+            "--mmap" => {
+                a.model_params.load_mode =
+                    LoadMode::from_flags(true, a.model_params.load_mode.use_mlock())
+            }
+            "-nr" | "--no-repack" => a.model_params.use_extra_bufts = false,
+            "--repack" => a.model_params.use_extra_bufts = true,
+            "--mlock" => a.model_params.load_mode = a.model_params.load_mode.with_mlock()?,
+            "--check-tensors" => a.model_params.check_tensors = true,
+            "-ot" | "--override-tensor" => {
+                for part in val("PATTERN=BUFT")?.split(',') {
+                    a.model_params.tensor_buft_overrides.push(part.parse()?);
+                }
+            }
+            "-cmoe" | "--cpu-moe" => a
+                .model_params
+                .tensor_buft_overrides
+                .push(crate::params::TensorBuftOverride::cpu_moe()),
+            "-ncmoe" | "--n-cpu-moe" => {
+                let n: usize = num(flag, &val("N")?, "a non-negative integer")?;
+                a.model_params
+                    .tensor_buft_overrides
+                    .extend(crate::params::TensorBuftOverride::n_cpu_moe(n));
+            }
+            "--override-kv" => a
+                .model_params
+                .kv_overrides
+                .push(val("KEY=TYPE:VALUE")?.parse()?),
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Applies a context, batch, thread, KV cache or rope flag; false when `flag` is not one of them.
+    fn context_flag(
+        &mut self,
+        flag: &str,
+        val: &mut dyn FnMut(&str) -> Result<String>,
+    ) -> Result<bool> {
+        let a = self;
+        match flag {
+            "-c" | "--ctx-size" => {
+                a.ctx_params.n_ctx = num(flag, &val("int")?, "a non-negative integer")?;
+                a.fit.ctx_set = true;
+            }
+            "-b" | "--batch-size" => {
+                a.ctx_params.n_batch = num(flag, &val("int")?, "a positive integer")?
+            }
+            "-ub" | "--ubatch-size" => {
+                a.ctx_params.n_ubatch = num(flag, &val("int")?, "a positive integer")?
+            }
+            "-t" | "--threads" => {
+                let n: i64 = num(flag, &val("int")?, "an integer")?;
+                let n = if n <= 0 {
+                    crate::context::default_n_threads()
+                } else {
+                    n as usize
+                };
+                a.ctx_params.n_threads = n;
+                a.ctx_params.n_threads_batch = n;
+            }
+            "-tb" | "--threads-batch" => {
+                let n: i64 = num(flag, &val("int")?, "an integer")?;
+                a.ctx_params.n_threads_batch = if n <= 0 {
+                    crate::context::default_n_threads()
+                } else {
+                    n as usize
+                };
+            }
+            "-ctk" | "--cache-type-k" => {
+                a.ctx_params.type_k = parse_cache_type(flag, &val("type")?)?
+            }
+            "-ctv" | "--cache-type-v" => {
+                a.ctx_params.type_v = parse_cache_type(flag, &val("type")?)?
+            }
+            "-nkvo" | "--no-kv-offload" => a.ctx_params.offload_kqv = false,
+            "--no-op-offload" => a.ctx_params.op_offload = false,
+            "--swa-full" => a.ctx_params.swa_full = true,
+            "-fa" | "--flash-attn" => a.ctx_params.flash_attn_type = val("on|off|auto")?.parse()?,
+            "--rope-freq-base" => {
+                a.ctx_params.rope_freq_base = num(flag, &val("float")?, "a number")?
+            }
+            "--rope-freq-scale" => {
+                a.ctx_params.rope_freq_scale = num(flag, &val("float")?, "a number")?
+            }
+            "--yarn-orig-ctx" => {
+                a.ctx_params.yarn_orig_ctx = num(flag, &val("int")?, "an integer")?
+            }
+            "--yarn-ext-factor" => {
+                a.ctx_params.yarn_ext_factor = num(flag, &val("float")?, "a number")?
+            }
+            "--yarn-attn-factor" => {
+                a.ctx_params.yarn_attn_factor = num(flag, &val("float")?, "a number")?
+            }
+            "--yarn-beta-fast" => {
+                a.ctx_params.yarn_beta_fast = num(flag, &val("float")?, "a number")?
+            }
+            "--yarn-beta-slow" => {
+                a.ctx_params.yarn_beta_slow = num(flag, &val("float")?, "a number")?
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Applies a sampling flag; false when `flag` is not one of them.
+    fn sampling_flag(
+        &mut self,
+        flag: &str,
+        val: &mut dyn FnMut(&str) -> Result<String>,
+    ) -> Result<bool> {
+        let a = self;
+        match flag {
+            "--temp" => a.sampling.temp = num(flag, &val("float")?, "a number")?,
+            "--top-k" => a.sampling.top_k = num(flag, &val("int")?, "an integer")?,
+            "--top-p" => a.sampling.top_p = num(flag, &val("float")?, "a number")?,
+            "--min-p" => a.sampling.min_p = num(flag, &val("float")?, "a number")?,
+            "--typical" => a.sampling.typ_p = num(flag, &val("float")?, "a number")?,
+            "--repeat-penalty" => {
+                a.sampling.penalty_repeat = num(flag, &val("float")?, "a number")?
+            }
+            "--repeat-last-n" => a.sampling.penalty_last_n = num(flag, &val("int")?, "an integer")?,
+            "--frequency-penalty" => {
+                a.sampling.penalty_freq = num(flag, &val("float")?, "a number")?
+            }
+            "--presence-penalty" => {
+                a.sampling.penalty_present = num(flag, &val("float")?, "a number")?
+            }
+            "-s" | "--seed" => a.sampling.seed = num(flag, &val("int")?, "an unsigned integer")?,
+            _ => return Ok(false),
+        }
+        Ok(true)
     }
 
     /// Errors on arguments no parser knew.
