@@ -108,13 +108,59 @@ fn build_one(
         }
         Decoded::Op(op, off) => (op, off),
     };
+    let id = build_op(g, ids, t, &op, view_off, &r.desc, &name)?;
+    let built = g.desc(id).clone();
+    if built.ty != r.desc.ty || built.ne != r.desc.ne || built.nb != r.desc.nb {
+        return Err(RpcError::Malformed(format!(
+            "tensor '{name}' ({}): message says {} {:?} {:?}, the op gives {} {:?} {:?}",
+            op.name(),
+            r.desc.ty,
+            r.desc.ne,
+            r.desc.nb,
+            built.ty,
+            built.ne,
+            built.nb
+        )));
+    }
+    let shares_memory = op.is_view() || op.writes_into_source();
+    if shares_memory {
+        // Its memory is its source's; the message must agree when it says.
+        if let (Some(claimed), Some(derived)) = (&r.at, g.placement(id)) {
+            if !same_buffer(&claimed.buffer, &derived.buffer) || claimed.offset != derived.offset {
+                return Err(RpcError::Malformed(format!(
+                    "view '{name}' claims memory other than its source's"
+                )));
+            }
+        }
+    } else {
+        let at = r.at.ok_or_else(|| {
+            RpcError::Rejected(format!("node '{name}' has no buffer on this server"))
+        })?;
+        g.node_mut(id).at = Some(at);
+    }
+    g.set_name(id, name);
+    g.node_mut(id).flags = flags;
+    Ok(id)
+}
+
+/// Builds the node of `t` for `op` (not a leaf) from its sources with
+/// ggml-core's builder, after checking it uses no source the op lacks.
+fn build_op(
+    g: &mut Graph,
+    ids: &HashMap<u64, TensorId>,
+    t: &RpcTensor,
+    op: &Op,
+    view_off: u64,
+    desc: &TensorDesc,
+    name: &str,
+) -> Result<TensorId> {
     let s = |i: usize| src_of(ids, t, i);
     let need = |i: usize| -> Result<TensorId> {
         s(i)?.ok_or_else(|| {
             RpcError::Malformed(format!("tensor '{name}' ({}) lacks source {i}", op.name()))
         })
     };
-    let n_src = match &op {
+    let n_src = match op {
         Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
             if matches!(op, Op::FlashAttnExt { .. }) {
                 4
@@ -133,16 +179,20 @@ fn build_one(
             op.name()
         )));
     }
-    let ne = r.desc.ne;
-    let id = match &op {
-        Op::None => unreachable!("leaves return above"),
+    let ne = desc.ne;
+    let id = match op {
+        Op::None => {
+            return Err(RpcError::Malformed(format!(
+                "tensor '{name}' is a leaf, not an op"
+            )))
+        }
         Op::View => {
             // Bounded first, so that the builder's bounds arithmetic cannot wrap.
             let off = usize::try_from(view_off)
                 .ok()
                 .filter(|&o| o as u64 <= crate::server::MAX_TENSOR_BYTES)
                 .ok_or_else(|| RpcError::Malformed(format!("VIEW offset {view_off}")))?;
-            g.view(need(0)?, &ne, &r.desc.nb[1..], off)?
+            g.view(need(0)?, &ne, &desc.nb[1..], off)?
         }
         Op::Reshape => g.reshape(need(0)?, &ne)?,
         Op::Permute(axes) => g.permute(need(0)?, *axes)?,
@@ -198,36 +248,5 @@ fn build_one(
             *softcap,
         )?,
     };
-    let built = g.desc(id).clone();
-    if built.ty != r.desc.ty || built.ne != r.desc.ne || built.nb != r.desc.nb {
-        return Err(RpcError::Malformed(format!(
-            "tensor '{name}' ({}): message says {} {:?} {:?}, the op gives {} {:?} {:?}",
-            op.name(),
-            r.desc.ty,
-            r.desc.ne,
-            r.desc.nb,
-            built.ty,
-            built.ne,
-            built.nb
-        )));
-    }
-    let shares_memory = op.is_view() || op.writes_into_source();
-    if shares_memory {
-        // Its memory is its source's; the message must agree when it says.
-        if let (Some(claimed), Some(derived)) = (&r.at, g.placement(id)) {
-            if !same_buffer(&claimed.buffer, &derived.buffer) || claimed.offset != derived.offset {
-                return Err(RpcError::Malformed(format!(
-                    "view '{name}' claims memory other than its source's"
-                )));
-            }
-        }
-    } else {
-        let at = r.at.ok_or_else(|| {
-            RpcError::Rejected(format!("node '{name}' has no buffer on this server"))
-        })?;
-        g.node_mut(id).at = Some(at);
-    }
-    g.set_name(id, name);
-    g.node_mut(id).flags = flags;
     Ok(id)
 }
