@@ -162,6 +162,16 @@ pub fn process_escapes(s: &str) -> String {
     out
 }
 
+/// A thread count: 0 or less means the default (the machine's cores).
+fn threads(flag: &str, v: &str) -> Result<usize> {
+    let n: i64 = num(flag, v, "an integer")?;
+    Ok(if n <= 0 {
+        crate::context::default_n_threads()
+    } else {
+        n as usize
+    })
+}
+
 impl CommonArgs {
     /// Parses `args` (without the program name).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<CommonArgs> {
@@ -318,22 +328,12 @@ impl CommonArgs {
                 a.ctx_params.n_ubatch = num(flag, &val("int")?, "a positive integer")?
             }
             "-t" | "--threads" => {
-                let n: i64 = num(flag, &val("int")?, "an integer")?;
-                let n = if n <= 0 {
-                    crate::context::default_n_threads()
-                } else {
-                    n as usize
-                };
+                let n = threads(flag, &val("int")?)?;
                 a.ctx_params.n_threads = n;
                 a.ctx_params.n_threads_batch = n;
             }
             "-tb" | "--threads-batch" => {
-                let n: i64 = num(flag, &val("int")?, "an integer")?;
-                a.ctx_params.n_threads_batch = if n <= 0 {
-                    crate::context::default_n_threads()
-                } else {
-                    n as usize
-                };
+                a.ctx_params.n_threads_batch = threads(flag, &val("int")?)?
             }
             "-ctk" | "--cache-type-k" => {
                 a.ctx_params.type_k = parse_cache_type(flag, &val("type")?)?
