@@ -78,6 +78,10 @@ pub enum Fill {
     Mask,
     /// Floats from `n` levels `k / n`, k uniform in `0..n`: many ties.
     Levels(usize),
+    /// A causal attention mask: row `i` sees columns `0..=i` (uniform in
+    /// [-1, 1)), the others are -inf; whole blocks of columns are hidden
+    /// from whole blocks of rows.
+    Causal,
 }
 
 /// The graph of a case under construction: leaves it creates are
@@ -401,6 +405,21 @@ fn input_bytes(g: &Graph, id: TensorId, fill: Fill, rng: &mut Rng) -> Result<Vec
         }
         Fill::Uniform(lo, hi) => {
             let v: Vec<f32> = (0..n).map(|_| rng.uniform(lo, hi)).collect();
+            let mut out = vec![0u8; d.nbytes()];
+            quants::quantize_row(d.ty, &v, &mut out)?;
+            Ok(out)
+        }
+        Fill::Causal => {
+            let n0 = d.ne[0];
+            let v: Vec<f32> = (0..n)
+                .map(|i| {
+                    if i % n0 > (i / n0) % d.ne[1] {
+                        f32::NEG_INFINITY
+                    } else {
+                        rng.uniform(-1.0, 1.0)
+                    }
+                })
+                .collect();
             let mut out = vec![0u8; d.nbytes()];
             quants::quantize_row(d.ty, &v, &mut out)?;
             Ok(out)

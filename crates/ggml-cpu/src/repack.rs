@@ -14,9 +14,11 @@
 //! qualifies), and pack them; the data cannot be read back, and only
 //! MUL_MAT, with the whole tensor as its weights, can compute with it: any
 //! other use is an error naming the tensor. Which types qualify depends on
-//! the kernels of this CPU: without a panel kernel (no AVX-512 VNNI, or a
-//! lower level chosen through `GGML_CPU_ISA`) nothing is accepted and
-//! weights stay in the plain CPU buffer type.
+//! the kernels of this CPU: without a panel kernel for the type (no AVX2,
+//! or the scalar level chosen through `GGML_CPU_ISA`) nothing is accepted
+//! and weights stay in the plain CPU buffer type. The layouts do not depend
+//! on the instruction set (AVX-512 VNNI and AVX2 kernels read the same
+//! panels).
 
 use std::any::Any;
 use std::collections::BTreeMap;

@@ -544,23 +544,33 @@ fn soft_max_cases(v: &mut Vec<Case>) {
 
 fn flash_attn_cases(v: &mut Vec<Case>) {
     for kv in [Type::F16, Type::F32] {
-        for (n_q, mask, softcap, max_bias) in [
-            (1usize, true, 0.0f32, 0.0f32),
-            (5, true, 0.0, 0.0),
-            (3, false, 0.0, 0.0),
-            (4, true, 30.0, 0.0),
-            (2, true, 0.0, 4.0),
+        for (n_q, n_kv, mask, softcap, max_bias) in [
+            (1usize, 23usize, Some(Fill::Mask), 0.0f32, 0.0f32),
+            (5, 23, Some(Fill::Mask), 0.0, 0.0),
+            (3, 23, None, 0.0, 0.0),
+            (4, 23, Some(Fill::Mask), 30.0, 0.0),
+            (2, 23, Some(Fill::Mask), 0.0, 4.0),
+            // 64 and more rows (ggml tiles them, 64 rows by 64 keys): two
+            // key tiles and part of one, some hidden from a whole row tile.
+            (70, 150, Some(Fill::Causal), 0.0, 0.0),
+            (64, 150, None, 0.0, 0.0),
+            (65, 130, Some(Fill::Mask), 30.0, 4.0),
         ] {
+            let mask_name = match mask {
+                Some(Fill::Causal) => "causal",
+                Some(_) => "random",
+                None => "none",
+            };
             v.push(Case::new(
                 format!(
-                    "FLASH_ATTN_EXT q F32 [32,{n_q},4] k/v {kv} [32,23,2] mask={mask} softcap {softcap} max_bias {max_bias}"
+                    "FLASH_ATTN_EXT q F32 [32,{n_q},4] k/v {kv} [32,{n_kv},2] mask {mask_name} softcap {softcap} max_bias {max_bias}"
                 ),
                 Check::Nmse(5e-4),
                 move |c| {
                     let q = c.permuted("q", Type::F32, &[32, n_q, 4], [0, 2, 1, 3])?;
-                    let k = c.rand("k", kv, &[32, 23, 2]);
-                    let vv = c.rand("v", kv, &[32, 23, 2]);
-                    let m = mask.then(|| c.input("mask", Type::F16, &[23, n_q], Fill::Mask));
+                    let k = c.rand("k", kv, &[32, n_kv, 2]);
+                    let vv = c.rand("v", kv, &[32, n_kv, 2]);
+                    let m = mask.map(|f| c.input("mask", Type::F16, &[n_kv, n_q], f));
                     c.g.flash_attn_ext(q, k, vv, m, 0.17, max_bias, softcap)
                 },
             ));

@@ -1,12 +1,14 @@
-//! FLASH_ATTN_EXT with ggml's CPU algorithm: one pass over the keys with an
-//! online softmax; Q is converted to K's type (F16 keys: F16 dot products),
-//! and with F16 values the weighted sum is accumulated in F16 as ggml does.
+//! FLASH_ATTN_EXT with ggml's CPU algorithms: prompts of 64 or more query
+//! rows in tiles (see [`super::flash_attn_tiled`]); fewer rows one at a
+//! time, in one pass over the keys with an online softmax, where Q is
+//! converted to K's type (F16 keys: F16 dot products) and with F16 values
+//! the weighted sum is accumulated in F16 as ggml does.
 
 use ggml_core::{Result, Type};
 use half::f16;
 use half::slice::HalfFloatSliceExt;
 
-use super::alibi_slope;
+use super::{alibi_slope, flash_attn_tiled};
 use crate::compute::{par_rows, NodeCtx};
 use crate::convert;
 use crate::simd;
@@ -19,6 +21,9 @@ pub(crate) fn flash_attn_ext(
     softcap: f32,
 ) -> Result<()> {
     let (q, k, v, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
+    if flash_attn_tiled::applies(q, k, v) {
+        return flash_attn_tiled::flash_attn_tiled(ctx, scale, max_bias, softcap);
+    }
     let mask = ctx.src.get(3);
     let (dk, dv) = (q.ne[0], v.ne[0]);
     let n_kv = k.ne[1];

@@ -4,6 +4,7 @@
 pub(crate) mod binary;
 pub(crate) mod copy;
 pub(crate) mod flash_attn;
+pub(crate) mod flash_attn_tiled;
 pub(crate) mod mul_mat_id;
 pub(crate) mod norm;
 pub(crate) mod rope;

@@ -120,9 +120,14 @@ fn panel_kernels_match_the_row_kernels() {
             check_against_row_kernels(ty, g, &format!("{isa:?}"));
         }
     }
-    // CPUs with AVX-512 VNNI have panel kernels for at least Q4_0 and Q8_0.
-    if crate::features::cpu_features().avx512_vnni {
-        assert!(tested >= 2, "only {tested} panel kernels");
+    // x86-64 CPUs with AVX2 have panel kernels for Q4_0, Q5_0, Q8_0, Q4_K
+    // and Q6_K, at every level from AVX2 up.
+    if crate::features::cpu_features().avx2 {
+        let k = kernels_for(crate::features::Isa::Avx2).unwrap();
+        for ty in [Type::Q4_0, Type::Q5_0, Type::Q8_0, Type::Q4_K, Type::Q6_K] {
+            assert!(k.gemm(ty).is_some(), "no AVX2 panel kernel for {ty}");
+        }
+        assert!(tested >= 5, "only {tested} panel kernels");
     }
 }
 
@@ -157,6 +162,48 @@ fn missing_panel_rows_are_zero() {
                 for r in 2..PANEL_ROWS {
                     assert_eq!(out[c * PANEL_ROWS + r], 0.0, "{ty} {isa:?} row {r} col {c}");
                 }
+            }
+        }
+    }
+}
+
+/// Weights stored packed by one instruction set are read by another's
+/// kernel (a repacked buffer does not say which packed it): every level's
+/// panel kernel for a type packs the same bytes and computes the same
+/// results, bit for bit.
+#[test]
+fn panel_layouts_and_results_agree_across_instruction_sets() {
+    let kernels: Vec<_> = available_isas()
+        .into_iter()
+        .map(|isa| kernels_for(isa).unwrap())
+        .collect();
+    for &ty in TYPES {
+        let gemms: Vec<_> = kernels
+            .iter()
+            .filter_map(|k| Some((k.isa, k.gemm(ty)?)))
+            .collect();
+        let Some(&(first_isa, first)) = gemms.first() else {
+            continue;
+        };
+        let vt = super::vec_dot_type(ty).unwrap();
+        for n in lengths(ty) {
+            let mut rng = Rng(0x1234 ^ n as u64);
+            let xs = random_rows(ty, n, PANEL_ROWS - 3, &mut rng);
+            let ys = random_rows(vt, n, GEMM_COLS, &mut rng);
+            let (panel, _) = packed(first, n, &xs, &ys);
+            let want = run_gemm(first, n, &xs, &ys, GEMM_COLS);
+            for &(isa, g) in &gemms[1..] {
+                assert_eq!((g.panel_bytes)(n), (first.panel_bytes)(n), "{ty} n={n}");
+                let (p, _) = packed(g, n, &xs, &ys);
+                assert!(
+                    p == panel,
+                    "{ty} n={n}: {isa:?} packs other bytes than {first_isa:?}"
+                );
+                assert_eq!(
+                    run_gemm(g, n, &xs, &ys, GEMM_COLS),
+                    want,
+                    "{ty} n={n} {isa:?}"
+                );
             }
         }
     }

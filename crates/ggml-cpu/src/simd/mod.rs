@@ -81,6 +81,9 @@ pub(crate) struct Gemm {
     pub run: PanelFn,
 }
 
+/// See [`Kernels::gemm_f32`].
+pub(crate) type GemmF32Fn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize);
+
 /// See [`Gemm::run`].
 pub(crate) type PanelFn = fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]);
 
@@ -98,6 +101,10 @@ pub(crate) struct Kernels {
     pub silu: fn(&[f32], &mut [f32]),
     /// `out[i] = silu(g[i]) * u[i]`.
     pub swiglu: fn(&[f32], &[f32], &mut [f32]),
+    /// `c += a x b` for row-major f32 matrices `c` (m x n), `a` (m x k) and
+    /// `b` (k x n); each element of `c` takes one fused multiply-add per
+    /// step of k, in order, so every level gives the same bits.
+    pub gemm_f32: GemmF32Fn,
     table: Vec<Option<DotFn>>,
     gemms: Vec<Option<&'static Gemm>>,
 }
@@ -135,6 +142,7 @@ impl Kernels {
             exp_sum: scalar::exp_sum,
             silu: scalar::silu,
             swiglu: scalar::swiglu,
+            gemm_f32: scalar::gemm_f32,
             table: vec![None; ggml_core::Type::all().len().max(64)],
             gemms: vec![None; ggml_core::Type::all().len().max(64)],
         };
@@ -152,7 +160,11 @@ impl Kernels {
         match isa {
             Isa::Scalar => {}
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => avx2::install(&mut k),
+            Isa::Avx2 => {
+                avx2::install(&mut k);
+                gemm_q::install_avx2(&mut k);
+                gemm_k::install_avx2(&mut k);
+            }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {
                 avx2::install(&mut k);
@@ -335,6 +347,16 @@ macro_rules! by_tile {
     };
 }
 pub(crate) use by_tile;
+
+/// Checks the slice lengths of a [`Kernels::gemm_f32`] call (an internal
+/// invariant of its callers: a failure is a bug, not bad input).
+#[inline]
+pub(crate) fn check_gemm_f32(c: &[f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    assert!(
+        c.len() >= m * n && a.len() >= m * k && b.len() >= k * n,
+        "gemm_f32: slices shorter than {m}x{k} times {k}x{n}"
+    );
+}
 
 /// Checks the slice lengths a tile kernel relies on (an internal invariant
 /// of the MUL_MAT driver, so a failure is a bug, not bad input): `nb`

@@ -620,3 +620,20 @@ pub(crate) fn reference_dot(ty: Type, n: usize, xs: &[&[u8]], ys: &[&[u8]], out:
         }
     }
 }
+
+/// `c += a x b` (see `Kernels::gemm_f32`): one `mul_add` per element and
+/// step of k, in order.
+pub(crate) fn gemm_f32(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize) {
+    super::check_gemm_f32(c, a, b, m, k, n);
+    for i in 0..m {
+        for kk in 0..k {
+            let x = a[i * k + kk];
+            for (o, &y) in c[i * n..(i + 1) * n]
+                .iter_mut()
+                .zip(&b[kk * n..(kk + 1) * n])
+            {
+                *o = x.mul_add(y, *o);
+            }
+        }
+    }
+}

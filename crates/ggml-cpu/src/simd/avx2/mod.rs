@@ -15,6 +15,7 @@ use super::Kernels;
 
 mod act;
 mod float;
+mod gemm;
 mod kquant;
 mod legacy;
 
@@ -28,6 +29,7 @@ pub(super) fn install(k: &mut Kernels) {
     legacy::install(k);
     kquant::install(k);
     act::install(k);
+    gemm::install(k);
 }
 
 #[inline]

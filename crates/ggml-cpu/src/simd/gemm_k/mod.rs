@@ -57,14 +57,24 @@ const QK: usize = 256;
 /// Bytes of one panel vector: [`PANEL_ROWS`] lanes of 4 bytes.
 const VEC: usize = 4 * PANEL_ROWS;
 
-/// Installs the K-quant panel kernels (the caller checked AVX-512).
+/// Installs the K-quant panel kernels (the caller checked AVX-512); without
+/// VNNI, the AVX2 ones.
 pub(super) fn install(k: &mut Kernels) {
     if cpu_features().avx512_vnni {
         k.set_gemm(Type::Q4_K, &Q4_K_GEMM);
         k.set_gemm(Type::Q5_K, &Q5_K_GEMM);
         k.set_gemm(Type::Q6_K, &Q6_K_GEMM);
         k.set_gemm(Type::Q3_K, &Q3_K_GEMM);
+    } else {
+        install_avx2(k);
     }
+}
+
+/// Installs the AVX2 K-quant panel kernels (the caller checked AVX2, FMA
+/// and F16C): Q4_K and Q6_K, in the VNNI kernels' layouts.
+pub(super) fn install_avx2(k: &mut Kernels) {
+    k.set_gemm(Type::Q4_K, &avx2::Q4_K_GEMM_AVX2);
+    k.set_gemm(Type::Q6_K, &avx2::Q6_K_GEMM_AVX2);
 }
 
 /// # Safety
@@ -334,6 +344,7 @@ macro_rules! by_cols {
     };
 }
 
+mod avx2;
 mod q4q5;
 mod q6;
 

@@ -6,15 +6,15 @@ use super::*;
 /// Q4_K: one panel super-block, exactly as many bytes as its 16 rows'
 /// blocks. First the rows' 16-byte block headers: d of the 16 rows as f16
 /// (row `r` at `2r`),
-const Q4K_D: usize = 0;
+pub(super) const Q4K_D: usize = 0;
 /// then their dmin as f16 (row `r` at 32 + `2r`),
-const Q4K_DMIN: usize = 32;
+pub(super) const Q4K_DMIN: usize = 32;
 /// then 3 vectors: vector `k` holds bytes `4k..4k + 4` of each row's 12
 /// bytes of packed 6-bit scales and mins (as ggml's `get_scale_min_k4`
 /// reads them: bytes 0..4 scales 0..4, bytes 4..8 mins 0..4, the low bits
 /// of scales and mins 4..8 in bytes 8..12 and their top bits in bits 6..8
 /// of bytes 0..8).
-const Q4K_SC: usize = VEC;
+pub(super) const Q4K_SC: usize = VEC;
 /// then 32 vectors: vector `v` holds bytes `4v..4v + 4` of each row's
 /// `qs`: its low nibbles are weights `64j + 4i ..` (`v = 8j + i`), its high
 /// nibbles the same plus 32.
@@ -22,7 +22,7 @@ pub(crate) const Q4K_QS: usize = 4 * VEC;
 /// Bytes of a panel super-block (16 Q4_K blocks).
 pub(crate) const Q4K_SB: usize = Q4K_QS + 32 * VEC;
 /// Bytes of a Q4_K block.
-const Q4K_BYTES: usize = 144;
+pub(super) const Q4K_BYTES: usize = 144;
 const _: () = assert!(Q4K_SB == PANEL_ROWS * Q4K_BYTES);
 
 /// Q5_K: one panel super-block. Vector `v` of the first 64 holds weights
@@ -41,9 +41,9 @@ const Q5K_BYTES: usize = 176;
 
 /// Q4_K / Q5_K activations: per super-block the 256 levels, the 8 sums of
 /// 32 as i16, d as f32, padding.
-const A4_QS: usize = 0;
-const A4_SUM: usize = 256;
-const A4_D: usize = 272;
+pub(super) const A4_QS: usize = 0;
+pub(super) const A4_SUM: usize = 256;
+pub(super) const A4_D: usize = 272;
 pub(crate) const A4_SB: usize = 288;
 
 /// Q4_K: at most this many columns make a call read each panel byte once
@@ -58,7 +58,7 @@ const Q4K_FEW: usize = 4;
 /// at 43-45 tokens/s on one thread, one at a time at 52-57 (runs
 /// alternated). With more columns (compute-bound, a panel read again for
 /// each group of columns) the prefetches measured slower.
-const Q4K_PREFETCH: usize = 6144;
+pub(super) const Q4K_PREFETCH: usize = 6144;
 
 pub(super) static Q4_K_GEMM: Gemm = Gemm {
     panel_bytes: |n| n / QK * Q4K_SB,

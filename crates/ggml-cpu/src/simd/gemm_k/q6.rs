@@ -5,18 +5,18 @@ use super::*;
 
 /// Q6_K: one panel super-block. Vector `v` of the first 64 holds weights
 /// `4v..4v + 4` of each row as unsigned levels 0..63 (the weight plus 32).
-const Q6K_QS: usize = 0;
+pub(super) const Q6K_QS: usize = 0;
 /// 16 vectors: d times the scale of sub-block `g` (16 weights), as f32.
-const Q6K_DSC: usize = Q6K_QS + 64 * VEC;
+pub(super) const Q6K_DSC: usize = Q6K_QS + 64 * VEC;
 /// 8 vectors: -32 times the scales of sub-blocks `2p` and `2p + 1` as an
 /// i16 pair (the offset of the levels, applied to the activation sums).
-const Q6K_CORR: usize = Q6K_DSC + 16 * VEC;
+pub(super) const Q6K_CORR: usize = Q6K_DSC + 16 * VEC;
 /// d as f32.
-const Q6K_D: usize = Q6K_CORR + 8 * VEC;
+pub(super) const Q6K_D: usize = Q6K_CORR + 8 * VEC;
 /// Bytes of a panel super-block.
-const Q6K_SB: usize = Q6K_D + VEC;
+pub(super) const Q6K_SB: usize = Q6K_D + VEC;
 /// Bytes of a Q6_K block.
-const Q6K_BYTES: usize = 210;
+pub(super) const Q6K_BYTES: usize = 210;
 
 pub(super) static Q6_K_GEMM: Gemm = Gemm {
     panel_bytes: |n| n / QK * Q6K_SB,
