@@ -23,6 +23,8 @@ mod avx512;
 #[cfg(target_arch = "x86_64")]
 mod gemm_f16;
 #[cfg(target_arch = "x86_64")]
+mod gemm_f16_avx2;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod gemm_k;
 #[cfg(target_arch = "x86_64")]
 mod gemm_q;
@@ -164,6 +166,7 @@ impl Kernels {
                 avx2::install(&mut k);
                 gemm_q::install_avx2(&mut k);
                 gemm_k::install_avx2(&mut k);
+                gemm_f16_avx2::install(&mut k);
             }
             #[cfg(target_arch = "x86_64")]
             Isa::Avx512 => {
