@@ -151,7 +151,12 @@ fn check_batch_independence(params: &ModelParams, label: &str) {
             n_ubatch: 64,
             n_threads: 2,
             n_threads_batch: 2,
-            flash_attn_type: FlashAttnType::Enabled,
+            // Not flash attention: as in ggml, it takes other algorithms
+            // for a block of 64 queries (f32 tiles) and for one query (Q
+            // rounded to F16, F16 sums), which moves these peaked random
+            // models' logits by up to 0.6 (Q8_0) between the two, as
+            // llama.cpp's; this test is about the experts.
+            flash_attn_type: FlashAttnType::Disabled,
             ..ContextParams::default()
         };
         let mut ctx = Context::new(&model, cp).expect("context");
