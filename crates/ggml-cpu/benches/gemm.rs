@@ -1,7 +1,7 @@
 //! Throughput of the panel matrix x matrix kernels alone (no backend, no
 //! threads): what the MUL_MAT of 16 columns or more runs per panel. Needs
-//! AVX-512 (no panel kernel is installed below it; the bench then says so
-//! and measures nothing).
+//! AVX2 or AVX-512 (no panel kernel is installed below; the bench then says
+//! so and measures nothing).
 //!
 //! * `run`: one panel of 16 weight rows against 8 prepared columns, hot in
 //!   the cache; elements are multiply-adds (16 x 8 x n per call).
