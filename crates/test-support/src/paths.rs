@@ -68,12 +68,40 @@ fn found_or_skip(found: Option<PathBuf>, require_var: &str, what: &str) -> Optio
 }
 
 /// A fresh, empty temporary folder for one test of one process: `prefix`
-/// names the test binary's crate, `name` the test.
+/// names the test binary's crate, `name` the test. The folders of test
+/// processes that have ended (with `prefix`) are removed first, so that
+/// runs do not pile them up.
 pub fn scratch_dir(prefix: &str, name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("{prefix}-test-{}-{name}", std::process::id()));
+    let tmp = std::env::temp_dir();
+    remove_stale(&tmp, &format!("{prefix}-test-"));
+    let d = tmp.join(format!("{prefix}-test-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
     d
+}
+
+/// Removes the folders `{stem}{pid}-...` in `tmp` whose process is gone
+/// (where `/proc` says so; elsewhere nothing is removed).
+fn remove_stale(tmp: &Path, stem: &str) {
+    if !Path::new("/proc/self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(stem)) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            // Another process's leftovers may vanish meanwhile: ignore.
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 #[cfg(test)]
@@ -94,6 +122,17 @@ mod tests {
             missing
         );
         assert_eq!(found_or_skip(None, "TEST_SUPPORT_UNSET_VAR", "x"), None);
+    }
+
+    #[test]
+    fn scratch_dirs_of_ended_processes_are_removed() {
+        // No process has this id (above the kernel's pid_max).
+        let stale = std::env::temp_dir().join("test-support-test-4294967295-old");
+        std::fs::create_dir_all(&stale).unwrap();
+        std::fs::write(stale.join("f"), b"x").unwrap();
+        let d = scratch_dir("test-support", "sweep");
+        assert!(!stale.exists(), "{} left behind", stale.display());
+        std::fs::remove_dir_all(d).unwrap();
     }
 
     #[test]
