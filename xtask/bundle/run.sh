@@ -423,6 +423,24 @@ bench_rows() {
 }
 
 models() {
+    # The plan first: what the selection needs against what the disk has.
+    _plan=""
+    _largest=0
+    _all=0
+    for shape in $(echo "$SHAPES" | tr ',' ' '); do
+        for ty in $(echo "$TYPES" | tr ',' ' '); do
+            if [ "$shape" = llama-7b ] && [ "$SKIP_7B" = 1 ]; then
+                continue
+            fi
+            mib=$(model_mib "$shape" "$ty")
+            _plan="$_plan${_plan:+, }$shape-$ty ~$mib MiB"
+            _all=$((_all + mib))
+            if [ "$mib" -gt "$_largest" ]; then _largest=$mib; fi
+        done
+    done
+    if [ "$KEEP_MODELS" = 1 ]; then _need=$((_all + 1024)); else _need=$((_largest + 1024)); fi
+    detail "## Generated models" "" "Planned: ${_plan:-none}. The work folder has ${FREE_MIB:-?} MiB free; the run needs ~$_need MiB there (each model plus 1024 MiB spare, $(
+        if [ "$KEEP_MODELS" = 1 ]; then echo "all kept"; else echo "one at a time: each is deleted after its bench"; fi)). Bench flags: -ngl 99 -dev ${DEVICES:-none} ${BENCH_ARGS:-(llama-bench's defaults)}." ""
     for shape in $(echo "$SHAPES" | tr ',' ' '); do
         for ty in $(echo "$TYPES" | tr ',' ' '); do
             label="$shape-$ty"

@@ -361,6 +361,11 @@ fn run_sh_passes_and_reports_every_step() {
         skipped.contains("| SKIP |") && skipped.contains("--skip-7b"),
         "{skipped}"
     );
+    assert!(
+        report.contains("Planned: tinyllama-1.1b-q4_0 ~6"),
+        "{report}"
+    );
+    assert!(report.contains("one at a time"), "{report}");
     // The tinyllama Q4_0 model needs ~620 MiB plus 1 GiB spare on this disk.
     let work = out.join("work");
     let generated = row(&report, "generate tinyllama-1.1b-q4_0");
