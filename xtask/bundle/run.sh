@@ -375,12 +375,19 @@ conformance() {
             record FAIL 0 "$name" "test executable '$TESTS/$t' is missing"
             continue
         fi
-        REQUIRE_VULKAN=1 run_logged "$t" "$TESTS/$t" --test-threads=1
+        # --nocapture: the suite's own report (a count per device, then one
+        # line per case) goes to stderr even when the test passes.
+        REQUIRE_VULKAN=1 run_logged "$t" "$TESTS/$t" --test-threads=1 --nocapture
         rc=$?
         result=$(grep -h '^test result:' "$LOGS/$t.out" "$LOGS/$t.err" | tail -n 1)
+        cases=$(grep -h '^Vulkan[0-9]*: [0-9]* passed, ' "$LOGS/$t.err" | paste -sd';' - | sed 's/;/; /g')
         detail "## $t" "" '```' "$(grep -h '^test \|^test result' "$LOGS/$t.out")" '```' ""
+        if [ -n "$cases" ]; then
+            detail "Cases per device, and every case that did not pass:" "" '```' \
+                "$(grep -h '^Vulkan[0-9]*: [0-9]* passed, \|^  [a-zA-Z]' "$LOGS/$t.err" | grep -v '^  ok ' | head -n 80)" '```' ""
+        fi
         if [ "$rc" -eq 0 ]; then
-            record PASS $(($(now) - t0)) "$name" "${result:-no test result line}"
+            record PASS $(($(now) - t0)) "$name" "${result:-no test result line}${cases:+ (cases: $cases)}"
         else
             detail "Its stderr, last lines:" ""
             detail_log "$LOGS/$t.err" 40

@@ -77,6 +77,9 @@ if [ "${FAKE_SUITE_FAILS:-0}" = 1 ]; then
     echo "thread 'a_case' panicked: mismatch" >&2
     exit 101
 fi
+echo "Vulkan0: 2 passed, 0 failed, 1 skipped" >&2
+echo "  ok      ADD F32 [4]: err 0" >&2
+echo "  skipped CONT Q4_K: not supported" >&2
 echo "test a_case ... ok"
 echo "test result: ok. 1 passed; 0 failed; 0 ignored"
 "#;
@@ -355,7 +358,16 @@ fn run_sh_passes_and_reports_every_step() {
     for (_, t) in SUITES {
         let r = row(&report, &format!("suite {t}"));
         assert!(r.contains("| PASS |") && r.contains("1 passed"), "{r}");
+        assert!(
+            r.contains("(cases: Vulkan0: 2 passed, 0 failed, 1 skipped)"),
+            "{r}"
+        );
     }
+    assert!(
+        report.contains("  skipped CONT Q4_K: not supported"),
+        "{report}"
+    );
+    assert!(!report.contains("ADD F32 [4]"), "{report}");
     let skipped = row(&report, "generate llama-7b-q4_0");
     assert!(
         skipped.contains("| SKIP |") && skipped.contains("--skip-7b"),
