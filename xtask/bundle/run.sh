@@ -229,10 +229,12 @@ list_devices() {
     detail '```' "$(cat "$LOGS/devices.out")" "$(cat "$LOGS/devices.err")" '```' ""
     found=$(grep -E '^ +Vulkan[0-9]+: ' "$LOGS/devices.out" | sed 's/^ *//')
     if [ "$rc" -ne 0 ]; then
+        DEVICES=""
         record FAIL $(($(now) - t0)) "list devices" "$(why_failed "$rc" devices)"
         return
     fi
     if [ -z "$found" ]; then
+        DEVICES=""
         why=$(grep -m1 'no Vulkan device' "$LOGS/devices.err")
         record FAIL $(($(now) - t0)) "list devices" "no Vulkan device${why:+ ($why)}"
         return

@@ -468,6 +468,27 @@ fn run_sh_fails_a_greedy_check_that_did_not_offload_every_layer() {
 }
 
 #[test]
+fn run_sh_fails_on_a_device_that_is_not_listed() {
+    let dir = scratch_dir("xtask", "bundle-run-device");
+    let out = dir.join("bundle");
+    assemble(&contents(&dir), &out, &settings()).unwrap();
+    let args = ["--shapes", "llama-7b", "--skip-7b", "--device", "Vulkan7"];
+    let (code, report) = run_sh(&out, &args, &[]);
+    assert_eq!(code, 1, "{report}");
+    let l = row(&report, "list devices");
+    assert!(
+        l.contains("| FAIL |") && l.contains("'Vulkan7'") && l.contains("(Vulkan0)"),
+        "{l}"
+    );
+    let g = row(&report, "greedy stories260K");
+    assert!(
+        g.contains("| FAIL |") && g.contains("no Vulkan device"),
+        "{g}"
+    );
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn run_sh_without_a_vulkan_device_fails_the_gpu_steps() {
     let dir = scratch_dir("xtask", "bundle-run-nogpu");
     let out = dir.join("bundle");
