@@ -162,7 +162,13 @@ write_report() {
     n_pass=$(count PASS)
     n_fail=$(count FAIL)
     n_skip=$(count SKIP)
-    if [ "$n_fail" -gt 0 ]; then _verdict=FAIL; else _verdict=PASS; fi
+    if [ "$n_fail" -gt 0 ]; then
+        _verdict=FAIL
+    elif [ "$STATE" != complete ]; then
+        _verdict=INCOMPLETE
+    else
+        _verdict=PASS
+    fi
     {
         echo "# GPU bundle report"
         echo
@@ -466,15 +472,18 @@ models() {
                     record SKIP 0 "generate $label" "needs ~$mib MiB plus 1024 MiB spare, $WORK has ${free:-unknown} MiB free"
                     continue
                 fi
-                run_logged "gen-$label" "$BIN/xtask" gen-model --preset "$shape" --type "$ty" --quiet --out "$file"
+                # Written under another name first, so that an interrupted
+                # run never leaves a partial model to be taken as finished.
+                run_logged "gen-$label" "$BIN/xtask" gen-model --preset "$shape" --type "$ty" --quiet --out "$file.part"
                 rc=$?
                 if [ "$rc" -ne 0 ]; then
                     detail "## generate $label" ""
                     detail_log "$LOGS/gen-$label.err" 20
-                    rm -f "$file"
+                    rm -f "$file.part"
                     record FAIL $(($(now) - t0)) "generate $label" "$(why_failed "$rc" "gen-$label")"
                     continue
                 fi
+                mv "$file.part" "$file"
                 record PASS $(($(now) - t0)) "generate $label" "$(tail -n 1 "$LOGS/gen-$label.out")"
             else
                 record PASS 0 "generate $label" "kept from an earlier run: $file"
@@ -514,6 +523,8 @@ bench() {
 }
 
 # --- the run ---------------------------------------------------------------
+
+rm -f "$WORK"/*.part
 
 write_report
 list_devices

@@ -44,6 +44,7 @@ echo "llama_perf_context_print: eval time = 1 ms" >&2
 "#;
 
 const LLAMA_PERPLEXITY: &str = r#"
+[ -n "${FAKE_SNAPSHOT:-}" ] && cp "$FAKE_SNAPSHOT" "$FAKE_SNAPSHOT.mid"
 echo "[1]12.0000,[2]12.3000,"
 case " $* " in
 *" -ngl 99 "*) echo "Final estimate: PPL = 12.3460 +/- 0.10000" ;;
@@ -180,6 +181,28 @@ fn out_must_be_new_or_empty() {
     fs::create_dir_all(&empty).unwrap();
     check_out_dir(&empty).unwrap();
     check_out_dir(&dir.join("new")).unwrap();
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_command_rejects_a_bad_out_before_building() {
+    use clap::Parser;
+    let dir = scratch_dir("xtask", "bundle-cli");
+    let file = dir.join("file");
+    fs::write(&file, b"x").unwrap();
+    fs::write(dir.join("other"), b"x").unwrap();
+    for (out, says) in [(&file, "not a folder"), (&dir, "not empty")] {
+        let cli = xtask::cli::Cli::try_parse_from(
+            ["xtask", "bundle", "--out"]
+                .iter()
+                .copied()
+                .chain([out.to_str().unwrap()]),
+        )
+        .unwrap();
+        let e = xtask::cli::run(cli).unwrap_err().to_string();
+        assert!(e.contains("--out") && e.contains(says), "{e}");
+    }
+    assert!(xtask::cli::Cli::try_parse_from(["xtask", "bundle"]).is_err());
     let _ = fs::remove_dir_all(&dir);
 }
 
@@ -327,7 +350,23 @@ fn run_sh_passes_and_reports_every_step() {
         "q4_0",
         "--skip-7b",
     ];
-    let (code, report) = run_sh(&out, &args, &[]);
+    // A model an interrupted run left half-written is removed.
+    fs::create_dir_all(out.join("work")).unwrap();
+    fs::write(out.join("work/tinyllama-1.1b-f16.gguf.part"), b"GG").unwrap();
+    let snapshot = out.join("report.md");
+    let (code, report) = run_sh(
+        &out,
+        &args,
+        &[("FAKE_SNAPSHOT", snapshot.to_str().unwrap())],
+    );
+    assert!(!out.join("work/tinyllama-1.1b-f16.gguf.part").exists());
+    // The report written while the run went on says so.
+    let mid = fs::read_to_string(out.join("report.md.mid")).unwrap();
+    assert!(
+        mid.contains("Summary: INCOMPLETE: ") && mid.contains("(running)"),
+        "{mid}"
+    );
+    assert!(mid.contains("| greedy small-f16 | PASS |"), "{mid}");
     assert!(
         row(&report, "list devices").contains("| PASS |"),
         "{report}"
