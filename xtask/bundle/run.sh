@@ -466,6 +466,15 @@ models() {
             file="$WORK/$label.gguf"
             mib=$(model_mib "$shape" "$ty")
             t0=$(now)
+            # Nothing to generate where there is nothing to bench on.
+            if [ -z "$DEVICES" ]; then
+                record FAIL 0 "bench $label" "no Vulkan device to offload to (see list devices); not generated"
+                continue
+            fi
+            if [ "$mib" -gt "$GPU_MIB" ]; then
+                record SKIP 0 "bench $label" "the weights (~$mib MiB) exceed the memory of $DEVICES ($GPU_MIB MiB); not generated"
+                continue
+            fi
             if [ ! -s "$file" ]; then
                 free=$(df -Pk "$WORK" 2>/dev/null | awk 'NR == 2 { printf "%d", $4 / 1024 }')
                 if [ -z "$free" ] || [ "$free" -lt $((mib + 1024)) ]; then
@@ -488,7 +497,7 @@ models() {
             else
                 record PASS 0 "generate $label" "kept from an earlier run: $file"
             fi
-            bench "$label" "$file" "$mib"
+            bench "$label" "$file"
             if [ "$KEEP_MODELS" != 1 ]; then
                 rm -f "$file"
             fi
@@ -496,18 +505,10 @@ models() {
     done
 }
 
-# bench LABEL FILE MIB: llama-bench with every layer offloaded.
+# bench LABEL FILE: llama-bench with every layer offloaded.
 bench() {
     t0=$(now)
     name="bench $1"
-    if [ -z "$DEVICES" ]; then
-        record FAIL 0 "$name" "no Vulkan device to offload to (see list devices)"
-        return
-    fi
-    if [ "$3" -gt "$GPU_MIB" ]; then
-        record SKIP 0 "$name" "the weights (~$3 MiB) exceed the memory of $DEVICES ($GPU_MIB MiB)"
-        return
-    fi
     # shellcheck disable=SC2086 # BENCH_ARGS holds several flags
     run_logged "bench-$1" "$BIN/llama-bench" -m "$2" -ngl 99 -dev "$DEVICES" $BENCH_ARGS
     rc=$?

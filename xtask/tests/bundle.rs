@@ -528,6 +528,25 @@ fn run_sh_fails_on_a_device_that_is_not_listed() {
 }
 
 #[test]
+fn run_sh_skips_models_larger_than_the_gpu_memory() {
+    let dir = scratch_dir("xtask", "bundle-run-memory");
+    let out = dir.join("bundle");
+    assemble(&contents(&dir), &out, &settings()).unwrap();
+    // Llama-7B F16 needs ~13 GB; the stand-in GPU has 8 GiB.
+    let (code, report) = run_sh(&out, &["--shapes", "llama-7b", "--types", "f16"], &[]);
+    assert_eq!(code, 0, "{report}");
+    let b = row(&report, "bench llama-7b-f16");
+    assert!(
+        b.contains("| SKIP |") && b.contains("exceed the memory of Vulkan0 (8192 MiB)"),
+        "{b}"
+    );
+    assert!(b.contains("not generated"), "{b}");
+    assert!(!report.contains("| generate llama-7b-f16 |"), "{report}");
+    assert!(!out.join("work/llama-7b-f16.gguf").exists());
+    let _ = fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn run_sh_without_a_vulkan_device_fails_the_gpu_steps() {
     let dir = scratch_dir("xtask", "bundle-run-nogpu");
     let out = dir.join("bundle");
