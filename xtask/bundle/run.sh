@@ -388,7 +388,11 @@ conformance() {
         REQUIRE_VULKAN=1 run_logged "$t" "$TESTS/$t" --test-threads=1 --nocapture
         rc=$?
         result=$(grep -h '^test result:' "$LOGS/$t.out" "$LOGS/$t.err" | tail -n 1)
-        cases=$(grep -h '^Vulkan[0-9]*: [0-9]* passed, ' "$LOGS/$t.err" | paste -sd';' - | sed 's/;/; /g')
+        # Each test prints a count per device: their sums.
+        cases=$(grep -h '^Vulkan[0-9]*: [0-9]* passed, ' "$LOGS/$t.err" | tr -d ',:' | awk '
+            { if (!($1 in p)) order[n++] = $1; p[$1] += $2; f[$1] += $4; s[$1] += $6 }
+            END { for (i = 0; i < n; i++) { d = order[i]
+                printf "%s%s: %d passed, %d failed, %d skipped", (i ? "; " : ""), d, p[d], f[d], s[d] } }')
         detail "## $t" "" '```' "$(grep -h '^test \|^test result' "$LOGS/$t.out")" '```' ""
         if [ -n "$cases" ]; then
             detail "Cases per device, and every case that did not pass:" "" '```' \

@@ -79,6 +79,7 @@ if [ "${FAKE_SUITE_FAILS:-0}" = 1 ]; then
     exit 101
 fi
 echo "Vulkan0: 2 passed, 0 failed, 1 skipped" >&2
+echo "Vulkan0: 5 passed, 0 failed, 0 skipped" >&2
 echo "  ok      ADD F32 [4]: err 0" >&2
 echo "  skipped CONT Q4_K: not supported" >&2
 echo "test a_case ... ok"
@@ -398,7 +399,7 @@ fn run_sh_passes_and_reports_every_step() {
         let r = row(&report, &format!("suite {t}"));
         assert!(r.contains("| PASS |") && r.contains("1 passed"), "{r}");
         assert!(
-            r.contains("(cases: Vulkan0: 2 passed, 0 failed, 1 skipped)"),
+            r.contains("(cases: Vulkan0: 7 passed, 0 failed, 1 skipped)"),
             "{r}"
         );
     }
