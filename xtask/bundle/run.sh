@@ -497,7 +497,7 @@ models() {
                     continue
                 fi
                 mv "$file.part" "$file"
-                record PASS $(($(now) - t0)) "generate $label" "$(tail -n 1 "$LOGS/gen-$label.out")"
+                record PASS $(($(now) - t0)) "generate $label" "$(tail -n 1 "$LOGS/gen-$label.out" | sed 's/\.gguf\.part: /.gguf: /')"
             else
                 record PASS 0 "generate $label" "kept from an earlier run: $file"
             fi

@@ -423,6 +423,7 @@ fn run_sh_passes_and_reports_every_step() {
     let generated = row(&report, "generate tinyllama-1.1b-q4_0");
     if free_mib(&work) > 620 + 1024 + 64 {
         assert!(generated.contains("| PASS |"), "{generated}");
+        assert!(generated.contains("q4_0.gguf: llama fake"), "{generated}");
         let bench = row(&report, "bench tinyllama-1.1b-q4_0");
         assert!(
             bench.contains("| PASS |") && bench.contains("tg128 50.00 ± 1.00 t/s"),
