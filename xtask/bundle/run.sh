@@ -25,6 +25,8 @@ usage: ./run.sh [options]
   --types LIST         file types, comma separated (default: q4_0,q4_k_m,f16)
   --bench-args ARGS    extra llama-bench flags, e.g. "-p 512 -n 128 -r 5"
                        (default: none, i.e. llama-bench's defaults)
+  --bandwidth GBS      the GPU's memory bandwidth in GB/s (its data sheet's
+                       figure): the report then gives each tg test's share
   --device LIST        Vulkan devices for the offloaded runs, e.g. Vulkan0
                        (default: every Vulkan device listed)
   --report FILE        the report (default: report.md next to this script)
@@ -43,6 +45,7 @@ EOF
 SHAPES="tinyllama-1.1b,llama-7b"
 TYPES="q4_0,q4_k_m,f16"
 BENCH_ARGS=""
+BANDWIDTH=""
 DEVICES=""
 REPORT="$HERE/report.md"
 WORK="$HERE/work"
@@ -64,6 +67,7 @@ while [ $# -gt 0 ]; do
         --shapes) need_value "$1" $#; SHAPES=$2; shift ;;
         --types) need_value "$1" $#; TYPES=$2; shift ;;
         --bench-args) need_value "$1" $#; BENCH_ARGS=$2; shift ;;
+        --bandwidth) need_value "$1" $#; BANDWIDTH=$2; shift ;;
         --device) need_value "$1" $#; DEVICES=$2; shift ;;
         --report) need_value "$1" $#; REPORT=$2; shift ;;
         --work) need_value "$1" $#; WORK=$2; shift ;;
@@ -87,6 +91,10 @@ for t in $(echo "$TYPES" | tr ',' ' '); do
         *) echo "run.sh: unknown type '$t' in --types (q4_0, q4_k_m, f16)" >&2; exit 2 ;;
     esac
 done
+case "$BANDWIDTH" in
+    '') ;;
+    *[!0-9.]*|.|*.*.*) echo "run.sh: --bandwidth '$BANDWIDTH' is not a number of GB/s" >&2; exit 2 ;;
+esac
 case "$STEP_TIMEOUT" in
     ''|*[!0-9]*) echo "run.sh: --timeout '$STEP_TIMEOUT' is not a number of seconds" >&2; exit 2 ;;
 esac
@@ -189,7 +197,7 @@ write_report() {
         if [ -f "$HERE/BUILD_INFO" ]; then
             sed 's/^/- /' "$HERE/BUILD_INFO"
         fi
-        echo "- options: shapes $SHAPES; types $TYPES; skip 7B: $SKIP_7B; bench args: ${BENCH_ARGS:-default}"
+        echo "- options: shapes $SHAPES; types $TYPES; skip 7B: $SKIP_7B; bench args: ${BENCH_ARGS:-default}; bandwidth: ${BANDWIDTH:-not given}"
         echo
         echo "## Steps"
         echo
@@ -201,10 +209,11 @@ write_report() {
             echo "## llama-bench (-ngl 99)"
             echo
             echo "Weights GB/s: model size x t/s of a tg test, the rate at which"
-            echo "generation reads the weights (compare with the GPU's memory bandwidth)."
+            echo "generation reads the weights; its share of the GPU's memory bandwidth"
+            echo "(${BANDWIDTH:-not given: --bandwidth} GB/s) in the last column."
             echo
-            echo "| model | size | backend | ngl | test | t/s | weights GB/s |"
-            echo "| --- | ---: | --- | --: | --- | ---: | ---: |"
+            echo "| model | size | backend | ngl | test | t/s | weights GB/s | of bandwidth |"
+            echo "| --- | ---: | --- | --: | --- | ---: | ---: | ---: |"
             cat "$BENCH_ROWS"
         fi
         echo
@@ -426,18 +435,20 @@ model_mib() {
 }
 
 # bench_rows FILE: llama-bench's markdown rows, with the weights' GB/s of
-# tg tests (size in MiB x t/s).
+# tg tests (size in MiB x t/s) and its share of --bandwidth.
 bench_rows() {
-    awk -F'|' '/^\| / && $2 !~ /^ *model *$/ && $2 !~ /^ *-+ *$/ {
+    awk -F'|' -v bw="$BANDWIDTH" '/^\| / && $2 !~ /^ *model *$/ && $2 !~ /^ *-+ *$/ {
         for (i = 2; i < NF; i++) { gsub(/^ +| +$/, "", $i) }
         test = $(NF - 2); ts = $(NF - 1); size = $3
         split(ts, a, " ")
-        gbs = ""
+        gbs = ""; pct = ""
         if (test ~ /^tg/ && size ~ / MiB$/) {
             s = size; sub(/ MiB$/, "", s)
-            gbs = sprintf("%.1f", s * 1048576 * a[1] / 1e9)
+            rate = s * 1048576 * a[1] / 1e9
+            gbs = sprintf("%.1f", rate)
+            if (bw > 0) pct = sprintf("%.0f %%", 100 * rate / bw)
         }
-        printf "| %s | %s | %s | %s | %s | %s | %s |\n", $2, size, $5, $7, test, ts, gbs
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, size, $5, $7, test, ts, gbs, pct
     }' "$1"
 }
 

@@ -350,6 +350,8 @@ fn run_sh_passes_and_reports_every_step() {
         "--types",
         "q4_0",
         "--skip-7b",
+        "--bandwidth",
+        "2.0",
     ];
     // A model an interrupted run left half-written is removed.
     fs::create_dir_all(out.join("work")).unwrap();
@@ -432,7 +434,7 @@ fn run_sh_passes_and_reports_every_step() {
         // 10 MiB read 50 times a second: 0.5 GB/s.
         assert!(
             report.contains(
-                "| llama 1B Q4_0 | 10.00 MiB | Vulkan | 99 | tg128 | 50.00 ± 1.00 | 0.5 |"
+                "| llama 1B Q4_0 | 10.00 MiB | Vulkan | 99 | tg128 | 50.00 ± 1.00 | 0.5 | 26 % |"
             ),
             "{report}"
         );
@@ -587,6 +589,11 @@ fn run_sh_rejects_bad_options() {
         (&["--types", "q9_9"][..], "unknown type 'q9_9'"),
         (&["--shapes", "llama-70b"][..], "unknown shape 'llama-70b'"),
         (&["--timeout", "soon"][..], "not a number"),
+        (
+            &["--bandwidth", "fast"][..],
+            "--bandwidth 'fast' is not a number",
+        ),
+        (&["--bandwidth", "1.2.3"][..], "is not a number of GB/s"),
         (&["--bogus"][..], "unknown option '--bogus'"),
         (&["--types"][..], "--types needs a value"),
     ] {
