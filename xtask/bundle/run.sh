@@ -445,7 +445,7 @@ bench_rows() {
         if (test ~ /^tg/ && size ~ / MiB$/) {
             s = size; sub(/ MiB$/, "", s)
             rate = s * 1048576 * a[1] / 1e9
-            gbs = sprintf("%.1f", rate)
+            gbs = sprintf("%.2f", rate)
             if (bw > 0) pct = sprintf("%.0f %%", 100 * rate / bw)
         }
         printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", $2, size, $5, $7, test, ts, gbs, pct
