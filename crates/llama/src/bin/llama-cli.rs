@@ -233,6 +233,10 @@ fn print_perf(model: &Model, ctx: &Context, total: std::time::Duration, n_past: 
         ms(total),
         n_past
     );
+    llama::info!(
+        "llama_perf_context_print:    graphs reused = {:10}",
+        p.n_graph_reuses
+    );
 }
 
 /// Chat template flags of this tool.
