@@ -585,7 +585,9 @@ impl<'m> Context<'m> {
                 .collect();
             Self::write_input(g, ids, &bytes)?;
         }
+        let t0 = Instant::now();
         self.compute(&mut built.graph, n_tokens)?;
+        self.perf.t_compute += t0.elapsed();
         if !out_idx.is_empty() {
             self.read_outputs(&built, &out_idx)?;
         }

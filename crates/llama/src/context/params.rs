@@ -162,4 +162,10 @@ pub struct Perf {
     /// Ubatches that ran the previous graph again (llama.cpp's "graphs
     /// reused").
     pub n_graph_reuses: usize,
+    /// Time spent getting ubatch graphs ready: building, splitting and
+    /// allocating them, or checking that the previous one can run again.
+    pub t_graph: Duration,
+    /// Time spent computing ubatch graphs (the kernels, copies between
+    /// devices and the final synchronization).
+    pub t_compute: Duration,
 }

@@ -19,6 +19,8 @@
 //!
 //! [`Scheduler::reuse_graph`]: ggml_core::sched::Scheduler::reuse_graph
 
+use std::time::Instant;
+
 use ggml_core::sched::AllocationId;
 
 use crate::context::Context;
@@ -83,6 +85,13 @@ impl Context<'_> {
         &mut self,
         shape: UbatchShape,
     ) -> Result<(BuiltGraph, AllocationId)> {
+        let t0 = Instant::now();
+        let res = self.ubatch_graph_inner(shape);
+        self.perf.t_graph += t0.elapsed();
+        res
+    }
+
+    fn ubatch_graph_inner(&mut self, shape: UbatchShape) -> Result<(BuiltGraph, AllocationId)> {
         // The kept graph is taken out either way: a graph that fails
         // anywhere below is never run again.
         if let Some(k) = self.kept.take() {
