@@ -43,8 +43,9 @@
 //!
 //! Because copies are appended (their ids are higher than their consumers'),
 //! the scheduler computes from its per-split node lists, never in id order.
-//! A graph is allocated by [`Scheduler::alloc_graph`] once; build a new graph
-//! for the next batch. [`Scheduler::reserve`] works on a clone and leaves its
+//! A graph is allocated by [`Scheduler::alloc_graph`] once; the next batch
+//! gets a new graph, or the same one again through
+//! [`Scheduler::reuse_graph`] (below). [`Scheduler::reserve`] works on a clone and leaves its
 //! graph untouched.
 //!
 //! # Inputs
