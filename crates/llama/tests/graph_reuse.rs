@@ -239,3 +239,37 @@ fn clear_and_shift_build_a_new_graph() {
     ctx.decode(&Batch::get_one(&[9])).unwrap();
     assert_eq!(delta(&ctx, before), (0, 1));
 }
+
+#[test]
+fn swapped_caches_build_a_new_graph() {
+    let Some(fx) = fixtures() else { return };
+    let model = load(&fx);
+    let a_toks = model.vocab.tokenize("Once upon a time", true, true);
+    let b_toks = model.vocab.tokenize("The dog ran", true, true);
+    let mut a = Context::new(&model, params(true)).unwrap();
+    let mut b = Context::new(&model, params(true)).unwrap();
+    // Both contexts keep a single-token graph over their own caches.
+    for (ctx, toks) in [(&mut a, &a_toks), (&mut b, &b_toks)] {
+        ctx.decode(&Batch::get_one(toks)).unwrap();
+        ctx.decode(&Batch::get_one(&[5])).unwrap();
+    }
+    // The caches change hands: each context continues the other's text.
+    std::mem::swap(&mut a.kv, &mut b.kv);
+    let before = a.perf;
+    a.decode(&Batch::get_one(&[6])).unwrap();
+    let got = a.logits_ith(-1).unwrap().to_vec();
+    // What a fresh context computes for the same text.
+    let mut fresh = Context::new(&model, params(false)).unwrap();
+    fresh.decode(&Batch::get_one(&b_toks)).unwrap();
+    fresh.decode(&Batch::get_one(&[5])).unwrap();
+    fresh.decode(&Batch::get_one(&[6])).unwrap();
+    assert!(
+        got == fresh.logits_ith(-1).unwrap(),
+        "logits after the swap"
+    );
+    assert_eq!(
+        delta(&a, before),
+        (1, 0),
+        "the kept graph names the old caches"
+    );
+}

@@ -13,12 +13,16 @@
 //! padded (to [`crate::graph::KQ_MASK_PAD`]), so a decode loop reuses one
 //! graph until the cache grows past the next padding step.
 //!
+//! The graph also names the cache buffers K and V go to: a context whose
+//! caches were replaced builds anew.
+//!
 //! The scheduler's own check ([`Scheduler::reuse_graph`]) adds the rest:
 //! the graph is refused once another graph was split (a context shift), the
 //! compute buffers were reserved again or the scheduler was reset.
 //!
 //! [`Scheduler::reuse_graph`]: ggml_core::sched::Scheduler::reuse_graph
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use ggml_core::sched::AllocationId;
@@ -26,6 +30,7 @@ use ggml_core::sched::AllocationId;
 use crate::context::Context;
 use crate::error::Result;
 use crate::graph::{BuiltGraph, UbatchShape};
+use crate::kv_memory::KvMemory;
 
 /// The environment variable that turns graph reuse off (llama.cpp's name):
 /// any value whose leading integer is not 0.
@@ -34,6 +39,8 @@ pub const GRAPH_REUSE_DISABLE_ENV: &str = "LLAMA_GRAPH_REUSE_DISABLE";
 /// The last computed graph, kept for the next ubatch.
 pub(super) struct KeptGraph {
     shape: UbatchShape,
+    /// The cache buffers it reads and writes ([`kv_buffers`]).
+    kv_buffers: Vec<usize>,
     built: BuiltGraph,
     alloc: AllocationId,
 }
@@ -59,6 +66,16 @@ fn atoi(s: &str) -> i64 {
     } else {
         v
     }
+}
+
+/// The buffers of the caches, by address: a graph stores K and V into
+/// them, so a graph kept from before the context's caches were replaced
+/// (the cache is a public field) must not run again.
+fn kv_buffers(kv: &KvMemory) -> Vec<usize> {
+    kv.caches()
+        .flat_map(|c| &c.buffers)
+        .map(|b| Arc::as_ptr(b) as *const () as usize)
+        .collect()
 }
 
 /// Whether graph reuse is on: asked for in the parameters and not turned
@@ -97,6 +114,7 @@ impl Context<'_> {
         if let Some(k) = self.kept.take() {
             if self.graph_reuse
                 && k.shape == shape
+                && k.kv_buffers == kv_buffers(&self.kv)
                 && self.sched.reuse_graph(&k.built.graph, k.alloc)?
             {
                 self.perf.n_graph_reuses += 1;
@@ -123,6 +141,7 @@ impl Context<'_> {
         if self.graph_reuse {
             self.kept = Some(KeptGraph {
                 shape,
+                kv_buffers: kv_buffers(&self.kv),
                 built,
                 alloc,
             });
