@@ -949,6 +949,84 @@ fn pipeline_parallel_rotates_copy_sets() {
     assert_eq!(s.cur_copy(), 0);
 }
 
+/// The CPU-only result of the layered graph on input values from `seed`.
+fn reference_seeded(env: &Env, n_layer: usize, t: usize, seed: &str) -> Vec<f32> {
+    let m = model_on_cpu(env, n_layer);
+    let (mut g, x, out) = build(&m, t);
+    let mut s = env.cpu_only();
+    s.alloc_graph(&mut g).unwrap();
+    set_input_seeded(&g, x, seed);
+    s.compute(&mut g).unwrap();
+    read(&g, out).unwrap()
+}
+
+fn set_input_seeded(g: &Graph, id: TensorId, seed: &str) {
+    let v = data(seed, g.desc(id).n_elements());
+    Scheduler::set_input(g, id, &to_bytes(&v)).unwrap();
+}
+
+#[test]
+fn an_allocated_graph_is_reused_until_the_scheduler_moves_on() {
+    for parallel in [false, true] {
+        let env = Env::new(parallel);
+        let m = model(&env, 3, 1);
+        let mut s = env.sched(parallel, true);
+        let (worst, _, _) = build(&m, 64);
+        s.reserve(&worst).unwrap();
+        assert_eq!(s.last_allocation(), None, "a reservation is no allocation");
+        let (mut g, x, out) = build(&m, 2);
+        s.alloc_graph(&mut g).unwrap();
+        let id = s.last_allocation().expect("the allocation");
+        let (n_splits, copy) = (s.n_splits(), s.cur_copy());
+        assert!(n_splits >= 2, "the graph spans both backends");
+        let want: Vec<Vec<f32>> = (0..5)
+            .map(|k| reference_seeded(&env, 3, 2, &format!("inp{k}")))
+            .collect();
+        let before = env.allocs();
+        // New inputs each run: the results follow them, nothing of the
+        // previous run stays behind.
+        for (k, want) in want.iter().enumerate() {
+            if k > 0 {
+                assert!(
+                    s.reuse_graph(&g, id).unwrap(),
+                    "parallel {parallel}, run {k}"
+                );
+                assert_eq!(s.cur_copy(), copy, "the graph keeps its copy set");
+            }
+            let seed = format!("inp{k}");
+            set_input_seeded(&g, x, &seed);
+            s.compute(&mut g).unwrap();
+            assert_close(&read(&g, out).unwrap(), want);
+            assert_eq!(s.n_splits(), n_splits);
+        }
+        assert_eq!(env.allocs(), before, "reuse allocates nothing");
+        // Another graph split: the first allocation is gone for good.
+        let (mut g2, x2, _) = build(&m, 2);
+        s.alloc_graph(&mut g2).unwrap();
+        assert!(!s.reuse_graph(&g, id).unwrap());
+        set_input(&g2, x2);
+        s.compute(&mut g2).unwrap();
+        let id2 = s.last_allocation().expect("the second allocation");
+        assert_ne!(id, id2);
+        // A graph other than the one allocated (here: never split).
+        assert!(!s.reuse_graph(&worst, id2).unwrap());
+        // A pending user assignment asks for a new split.
+        s.set_tensor_backend(x2, 1).unwrap();
+        assert!(!s.reuse_graph(&g2, id2).unwrap());
+        s.reset();
+        assert!(!s.reuse_graph(&g2, id2).unwrap(), "after a reset");
+        assert_eq!(s.last_allocation(), None);
+        // A reservation may replace the compute buffers.
+        let (mut g3, x3, _) = build(&m, 2);
+        s.alloc_graph(&mut g3).unwrap();
+        set_input(&g3, x3);
+        s.compute(&mut g3).unwrap();
+        let id3 = s.last_allocation().expect("the third allocation");
+        s.reserve(&worst).unwrap();
+        assert!(!s.reuse_graph(&g3, id3).unwrap(), "after a reservation");
+    }
+}
+
 #[test]
 fn user_assignments_apply_to_the_next_graph() {
     let env = Env::new(false);

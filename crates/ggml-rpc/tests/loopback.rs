@@ -119,6 +119,54 @@ fn layers_split_across_two_servers_and_the_cpu() {
     }
 }
 
+/// Greedy tokens, every step's last logits row and the graph counters.
+fn greedy_with(model: &Model, n: usize, reuse: bool) -> (Vec<i32>, Vec<Vec<f32>>, llama::Perf) {
+    let cp = ContextParams {
+        graph_reuse: reuse,
+        ..ctx_params()
+    };
+    let mut ctx = Context::new(model, cp).expect("context");
+    let prompt = model.vocab.tokenize("Once upon a time", true, true);
+    ctx.decode(&Batch::get_one(&prompt)).expect("prompt");
+    let (mut out, mut rows) = (Vec::new(), Vec::new());
+    for _ in 0..n {
+        let row = ctx.logits_ith(-1).unwrap().to_vec();
+        let tok = argmax(&row);
+        rows.push(row);
+        out.push(tok);
+        ctx.decode(&Batch::get_one(&[tok])).expect("decode");
+    }
+    (out, rows, ctx.perf)
+}
+
+#[test]
+fn graph_reuse_over_rpc_gives_the_same_numbers() {
+    let Some(fx) = fixtures() else { return };
+    let path = fx.join("models/stories260K.gguf");
+    let want = greedy(&local(&path), 40);
+    let (a, b) = (ServerProc::start(&[]), ServerProc::start(&[]));
+    let mut devs = rpc_devices(&a);
+    devs.extend(rpc_devices(&b));
+    // All layers over two servers, and three of them with the CPU: the
+    // graph has splits on every device, reused as a whole.
+    for ngl in [99, 3] {
+        let model = remote(&path, devs.clone(), ngl, vec![2.0, 1.0]);
+        let (off, off_rows, off_perf) = greedy_with(&model, 40, false);
+        let (on, on_rows, on_perf) = greedy_with(&model, 40, true);
+        assert_eq!(off, want, "ngl {ngl}: RPC tokens differ from local ones");
+        assert_eq!(on, off, "ngl {ngl}: tokens with and without reuse");
+        assert!(on_rows == off_rows, "ngl {ngl}: logits differ with reuse");
+        assert_eq!(off_perf.n_graph_reuses, 0);
+        // 41 decodes over positions 0..45: the prompt, then one graph per
+        // padding step of 32 cells (two), the rest reused.
+        assert_eq!(
+            (on_perf.n_graph_builds, on_perf.n_graph_reuses),
+            (3, 38),
+            "ngl {ngl}"
+        );
+    }
+}
+
 #[test]
 fn a_server_killed_mid_generation_is_a_clear_error() {
     let Some(fx) = fixtures() else { return };

@@ -33,7 +33,7 @@ pub mod kv_memory;
 pub mod memory_plan;
 
 pub use batch::{Batch, Token};
-pub use context::{Context, ContextParams, PoolingType};
+pub use context::{Context, ContextParams, Perf, PoolingType};
 pub use memory_plan::{MemoryPlan, PlanBytes};
 pub mod chat;
 pub mod cli;

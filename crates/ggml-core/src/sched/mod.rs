@@ -43,8 +43,9 @@
 //!
 //! Because copies are appended (their ids are higher than their consumers'),
 //! the scheduler computes from its per-split node lists, never in id order.
-//! A graph is allocated by [`Scheduler::alloc_graph`] once; build a new graph
-//! for the next batch. [`Scheduler::reserve`] works on a clone and leaves its
+//! A graph is allocated by [`Scheduler::alloc_graph`] once; the next batch
+//! gets a new graph, or the same one again through
+//! [`Scheduler::reuse_graph`] (below). [`Scheduler::reserve`] works on a clone and leaves its
 //! graph untouched.
 //!
 //! # Inputs
@@ -54,6 +55,18 @@
 //! `graph.placement(id)` (host memory; [`Scheduler::set_input`] does it with
 //! a size check); [`Scheduler::compute`] copies them to every split that
 //! reads them on another backend, just before that split runs.
+//!
+//! # Reusing an allocated graph
+//! A caller that computes graphs of the same shape over and over (one token
+//! at a time) may keep a graph after computing it and run it again: it
+//! takes [`Scheduler::last_allocation`] after [`Scheduler::alloc_graph`],
+//! and before the next run asks [`Scheduler::reuse_graph`], which says yes
+//! only while the scheduler's assignment, splits and compute buffers are
+//! still those of that allocation (no other graph was split, no
+//! reservation, no reset since). The caller answers for the rest: the graph
+//! must be the one allocated, unchanged, and its inputs are written again
+//! before each run. Every intermediate tensor and split copy is recomputed
+//! by the run, so nothing of the previous run leaks into the next.
 //!
 //! # Pipeline parallelism
 //! With `parallel`, the scheduler keeps [`SCHED_MAX_COPIES`] sets of split
@@ -97,6 +110,18 @@ pub type EvalCallback = Box<dyn FnMut(&Graph, TensorId, &Placement) -> bool + Se
 /// Polled between splits (and between nodes when an eval callback is set);
 /// returning true stops the computation ([`Error::Aborted`]).
 pub type AbortCallback = Box<dyn FnMut() -> bool + Send>;
+
+/// One allocation made by [`Scheduler::alloc_graph`], for
+/// [`Scheduler::reuse_graph`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AllocationId {
+    /// The scheduler's assignment generation it belongs to.
+    generation: u64,
+    /// Nodes of the graph after splitting (copies included).
+    n_nodes: usize,
+    /// The copy set the graph reads its inputs from.
+    copy: usize,
+}
 
 /// A tensor one split reads from another backend, with its copies (one per
 /// copy set; the current set's copy is what the split's nodes read).
@@ -161,6 +186,12 @@ pub struct Scheduler {
     buffer_ids: Vec<usize>,
     is_alloc: bool,
     alloc_len: usize,
+    /// Bumped whenever the assignment, splits or compute buffers change
+    /// (a split, a reservation, a reset): allocations of an older
+    /// generation can no longer be reused.
+    generation: u64,
+    /// The last allocation by [`Scheduler::alloc_graph`].
+    last_alloc: Option<AllocationId>,
     eval_cb: Option<EvalCallback>,
     abort_cb: Option<AbortCallback>,
 }
@@ -258,6 +289,8 @@ impl Scheduler {
             buffer_ids: Vec::new(),
             is_alloc: false,
             alloc_len: 0,
+            generation: 0,
+            last_alloc: None,
             eval_cb: None,
             abort_cb: None,
         })
@@ -382,6 +415,8 @@ impl Scheduler {
         self.user_backend.clear();
         self.backend_of.clear();
         self.is_alloc = false;
+        self.generation += 1;
+        self.last_alloc = None;
     }
 
     /// Waits for every backend. Outside an allocated graph, the next graph
@@ -429,7 +464,45 @@ impl Scheduler {
         let grew = self.galloc.commit(graph)?;
         self.is_alloc = true;
         self.alloc_len = graph.len();
+        self.last_alloc = Some(AllocationId {
+            generation: self.generation,
+            n_nodes: graph.len(),
+            copy: self.cur_copy,
+        });
         Ok(grew)
+    }
+
+    /// The last allocation by [`Scheduler::alloc_graph`], while it can
+    /// still be reused (see [`Scheduler::reuse_graph`]).
+    pub fn last_allocation(&self) -> Option<AllocationId> {
+        self.last_alloc.filter(|a| a.generation == self.generation)
+    }
+
+    /// Makes `graph`, allocated earlier as `id` and computed since, ready to
+    /// compute again without splitting or placing it anew: true when the
+    /// scheduler still holds that allocation (no graph was split, no
+    /// reservation or reset since, no pending user assignment), false when
+    /// the caller must build and allocate a new graph. `graph` must be the
+    /// graph that was allocated, unchanged; write its inputs afterwards,
+    /// then call [`Scheduler::compute`]. With pipeline parallelism it waits
+    /// for the backends first, since the graph reads its inputs from the
+    /// same copy set every time.
+    pub fn reuse_graph(&mut self, graph: &Graph, id: AllocationId) -> Result<bool> {
+        if self.last_allocation() != Some(id)
+            || graph.len() != id.n_nodes
+            || !self.user_backend.is_empty()
+        {
+            return Ok(false);
+        }
+        if self.n_copies > 1 {
+            for b in &mut self.backends {
+                b.synchronize()?;
+            }
+        }
+        self.cur_copy = id.copy;
+        self.is_alloc = true;
+        self.alloc_len = id.n_nodes;
+        Ok(true)
     }
 
     /// Writes `data` into input `id` of an allocated graph.

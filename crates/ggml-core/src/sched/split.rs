@@ -128,6 +128,10 @@ impl Scheduler {
     /// Assigns every node a backend, cuts the graph into splits with their
     /// input copies (appended to `graph`) and lists the allocation order.
     pub(super) fn split_graph(&mut self, graph: &mut Graph) -> Result<()> {
+        // Whatever happens below, earlier allocations no longer describe
+        // the scheduler's state.
+        self.generation += 1;
+        self.last_alloc = None;
         self.start_assignment(graph)?;
         let leaves: Vec<TensorId> = graph
             .ids()

@@ -233,6 +233,16 @@ fn print_perf(model: &Model, ctx: &Context, total: std::time::Duration, n_past: 
         ms(total),
         n_past
     );
+    llama::info!(
+        "llama_perf_context_print:    graphs reused = {:10}",
+        p.n_graph_reuses
+    );
+    llama::info!(
+        "llama_perf_context_print:       graph time = {:10.2} ms / {:5} graphs built, compute time = {:10.2} ms",
+        ms(p.t_graph),
+        p.n_graph_builds,
+        ms(p.t_compute)
+    );
 }
 
 /// Chat template flags of this tool.

@@ -3,6 +3,7 @@
 
 mod params;
 mod prepare;
+mod reuse;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use crate::model::Model;
 pub use params::{
     default_n_threads, AbortCallback, ContextParams, FlashAttnType, Perf, PoolingType,
 };
+pub use reuse::GRAPH_REUSE_DISABLE_ENV;
 
 /// A context over a model.
 pub struct Context<'m> {
@@ -39,6 +41,10 @@ pub struct Context<'m> {
     /// For each token of the last batch, its output row or -1.
     output_ids: Vec<i32>,
     n_outputs: usize,
+    /// Whether ubatches of equal shape run the previous graph again.
+    graph_reuse: bool,
+    /// The last computed graph, for the next ubatch.
+    kept: Option<reuse::KeptGraph>,
     /// Timings.
     pub perf: Perf,
 }
@@ -245,6 +251,7 @@ impl<'m> Context<'m> {
         let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
         sched.set_planning(planning);
 
+        let graph_reuse = reuse::resolve_graph_reuse(p.graph_reuse);
         let mut ctx = Context {
             model,
             params: p,
@@ -256,6 +263,8 @@ impl<'m> Context<'m> {
             embd: Vec::new(),
             output_ids: Vec::new(),
             n_outputs: 0,
+            graph_reuse,
+            kept: None,
             perf: Perf::default(),
         };
         ctx.reserve()?;
@@ -407,6 +416,9 @@ impl<'m> Context<'m> {
 
     /// Re-rotates K of every cache with pending position shifts.
     fn apply_k_shift(&mut self) -> Result<()> {
+        // The shift graph takes the scheduler (which refuses the kept graph
+        // afterwards anyway); drop it now rather than hold it.
+        self.forget_graph();
         let n_ctx = self.kv.size();
         for swa in [false, true] {
             let Some(kv) = (if swa {
@@ -524,11 +536,9 @@ impl<'m> Context<'m> {
             n_kv_swa: self.kv.swa.as_ref().map_or(0, |c| c.n_kv(KQ_MASK_PAD)),
             embd_input: batch.embd.is_some(),
         };
-        let mut built = self.build(shape)?;
-        self.pin_layers(&built)?;
-        self.sched.alloc_graph(&mut built.graph)?;
+        let (mut built, alloc) = self.ubatch_graph(shape)?;
         let g = &built.graph;
-        let inp = built.inputs;
+        let inp = &built.inputs;
         if let Some(t) = inp.tokens {
             let bytes: Vec<u8> = batch.tokens[start..end]
                 .iter()
@@ -575,14 +585,25 @@ impl<'m> Context<'m> {
                 .collect();
             Self::write_input(g, ids, &bytes)?;
         }
+        let t0 = Instant::now();
         self.compute(&mut built.graph, n_tokens)?;
-        if out_idx.is_empty() {
-            return Ok(());
+        self.perf.t_compute += t0.elapsed();
+        if !out_idx.is_empty() {
+            self.read_outputs(&built, &out_idx)?;
         }
+        self.keep_graph(shape, built, alloc);
+        Ok(())
+    }
+
+    /// Appends the logits (and embeddings) of the output rows `out_idx` of
+    /// a computed ubatch graph.
+    fn read_outputs(&mut self, built: &BuiltGraph, out_idx: &[usize]) -> Result<()> {
+        let hp = &self.model.hparams;
+        let rows = out_idx.len();
         let g = &built.graph;
         let n_vocab = hp.n_vocab;
         let at = g.placement_or_err(built.logits)?;
-        let mut bytes = vec![0u8; rows.len() * n_vocab * 4];
+        let mut bytes = vec![0u8; rows * n_vocab * 4];
         at.buffer.get_tensor(at.offset, &mut bytes)?;
         self.logits.extend(
             bytes
@@ -591,7 +612,7 @@ impl<'m> Context<'m> {
         );
         if self.params.embeddings {
             let at = g.placement_or_err(built.embd)?;
-            let mut bytes = vec![0u8; rows.len() * hp.n_embd * 4];
+            let mut bytes = vec![0u8; rows * hp.n_embd * 4];
             at.buffer.get_tensor(at.offset, &mut bytes)?;
             self.embd.extend(
                 bytes
@@ -599,7 +620,7 @@ impl<'m> Context<'m> {
                     .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
             );
         }
-        for &i in &out_idx {
+        for &i in out_idx {
             self.output_ids[i] = self.n_outputs as i32;
             self.n_outputs += 1;
         }
@@ -717,7 +738,9 @@ impl<'m> Context<'m> {
     }
     /// Empties the cache.
     pub fn kv_clear(&mut self) {
-        self.kv.clear()
+        self.kv.clear();
+        // A cleared cache starts over: so does the graph.
+        self.forget_graph();
     }
 
     /// Sets the threads for single-token and batch decoding.

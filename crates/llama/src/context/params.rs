@@ -101,6 +101,11 @@ pub struct ContextParams {
     pub pooling: PoolingType,
     /// Abort callback.
     pub abort_callback: Option<AbortCallback>,
+    /// Run the previous ubatch's graph again when the next ubatch has the
+    /// same shape, instead of building, splitting and allocating a new one
+    /// (only the inputs are written). `LLAMA_GRAPH_REUSE_DISABLE=1` in the
+    /// environment turns it off whatever this says.
+    pub graph_reuse: bool,
 }
 
 /// Default number of threads: the available cores (at most 4, as llama.cpp's default).
@@ -136,6 +141,7 @@ impl Default for ContextParams {
             embeddings: false,
             pooling: PoolingType::None,
             abort_callback: None,
+            graph_reuse: true,
         }
     }
 }
@@ -151,4 +157,15 @@ pub struct Perf {
     pub t_eval: Duration,
     /// Single-token decodes.
     pub n_eval: usize,
+    /// Ubatch graphs built, split and allocated.
+    pub n_graph_builds: usize,
+    /// Ubatches that ran the previous graph again (llama.cpp's "graphs
+    /// reused").
+    pub n_graph_reuses: usize,
+    /// Time spent getting ubatch graphs ready: building, splitting and
+    /// allocating them, or checking that the previous one can run again.
+    pub t_graph: Duration,
+    /// Time spent computing ubatch graphs (the kernels, copies between
+    /// devices and the final synchronization).
+    pub t_compute: Duration,
 }
