@@ -105,7 +105,14 @@ impl<'a> Fill<'a> {
         // being filled; tensors of a buffer do not overlap.
         let dst: &'a mut [u8] =
             unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(p.offset), r.size) };
-        for (s, n) in pieces(&r.desc, r.size, self.opts.piece_size) {
+        // Direct reads keep several chunks in flight within a read: larger
+        // pieces leave the disk idle less often between them.
+        let piece = if src.is_none() && self.reader.is_direct(r.file) {
+            self.opts.piece_size.max(DIRECT_PIECE_SIZE)
+        } else {
+            self.opts.piece_size
+        };
+        for (s, n) in pieces(&r.desc, r.size, piece) {
             match src {
                 Some(m) => copy_parallel(&mut dst[s..s + n], &m[s..s + n]),
                 None => self.reader.read(r, s, &mut dst[s..s + n])?,
