@@ -18,6 +18,8 @@
 
 use super::read::{read_at_most, AlignedBuf, DioAlign};
 use super::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 
 /// Bytes of one chunk (a multiple of any block size a file system uses).
 pub(super) const CHUNK: usize = 4 << 20;
@@ -38,6 +40,8 @@ struct Job<'d> {
     need: usize,
     /// The read goes straight into `dst` (aligned, whole blocks).
     direct: bool,
+    /// The span the chunk belongs to.
+    tag: usize,
 }
 
 /// The bounce buffers of the readers of one file, made when first needed.
@@ -53,6 +57,9 @@ fn short() -> std::io::Error {
     std::io::Error::from(std::io::ErrorKind::UnexpectedEof)
 }
 
+/// A failed read: the tag of its span, and the error.
+pub(super) type SpanError = (usize, std::io::Error);
+
 /// Reads `dst.len()` bytes at file offset `at` with direct I/O, the chunks
 /// on up to [`READERS`] threads. A read ending inside the file's last,
 /// partial block is fine; one past the end of the file is an end-of-file
@@ -64,6 +71,28 @@ pub(super) fn direct_read(
     at: u64,
     dst: &mut [u8],
 ) -> std::io::Result<()> {
+    direct_read_many(file, a, bounces, vec![(at, dst)]).map_err(|(_, e)| e)
+}
+
+/// Reads each span `(at, dst)` of `spans` as [`direct_read`] does, the
+/// chunks of all of them in one pass over up to [`READERS`] threads, so
+/// that small tensors in a row keep as many reads in flight as one large
+/// one. An error carries the index of its span in `spans`.
+pub(super) fn direct_read_many(
+    file: &File,
+    a: DioAlign,
+    bounces: &mut Bounces,
+    spans: Vec<(u64, &mut [u8])>,
+) -> std::result::Result<(), SpanError> {
+    let mut jobs = Vec::new();
+    for (tag, (at, dst)) in spans.into_iter().enumerate() {
+        cut(a, at, dst, tag, &mut jobs);
+    }
+    run(file, a, bounces, jobs)
+}
+
+/// Cuts the span of `dst.len()` bytes at `at` into jobs.
+fn cut<'d>(a: DioAlign, at: u64, dst: &'d mut [u8], tag: usize, jobs: &mut Vec<Job<'d>>) {
     let b = a.offset as u64;
     let end = at + dst.len() as u64;
     // Straight into `dst` when its addresses agree with the file offsets
@@ -87,7 +116,6 @@ pub(super) fn direct_read(
     cuts.push(end);
     cuts.sort_unstable();
     cuts.dedup();
-    let mut jobs = Vec::with_capacity(cuts.len());
     let mut rest = dst;
     for w in cuts.windows(2) {
         let (lo, hi) = (w[0], w[1]);
@@ -103,42 +131,58 @@ pub(super) fn direct_read(
             need: d.len(),
             dst: d,
             direct: congruent && whole,
+            tag,
         });
     }
-    run(file, a, bounces, jobs)
 }
 
 /// Reads `jobs`, on up to [`READERS`] threads when there are several.
-fn run(file: &File, a: DioAlign, bounces: &mut Bounces, jobs: Vec<Job>) -> std::io::Result<()> {
+/// Each reader takes the next job in file order when it is free (reads
+/// take unequal times); after a failure the others stop at their next job.
+fn run(
+    file: &File,
+    a: DioAlign,
+    bounces: &mut Bounces,
+    jobs: Vec<Job>,
+) -> std::result::Result<(), SpanError> {
     let n = jobs.len().min(bounces.0.len()).max(1);
     if n == 1 {
         let bounce = &mut bounces.0[0];
-        return jobs
-            .into_iter()
-            .try_for_each(|j| read_job(file, a, bounce, j));
+        return jobs.into_iter().try_for_each(|j| {
+            let tag = j.tag;
+            read_job(file, a, bounce, j).map_err(|e| (tag, e))
+        });
     }
-    // Chunks are dealt round robin: they are of equal size, and each
-    // reader's next read follows the others' in the file.
-    let mut per: Vec<Vec<Job>> = (0..n).map(|_| Vec::new()).collect();
-    for (i, j) in jobs.into_iter().enumerate() {
-        per[i % n].push(j);
-    }
+    let queue = Mutex::new(jobs.into_iter());
+    let failed = AtomicBool::new(false);
+    let reader = |bounce: &mut Option<AlignedBuf>| -> std::result::Result<(), SpanError> {
+        loop {
+            if failed.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            // A poisoned lock means another reader panicked: that reader's
+            // join reports it.
+            let Some(j) = queue.lock().ok().and_then(|mut q| q.next()) else {
+                return Ok(());
+            };
+            let tag = j.tag;
+            if let Err(e) = read_job(file, a, bounce, j) {
+                failed.store(true, Ordering::Relaxed);
+                return Err((tag, e));
+            }
+        }
+    };
+    let reader = &reader;
     std::thread::scope(|s| {
-        let handles: Vec<_> = per
-            .into_iter()
-            .zip(bounces.0.iter_mut())
-            .map(|(jobs, bounce)| {
-                s.spawn(move || {
-                    jobs.into_iter()
-                        .try_for_each(|j| read_job(file, a, bounce, j))
-                })
-            })
+        let handles: Vec<_> = bounces.0[..n]
+            .iter_mut()
+            .map(|bounce| s.spawn(move || reader(bounce)))
             .collect();
         let mut first = Ok(());
         for h in handles {
             let r = h
                 .join()
-                .unwrap_or_else(|_| Err(std::io::Error::other("a direct reader panicked")));
+                .unwrap_or_else(|_| Err((0, std::io::Error::other("a direct reader panicked"))));
             if first.is_ok() {
                 first = r;
             }
@@ -210,8 +254,9 @@ pub(super) fn direct_read_blocks(
             need: need.saturating_sub(off).min(n),
             dst: d,
             direct: true,
+            tag: 0,
         });
         off += n;
     }
-    run(file, a, bounces, jobs)
+    run(file, a, bounces, jobs).map_err(|(_, e)| e)
 }

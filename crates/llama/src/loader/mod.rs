@@ -85,8 +85,9 @@ pub const STAGING_SIZE: usize = 1 << 20;
 pub const STAGING_COUNT: usize = 4;
 /// Bytes of one piece of plain reads, host copies and synchronous uploads.
 pub const PIECE_SIZE: usize = 16 << 20;
-/// Bytes of one piece of direct reads into host memory (at least): a piece
-/// is read by several threads at once, which wait for each other at its end.
+/// Bytes of direct reads into host memory read in one pass (at least): the
+/// pieces of consecutive tensors up to this size are read by several
+/// threads at once, which wait for each other at its end.
 pub const DIRECT_PIECE_SIZE: usize = 64 << 20;
 /// Smallest piece or staging buffer: larger than any block of any type, so
 /// that pieces hold whole blocks and can be validated on their own.
@@ -333,6 +334,7 @@ pub fn load_weights_with(
             items: Vec::new(),
             bytes: 0,
         },
+        batch: Vec::new(),
     };
     #[cfg(unix)]
     let release = mode.use_mmap().then(|| Release::new(reqs, &al.routes));
@@ -354,6 +356,7 @@ pub fn load_weights_with(
             }
         }
     }
+    fill.flush_direct()?;
     fill.checks.flush(reqs)?;
     for u in &mut al.uploaders {
         if let Uploader::Async(ring) = u {

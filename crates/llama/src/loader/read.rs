@@ -25,7 +25,7 @@
 use std::alloc::Layout;
 use std::io::{Read, Seek, SeekFrom};
 
-use super::direct::{direct_read, direct_read_blocks, Bounces};
+use super::direct::{direct_read, direct_read_blocks, direct_read_many, Bounces};
 use super::*;
 
 /// Heap memory aligned to a power of two, for direct reads.
@@ -339,6 +339,49 @@ impl<'f> Reader<'f> {
         }
     }
 
+    /// Reads several pieces `(request, start, dst)` of requests' data, all
+    /// from file `fi`, as [`Reader::read`] does each; with direct I/O the
+    /// chunks of all of them are read in one pass by several threads.
+    pub(super) fn read_many(
+        &mut self,
+        fi: usize,
+        items: &mut [(&WeightRequest, usize, &mut [u8])],
+    ) -> Result<()> {
+        let h = self.handle(fi)?;
+        for (r, start, dst) in items.iter() {
+            if r.file != fi {
+                return Err(tensor_err(&r.desc.name, "read", "not in the file read"));
+            }
+            if r.file_offset + (start + dst.len()) as u64 > h.len {
+                return Err(bounds_err(&r.desc.name));
+            }
+        }
+        let res = match &mut h.dio {
+            Some((a, bounces)) => {
+                let spans = items
+                    .iter_mut()
+                    .map(|(r, start, dst)| (r.file_offset + *start as u64, &mut **dst))
+                    .collect();
+                direct_read_many(&h.file, *a, bounces, spans)
+            }
+            None => Ok(()),
+        };
+        match res {
+            Ok(()) if self.is_direct(fi) => Ok(()),
+            Err((k, e)) if !is_unsupported(&e) => Err(self.io_err(items[k].0, e)),
+            // Buffered reads, or the fall-back after a refused direct read.
+            other => {
+                if let Err((_, e)) = other {
+                    self.fall_back(fi, &e)?;
+                }
+                for (r, start, dst) in items.iter_mut() {
+                    self.read(r, *start, dst)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Reads `len` bytes of request `r`'s data from byte `start` of it into
     /// `buf`, a staging buffer with room for the data widened to whole
     /// blocks plus one alignment of slack: with direct I/O, the widened
@@ -478,6 +521,71 @@ mod tests {
                 check_reads(&f, a, &bytes);
             }
             Err(e) => eprintln!("O_DIRECT refused here ({e}): only the plain file was read"),
+        }
+    }
+
+    /// Consecutive spans of unequal sizes and alignments (tensors in a
+    /// row), read in one pass by several threads, give the file's bytes;
+    /// a span past the end fails with its own index.
+    #[test]
+    fn batches_of_spans_return_the_exact_bytes() {
+        let (p, bytes) = sample_file("dio-batches");
+        let n = bytes.len();
+        let plain = File::open(&p).unwrap();
+        let direct = open_direct(&p).ok();
+        let mut cfgs = vec![(
+            &plain,
+            DioAlign {
+                offset: 4096,
+                memory: 512,
+            },
+        )];
+        if let Some((f, a)) = &direct {
+            cfgs.push((f, *a));
+        }
+        let mut dst = AlignedBuf::new(n + 64 * 64, 4096).unwrap();
+        for (file, a) in cfgs {
+            let mut bounces = Bounces::new();
+            // Sizes cycle through small, odd and multi-chunk spans; the
+            // gap between destinations shifts their alignment.
+            let sizes = [
+                32usize,
+                4096,
+                5000,
+                3 * 4096 + 7,
+                CHUNK + 100,
+                96,
+                CHUNK - 32,
+            ];
+            let (mut at, mut out, mut k) = (5usize, 0usize, 0usize);
+            let mut want = Vec::new();
+            let mut spans = Vec::new();
+            let mut rest = dst.as_mut_slice();
+            while at < n {
+                let len = sizes[k % sizes.len()].min(n - at);
+                let gap = [0, 32, 64, 1][k % 4];
+                let (_, r) = rest.split_at_mut(gap);
+                let (d, r) = r.split_at_mut(len);
+                rest = r;
+                d.fill(0xAA);
+                want.push((at, len, out + gap));
+                spans.push((at as u64, d));
+                out += gap + len;
+                at += len;
+                k += 1;
+            }
+            direct_read_many(file, a, &mut bounces, spans).unwrap();
+            let got = dst.as_mut_slice();
+            for (at, len, o) in want {
+                assert!(
+                    got[o..o + len] == bytes[at..at + len],
+                    "span {at}+{len} ({a:?})"
+                );
+            }
+            let (d1, d2) = dst.as_mut_slice().split_at_mut(8192);
+            let spans = vec![(0u64, &mut d1[..100]), ((n - 10) as u64, &mut d2[..20])];
+            let (k, e) = direct_read_many(file, a, &mut bounces, spans).unwrap_err();
+            assert_eq!((k, e.kind()), (1, std::io::ErrorKind::UnexpectedEof));
         }
     }
 
