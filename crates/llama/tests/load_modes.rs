@@ -98,9 +98,19 @@ fn dio_falls_back_to_buffered_reads() {
         let _ = std::fs::remove_file(&p);
         assert_eq!(got, want, "dio on tmpfs");
     }
-    let files = gguf::GgufModel::open(&src).unwrap();
+    // The largest fixture too: its tensors cross the chunks that direct
+    // reads split a span into, read by several threads at once.
+    for src in [src, fx.join("models/tiny-f32.gguf")] {
+        read_every_byte(&src);
+    }
+}
+
+/// Loads every weight of `src` into CPU buffers with direct I/O, with and
+/// without the forced fall-back: the bytes are the file's.
+fn read_every_byte(src: &std::path::Path) {
+    let files = gguf::GgufModel::open(src).unwrap();
     let model = Model::load(
-        &src,
+        src,
         &ModelParams {
             use_extra_bufts: false,
             ..ModelParams::default()
@@ -129,8 +139,9 @@ fn dio_falls_back_to_buffered_reads() {
             let at = r.file_offset as usize;
             assert!(
                 got == m[at..at + r.size],
-                "{} differs (refuse {refuse_direct_io})",
-                r.desc.name
+                "{} of {} differs (refuse {refuse_direct_io})",
+                r.desc.name,
+                src.display()
             );
         }
     }

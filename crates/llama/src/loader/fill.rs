@@ -16,6 +16,21 @@ pub(super) struct Fill<'a> {
     pub(super) stats: LoadStats,
     pub(super) reader: Reader<'a>,
     pub(super) checks: Checks<'a>,
+    /// Direct reads into host memory not yet made: pieces `(request,
+    /// start, destination)` of consecutive requests of one file, read in
+    /// one pass once they add up to [`DIRECT_PIECE_SIZE`] (or another
+    /// route or file comes).
+    pub(super) batch: Vec<BatchItem<'a>>,
+}
+
+/// A piece of a direct read into host memory, waiting in the batch.
+pub(super) struct BatchItem<'a> {
+    req: usize,
+    /// Where the piece starts in the request's data.
+    start: usize,
+    dst: &'a mut [u8],
+    /// The request's first byte in its host buffer.
+    base: NonNull<u8>,
 }
 
 impl<'a> Fill<'a> {
@@ -43,6 +58,11 @@ impl<'a> Fill<'a> {
         uploaders: &mut [Uploader],
     ) -> Result<()> {
         let src = self.mapped(i)?;
+        let r = &self.reqs[i];
+        if route == Route::Host && src.is_none() && self.reader.is_direct(r.file) {
+            return self.host_direct(i, p);
+        }
+        self.flush_direct()?;
         match route {
             Route::Mapped => self.mapped_in_place(i, src),
             Route::Host => self.host(i, p, src),
@@ -84,9 +104,69 @@ impl<'a> Fill<'a> {
         self.progress.advance(r.size as u64)
     }
 
-    /// A tensor written in place in host memory: copied from the mapping
-    /// or read (direct reads land in the destination itself).
-    fn host(&mut self, i: usize, p: &Placement, src: Option<&'a [u8]>) -> Result<()> {
+    /// A tensor read with direct I/O into host memory: its pieces join the
+    /// batch, read once it is large enough.
+    fn host_direct(&mut self, i: usize, p: &Placement) -> Result<()> {
+        let r = &self.reqs[i];
+        if self
+            .batch
+            .first()
+            .is_some_and(|b| self.reqs[b.req].file != r.file)
+        {
+            self.flush_direct()?;
+        }
+        let base = self.host_base(i, p)?;
+        for (s, n) in pieces(&r.desc, r.size, DIRECT_PIECE_SIZE) {
+            // SAFETY: as in `host`; the pieces of a tensor are disjoint.
+            let d: &'a mut [u8] =
+                unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(s), n) };
+            self.batch.push(BatchItem {
+                req: i,
+                start: s,
+                dst: d,
+                base,
+            });
+            let queued: usize = self.batch.iter().map(|b| b.dst.len()).sum();
+            if queued >= DIRECT_PIECE_SIZE {
+                self.flush_direct()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the batch of direct reads, then counts, reports and checks
+    /// what it finished.
+    pub(super) fn flush_direct(&mut self) -> Result<()> {
+        if self.batch.is_empty() {
+            return Ok(());
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        let fi = self.reqs[batch[0].req].file;
+        let mut items: Vec<(&WeightRequest, usize, &mut [u8])> = batch
+            .iter_mut()
+            .map(|b| (&self.reqs[b.req], b.start, &mut *b.dst))
+            .collect();
+        self.reader.read_many(fi, &mut items)?;
+        drop(items);
+        for b in batch {
+            let r = &self.reqs[b.req];
+            let n = b.dst.len();
+            self.progress.advance(n as u64)?;
+            self.stats.bytes_read += n as u64;
+            if b.start + n == r.size && self.checks.on {
+                // SAFETY: the whole tensor has been read (its pieces are
+                // read in order, and this was its last); no piece of it is
+                // used any longer, and it lies in a live host buffer.
+                let whole = unsafe { std::slice::from_raw_parts(b.base.as_ptr(), r.size) };
+                self.checks.push(self.reqs, b.req, whole)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first byte of request `i` in host buffer placement `p`, whose
+    /// `size` bytes from there lie inside the buffer.
+    fn host_base(&self, i: usize, p: &Placement) -> Result<NonNull<u8>> {
         let r = &self.reqs[i];
         let name = &r.desc.name;
         let base = p
@@ -99,12 +179,20 @@ impl<'a> Fill<'a> {
         {
             return Err(tensor_err(name, "host buffer", "placement out of bounds"));
         }
+        // SAFETY: the offset lies inside the buffer (checked above).
+        Ok(unsafe { base.add(p.offset) })
+    }
+
+    /// A tensor written in place in host memory: copied from the mapping
+    /// or read.
+    fn host(&mut self, i: usize, p: &Placement, src: Option<&'a [u8]>) -> Result<()> {
+        let r = &self.reqs[i];
+        let base = self.host_base(i, p)?;
         // SAFETY: the range lies inside a host buffer that was allocated for
-        // these weights (checked above), that the caller keeps alive until
-        // loading ends, and that nothing else reads or writes while it is
-        // being filled; tensors of a buffer do not overlap.
-        let dst: &'a mut [u8] =
-            unsafe { std::slice::from_raw_parts_mut(base.as_ptr().add(p.offset), r.size) };
+        // these weights (checked by `host_base`), that the caller keeps
+        // alive until loading ends, and that nothing else reads or writes
+        // while it is being filled; tensors of a buffer do not overlap.
+        let dst: &'a mut [u8] = unsafe { std::slice::from_raw_parts_mut(base.as_ptr(), r.size) };
         for (s, n) in pieces(&r.desc, r.size, self.opts.piece_size) {
             match src {
                 Some(m) => copy_parallel(&mut dst[s..s + n], &m[s..s + n]),

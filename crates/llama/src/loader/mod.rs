@@ -66,6 +66,7 @@ use crate::placement::BuftEntry;
 
 mod alloc;
 mod check;
+mod direct;
 mod fill;
 mod os;
 mod read;
@@ -84,6 +85,10 @@ pub const STAGING_SIZE: usize = 1 << 20;
 pub const STAGING_COUNT: usize = 4;
 /// Bytes of one piece of plain reads, host copies and synchronous uploads.
 pub const PIECE_SIZE: usize = 16 << 20;
+/// Bytes of direct reads into host memory read in one pass (at least): the
+/// pieces of consecutive tensors up to this size are read by several
+/// threads at once, which wait for each other at its end.
+pub const DIRECT_PIECE_SIZE: usize = 64 << 20;
 /// Smallest piece or staging buffer: larger than any block of any type, so
 /// that pieces hold whole blocks and can be validated on their own.
 pub const MIN_PIECE_SIZE: usize = 4096;
@@ -329,6 +334,7 @@ pub fn load_weights_with(
             items: Vec::new(),
             bytes: 0,
         },
+        batch: Vec::new(),
     };
     #[cfg(unix)]
     let release = mode.use_mmap().then(|| Release::new(reqs, &al.routes));
@@ -350,6 +356,7 @@ pub fn load_weights_with(
             }
         }
     }
+    fill.flush_direct()?;
     fill.checks.flush(reqs)?;
     for u in &mut al.uploaders {
         if let Uploader::Async(ring) = u {

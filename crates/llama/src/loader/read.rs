@@ -13,8 +13,11 @@
 //! * into a destination of its own ([`Reader::read`], CPU buffers), the
 //!   whole blocks inside the tensor are read straight into the destination
 //!   when its address is aligned like the file offset, and the partial
-//!   blocks at either end go through a one-block bounce buffer; otherwise
-//!   the data goes through the bounce buffer, a few MiB at a time.
+//!   blocks at either end go through a bounce buffer; otherwise all of the
+//!   data goes through bounce buffers.
+//!
+//! Either way the span is read in chunks by a few threads at once (see
+//! [`super::direct`]): direct I/O has no read-ahead to keep the disk busy.
 //!
 //! A file system that refuses `O_DIRECT` (at open, or with `EINVAL` on a
 //! read) makes that file fall back to buffered reads, with a warning.
@@ -22,10 +25,8 @@
 use std::alloc::Layout;
 use std::io::{Read, Seek, SeekFrom};
 
+use super::direct::{direct_read, direct_read_blocks, direct_read_many, Bounces};
 use super::*;
-
-/// Bytes of the bounce buffer of direct reads into misaligned memory.
-const BOUNCE_SIZE: usize = 4 << 20;
 
 /// Heap memory aligned to a power of two, for direct reads.
 pub(super) struct AlignedBuf {
@@ -49,7 +50,7 @@ impl AlignedBuf {
         Ok(AlignedBuf { ptr, layout })
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(super) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the allocation holds `layout.size()` initialised bytes,
         // borrowed exclusively through `self`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.layout.size()) }
@@ -78,7 +79,7 @@ struct Handle {
     file: File,
     pos: u64,
     len: u64,
-    dio: Option<(DioAlign, Option<AlignedBuf>)>,
+    dio: Option<(DioAlign, Bounces)>,
 }
 
 /// Reads tensor data, one handle per file, opened when first needed.
@@ -155,7 +156,7 @@ fn open_direct(_path: &Path) -> std::io::Result<(File, DioAlign)> {
 }
 
 /// Reads at `at` until `buf` is full or the file ends; the bytes read.
-fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
+pub(super) fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> std::io::Result<usize> {
     let mut done = 0;
     while done < buf.len() {
         #[cfg(unix)]
@@ -186,6 +187,14 @@ impl<'f> Reader<'f> {
             refuse_direct,
             handles: (0..files.files().len()).map(|_| None).collect(),
         }
+    }
+
+    /// File `fi` is read with direct I/O (opened already, and not fallen
+    /// back to buffered reads).
+    pub(super) fn is_direct(&self, fi: usize) -> bool {
+        self.handles
+            .get(fi)
+            .is_some_and(|h| h.as_ref().is_some_and(|h| h.dio.is_some()))
     }
 
     fn path(&self, fi: usize) -> Result<&'f Path> {
@@ -219,7 +228,7 @@ impl<'f> Reader<'f> {
                         a.offset,
                         a.memory
                     );
-                    (f, Some((a, None)))
+                    (f, Some((a, Bounces::new())))
                 }
                 other => {
                     if let Some(Err(e)) = other {
@@ -303,7 +312,7 @@ impl<'f> Reader<'f> {
             return Err(bounds_err(&r.desc.name));
         }
         let res = match &mut h.dio {
-            Some((align, bounce)) => direct_read(&h.file, *align, bounce, at, dst),
+            Some((align, bounces)) => direct_read(&h.file, *align, bounces, at, dst),
             None => {
                 let res = (|| {
                     if h.pos != at {
@@ -330,6 +339,49 @@ impl<'f> Reader<'f> {
         }
     }
 
+    /// Reads several pieces `(request, start, dst)` of requests' data, all
+    /// from file `fi`, as [`Reader::read`] does each; with direct I/O the
+    /// chunks of all of them are read in one pass by several threads.
+    pub(super) fn read_many(
+        &mut self,
+        fi: usize,
+        items: &mut [(&WeightRequest, usize, &mut [u8])],
+    ) -> Result<()> {
+        let h = self.handle(fi)?;
+        for (r, start, dst) in items.iter() {
+            if r.file != fi {
+                return Err(tensor_err(&r.desc.name, "read", "not in the file read"));
+            }
+            if r.file_offset + (start + dst.len()) as u64 > h.len {
+                return Err(bounds_err(&r.desc.name));
+            }
+        }
+        let res = match &mut h.dio {
+            Some((a, bounces)) => {
+                let spans = items
+                    .iter_mut()
+                    .map(|(r, start, dst)| (r.file_offset + *start as u64, &mut **dst))
+                    .collect();
+                direct_read_many(&h.file, *a, bounces, spans)
+            }
+            None => Ok(()),
+        };
+        match res {
+            Ok(()) if self.is_direct(fi) => Ok(()),
+            Err((k, e)) if !is_unsupported(&e) => Err(self.io_err(items[k].0, e)),
+            // Buffered reads, or the fall-back after a refused direct read.
+            other => {
+                if let Err((_, e)) = other {
+                    self.fall_back(fi, &e)?;
+                }
+                for (r, start, dst) in items.iter_mut() {
+                    self.read(r, *start, dst)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
     /// Reads `len` bytes of request `r`'s data from byte `start` of it into
     /// `buf`, a staging buffer with room for the data widened to whole
     /// blocks plus one alignment of slack: with direct I/O, the widened
@@ -346,7 +398,7 @@ impl<'f> Reader<'f> {
         if at + len as u64 > h.len {
             return Err(bounds_err(&r.desc.name));
         }
-        let Some((a, _)) = h.dio else {
+        let Some((a, bounces)) = &mut h.dio else {
             self.read(r, start, &mut buf[..len])?;
             return Ok(0);
         };
@@ -361,10 +413,16 @@ impl<'f> Reader<'f> {
                 format!("{} bytes cannot hold a direct read of {span}", buf.len()),
             ));
         }
-        let got = read_at_most(&h.file, &mut buf[skip..skip + span], lo);
+        let got = direct_read_blocks(
+            &h.file,
+            *a,
+            bounces,
+            lo,
+            &mut buf[skip..skip + span],
+            head + len,
+        );
         match got {
-            Ok(n) if n >= head + len => Ok(skip + head),
-            Ok(_) => Err(bounds_err(&r.desc.name)),
+            Ok(()) => Ok(skip + head),
             Err(e) if is_unsupported(&e) => {
                 self.fall_back(r.file, &e)?;
                 self.read(r, start, &mut buf[..len])?;
@@ -375,77 +433,17 @@ impl<'f> Reader<'f> {
     }
 }
 
-/// Reads `dst.len()` bytes at `at` with direct I/O (see the module notes).
-fn direct_read(
-    file: &File,
-    a: DioAlign,
-    bounce: &mut Option<AlignedBuf>,
-    at: u64,
-    dst: &mut [u8],
-) -> std::io::Result<()> {
-    let ao = a.offset as u64;
-    let end = at + dst.len() as u64;
-    let mid_lo = at.next_multiple_of(ao);
-    let mid_hi = end & !(ao - 1);
-    let bounce = match bounce {
-        Some(b) => b,
-        slot => slot.insert(
-            AlignedBuf::new(BOUNCE_SIZE.max(2 * a.offset), a.memory.max(a.offset))
-                .map_err(|e| std::io::Error::other(e.to_string()))?,
-        ),
-    }
-    .as_mut_slice();
-    let short = || std::io::Error::from(std::io::ErrorKind::UnexpectedEof);
-    let direct_ok = mid_hi > mid_lo
-        && (dst.as_ptr() as usize + (mid_lo - at) as usize).is_multiple_of(a.memory);
-    if direct_ok {
-        // The partial block before the aligned middle.
-        if mid_lo > at {
-            let blk = &mut bounce[..a.offset];
-            read_at_most(file, blk, mid_lo - ao)?;
-            let from = (at - (mid_lo - ao)) as usize;
-            dst[..(mid_lo - at) as usize].copy_from_slice(&blk[from..]);
-        }
-        let mid = &mut dst[(mid_lo - at) as usize..(mid_hi - at) as usize];
-        if read_at_most(file, mid, mid_lo)? < mid.len() {
-            return Err(short());
-        }
-        // The partial block after it; the file may end inside it.
-        if end > mid_hi {
-            let blk = &mut bounce[..a.offset];
-            let n = (end - mid_hi) as usize;
-            if read_at_most(file, blk, mid_hi)? < n {
-                return Err(short());
-            }
-            dst[(mid_hi - at) as usize..].copy_from_slice(&blk[..n]);
-        }
-        return Ok(());
-    }
-    let mut pos = at;
-    while pos < end {
-        let blk = pos & !(ao - 1);
-        let skip = (pos - blk) as usize;
-        let n = ((end - pos) as usize).min(bounce.len() - skip);
-        let span = (skip + n).next_multiple_of(a.offset);
-        if read_at_most(file, &mut bounce[..span], blk)? < skip + n {
-            return Err(short());
-        }
-        let d = (pos - at) as usize;
-        dst[d..d + n].copy_from_slice(&bounce[skip..skip + n]);
-        pos += n as u64;
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::direct::CHUNK;
     use super::*;
 
     /// Reads of every shape (inside one block, across blocks, ending at the
     /// end of the file, into aligned and misaligned memory) return the
     /// file's bytes; reading past the end is an end-of-file error.
+    /// Spans of several chunks are read by several threads at once.
     fn check_reads(file: &File, a: DioAlign, bytes: &[u8]) {
-        let mut bounce = None;
+        let mut bounce = Bounces::new();
         let mut dst = AlignedBuf::new(bytes.len() + 8192, 4096).unwrap();
         let n = bytes.len() as u64;
         let b = a.offset as u64;
@@ -458,6 +456,8 @@ mod tests {
             (b + 32, 2 * b + 64),
             (n - 100, 100),
             (n - 3 * b - 7, 3 * b + 7),
+            (CHUNK as u64 - 5, 2 * CHUNK as u64 + 10),
+            (b, 2 * CHUNK as u64),
             (0, n),
             (1, n - 1),
         ];
@@ -476,12 +476,28 @@ mod tests {
         let d = &mut dst.as_mut_slice()[..100];
         let e = direct_read(file, a, &mut bounce, n - 50, d).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof);
+        // Whole blocks into aligned memory (staging spans), the file ending
+        // inside the span: the bytes up to the end are the file's.
+        let cap = dst.as_mut_slice().len() / a.offset * a.offset;
+        for lo in [0, b, (CHUNK as u64) - b, n & !(b - 1)] {
+            let span = ((n - lo) as usize).next_multiple_of(a.offset).min(cap);
+            let need = span.min((n - lo) as usize);
+            let d = &mut dst.as_mut_slice()[..span];
+            d.fill(0xAA);
+            direct_read_blocks(file, a, &mut bounce, lo, d, need)
+                .unwrap_or_else(|e| panic!("blocks at {lo}: {e}"));
+            assert!(d[..need] == bytes[lo as usize..lo as usize + need]);
+            let e = direct_read_blocks(file, a, &mut bounce, lo, d, need + 1).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "at {lo}");
+        }
     }
 
     fn sample_file(name: &str) -> (std::path::PathBuf, Vec<u8>) {
         let dir = test_support::scratch_dir("llama", name);
         let p = dir.join("data.bin");
-        let bytes: Vec<u8> = (0..5 * 4096 * 7 + 1234u32)
+        // Several chunks of the parallel readers, and a partial block.
+        let len = 3 * CHUNK as u32 + 5 * 4096 * 7 + 1234;
+        let bytes: Vec<u8> = (0..len)
             .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
             .collect();
         std::fs::write(&p, &bytes).unwrap();
@@ -505,6 +521,71 @@ mod tests {
                 check_reads(&f, a, &bytes);
             }
             Err(e) => eprintln!("O_DIRECT refused here ({e}): only the plain file was read"),
+        }
+    }
+
+    /// Consecutive spans of unequal sizes and alignments (tensors in a
+    /// row), read in one pass by several threads, give the file's bytes;
+    /// a span past the end fails with its own index.
+    #[test]
+    fn batches_of_spans_return_the_exact_bytes() {
+        let (p, bytes) = sample_file("dio-batches");
+        let n = bytes.len();
+        let plain = File::open(&p).unwrap();
+        let direct = open_direct(&p).ok();
+        let mut cfgs = vec![(
+            &plain,
+            DioAlign {
+                offset: 4096,
+                memory: 512,
+            },
+        )];
+        if let Some((f, a)) = &direct {
+            cfgs.push((f, *a));
+        }
+        let mut dst = AlignedBuf::new(n + 64 * 64, 4096).unwrap();
+        for (file, a) in cfgs {
+            let mut bounces = Bounces::new();
+            // Sizes cycle through small, odd and multi-chunk spans; the
+            // gap between destinations shifts their alignment.
+            let sizes = [
+                32usize,
+                4096,
+                5000,
+                3 * 4096 + 7,
+                CHUNK + 100,
+                96,
+                CHUNK - 32,
+            ];
+            let (mut at, mut out, mut k) = (5usize, 0usize, 0usize);
+            let mut want = Vec::new();
+            let mut spans = Vec::new();
+            let mut rest = dst.as_mut_slice();
+            while at < n {
+                let len = sizes[k % sizes.len()].min(n - at);
+                let gap = [0, 32, 64, 1][k % 4];
+                let (_, r) = rest.split_at_mut(gap);
+                let (d, r) = r.split_at_mut(len);
+                rest = r;
+                d.fill(0xAA);
+                want.push((at, len, out + gap));
+                spans.push((at as u64, d));
+                out += gap + len;
+                at += len;
+                k += 1;
+            }
+            direct_read_many(file, a, &mut bounces, spans).unwrap();
+            let got = dst.as_mut_slice();
+            for (at, len, o) in want {
+                assert!(
+                    got[o..o + len] == bytes[at..at + len],
+                    "span {at}+{len} ({a:?})"
+                );
+            }
+            let (d1, d2) = dst.as_mut_slice().split_at_mut(8192);
+            let spans = vec![(0u64, &mut d1[..100]), ((n - 10) as u64, &mut d2[..20])];
+            let (k, e) = direct_read_many(file, a, &mut bounces, spans).unwrap_err();
+            assert_eq!((k, e.kind()), (1, std::io::ErrorKind::UnexpectedEof));
         }
     }
 
