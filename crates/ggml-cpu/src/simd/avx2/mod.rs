@@ -106,7 +106,18 @@ fn dot_ss(ax: __m256i, x: __m256i, y: __m256i) -> __m256i {
 /// `p` must be readable for 32 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load(p: *const u8) -> __m256i {
+pub(super) unsafe fn load(p: *const u8) -> __m256i {
     // SAFETY: 32 readable bytes (caller).
     unsafe { _mm256_loadu_si256(p as *const __m256i) }
+}
+
+/// The 4 bytes at `p` in every 32-bit lane.
+///
+/// # Safety
+/// `p` must be readable for 4 bytes.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) unsafe fn bcast4(p: *const u8) -> __m256i {
+    // SAFETY: 4 readable bytes (caller).
+    _mm256_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
 }

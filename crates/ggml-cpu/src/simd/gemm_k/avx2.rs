@@ -26,6 +26,7 @@ use super::q4q5::{
 };
 use super::q6::{Q6K_BYTES, Q6K_CORR, Q6K_D, Q6K_DSC, Q6K_QS, Q6K_SB, Q6_K_GEMM};
 use super::{check_pack, check_run, Q4K_QS, Q4K_SB, QK, VEC};
+use crate::simd::avx2::{bcast4, load};
 use crate::simd::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use crate::simd::{Gemm, GEMM_COLS, PANEL_ROWS};
 
@@ -63,28 +64,6 @@ pub(super) static Q6_K_GEMM_AVX2: Gemm = Gemm {
 const HALF: usize = PANEL_ROWS / 2;
 /// Most columns of a pass over one half panel.
 const PASS_COLS: usize = 4;
-
-/// The 4 bytes at `p` in every lane.
-///
-/// # Safety
-/// `p` must be readable for 4 bytes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bcast4(p: *const u8) -> __m256i {
-    // SAFETY: 4 readable bytes (caller).
-    _mm256_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
-}
-
-/// 32 bytes at `p`.
-///
-/// # Safety
-/// `p` must be readable for 32 bytes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load(p: *const u8) -> __m256i {
-    // SAFETY: 32 readable bytes (caller).
-    unsafe { _mm256_loadu_si256(p as *const __m256i) }
-}
 
 /// 8 f16 at `p` as f32.
 ///

@@ -24,6 +24,7 @@
 use std::arch::x86_64::*;
 
 use super::{block_at, ACT_BLOCK, PREFETCH, Q4_0_QUANTS, Q8_0_QUANTS};
+use crate::simd::avx2::bcast4;
 use crate::simd::{GEMM_COLS, PANEL_ROWS};
 
 /// Q4_0's nibble pairs.
@@ -37,17 +38,6 @@ pub(super) const LEVELS: u8 = 2;
 const HALF: usize = PANEL_ROWS / 2;
 /// Most columns of a pass over one half panel.
 const PASS_COLS: usize = 4;
-
-/// The 4 bytes at `p` in every lane.
-///
-/// # Safety
-/// `p` must be readable for 4 bytes.
-#[inline]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bcast4(p: *const u8) -> __m256i {
-    // SAFETY: 4 readable bytes (caller).
-    _mm256_set1_epi32(unsafe { (p as *const i32).read_unaligned() })
-}
 
 /// Adds to `out[c * PANEL_ROWS + 8 h + r]`-ordered f32 accumulators the
 /// dot products of halves `h0..h0 + H` of the panel with the `C` columns
