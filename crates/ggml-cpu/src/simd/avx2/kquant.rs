@@ -157,33 +157,41 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
     let m4 = _mm256_set1_epi8(0x0f);
     let m2 = _mm256_set1_epi8(0x03);
     let m32 = _mm256_set1_epi8(32);
+    // Shuffle controls that put word 2k of a lane's 8 scales in every
+    // word of the low lane and word 2k + 1 in every word of the high lane.
+    let pick: [__m256i; 4] = std::array::from_fn(|k| {
+        let word = |w: i16| _mm_set1_epi16(((2 * w + 1) << 8) | (2 * w));
+        _mm256_set_m128i(word(2 * k as i16 + 1), word(2 * k as i16))
+    });
     let pf = crate::simd::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm256_setzero_ps(); R];
-        let mut sc = [[0i16; 16]; R];
         // Several rows are streamed at once: ask for what follows
         // explicitly, since a block's scales sit at its end.
         pf.ahead(xs, ib * 210, 210);
         for r in 0..R {
-            let xb = &xs[r][ib * 210..(ib + 1) * 210];
-            d[r] = _mm256_set1_ps(crate::simd::scalar::f16_at(xb, 208));
-            sc[r] = std::array::from_fn(|g| i16::from(xb[192 + g] as i8));
+            // SAFETY: d (2 bytes at 208) is inside block ib of the row
+            // (checked).
+            d[r] = _mm256_set1_ps(unsafe { f16_at(xs[r].as_ptr().add(ib * 210 + 208)) });
         }
         let mut sumi = [[_mm256_setzero_si256(); C]; R];
         for h in 0..2 {
             let mut q = [[_mm256_setzero_si256(); 4]; R];
             let mut s = [[_mm256_setzero_si256(); 4]; R];
             for r in 0..R {
-                // SAFETY: ql (64 bytes at 64h) and qh (32 bytes at 128 + 32h)
-                // are inside block ib of the row.
-                let (l0, l1, hb) = unsafe {
+                // SAFETY: ql (64 bytes at 64h), qh (32 bytes at 128 + 32h)
+                // and the half's 8 scales (at 192 + 8h) are inside block
+                // ib of the row.
+                let (l0, l1, hb, scales) = unsafe {
                     let p = xs[r].as_ptr().add(ib * 210);
                     (
                         load(p.add(64 * h)),
                         load(p.add(64 * h + 32)),
                         load(p.add(128 + 32 * h)),
+                        _mm_cvtepi8_epi16(_mm_loadl_epi64(p.add(192 + 8 * h) as *const __m128i)),
                     )
                 };
+                let scales = _mm256_set_m128i(scales, scales);
                 let h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
                 let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
                 let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
@@ -194,10 +202,8 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2),
                     _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
                 ];
-                s[r] = std::array::from_fn(|k| {
-                    let g = 8 * h + 2 * k;
-                    _mm256_set_m128i(_mm_set1_epi16(sc[r][g + 1]), _mm_set1_epi16(sc[r][g]))
-                });
+                // Scales 8h + 2k (low lane) and 8h + 2k + 1 (high lane).
+                s[r] = std::array::from_fn(|k| _mm256_shuffle_epi8(scales, pick[k]));
             }
             for c in 0..C {
                 // SAFETY: 128 quants at 128h inside the Q8_K block (checked).
