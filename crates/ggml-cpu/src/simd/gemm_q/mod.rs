@@ -240,23 +240,36 @@ fn pack_q5_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
         "panel pack: {} Q5_0 rows of {nb} blocks",
         rows.len()
     );
-    let mut levels = vec![0u8; rows.len() * nb * Q8_0_BYTES];
-    for (x, dst) in rows.iter().zip(levels.chunks_exact_mut(nb * Q8_0_BYTES)) {
-        for (b, o) in x
-            .chunks_exact(Q5_0_BYTES)
-            .zip(dst.chunks_exact_mut(Q8_0_BYTES))
-        {
-            o[..2].copy_from_slice(&b[..2]);
-            let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-            for (j, &q) in b[6..22].iter().enumerate() {
-                let bit = |i: usize| (((qh >> i) & 1) as u8) << 4;
-                o[2 + j] = (q & 15) | bit(j);
-                o[18 + j] = (q >> 4) | bit(j + 16);
+    // The decoded rows go to a buffer each thread keeps: this runs once
+    // per panel of every prompt's MUL_MAT.
+    DECODED.with_borrow_mut(|levels| {
+        levels.clear();
+        levels.resize(rows.len() * nb * Q8_0_BYTES, 0);
+        for (x, dst) in rows.iter().zip(levels.chunks_exact_mut(nb * Q8_0_BYTES)) {
+            for (b, o) in x
+                .chunks_exact(Q5_0_BYTES)
+                .zip(dst.chunks_exact_mut(Q8_0_BYTES))
+            {
+                o[..2].copy_from_slice(&b[..2]);
+                let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
+                for (j, &q) in b[6..22].iter().enumerate() {
+                    let bit = |i: usize| (((qh >> i) & 1) as u8) << 4;
+                    o[2 + j] = (q & 15) | bit(j);
+                    o[18 + j] = (q >> 4) | bit(j + 16);
+                }
             }
         }
-    }
-    let decoded: Vec<&[u8]> = levels.chunks_exact(nb * Q8_0_BYTES).collect();
-    pack_with(n, &decoded, out, Q8_0_BYTES, 8, 0);
+        let mut decoded: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
+        for (d, l) in decoded.iter_mut().zip(levels.chunks_exact(nb * Q8_0_BYTES)) {
+            *d = l;
+        }
+        pack_with(n, &decoded[..rows.len()], out, Q8_0_BYTES, 8, 0);
+    })
+}
+
+thread_local! {
+    /// Q5_0 rows decoded for [`pack_q5_0`].
+    static DECODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// Checks the slices a run relies on (an internal invariant of the MUL_MAT
