@@ -45,7 +45,7 @@ const QUICK_LOADS: usize = 1;
 /// The model to load: `--model`, or the generated tinyllama-1.1b model in
 /// q8_0 (about 1.1 GB; two layers for `--quick`) that `bench e2e` uses too,
 /// made once in the output folder.
-fn model_path(opts: &BenchOptions) -> Result<PathBuf> {
+pub(super) fn model_path(opts: &BenchOptions) -> Result<PathBuf> {
     if let Some(p) = &opts.model {
         if !p.is_file() {
             return Err(Error::Usage(format!(
@@ -120,7 +120,7 @@ fn read_into_fresh_memory(path: &Path) -> Result<Duration> {
     Ok(t)
 }
 
-fn gbs(bytes: u64, t: Duration) -> f64 {
+pub(super) fn gbs(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
 }
 
@@ -383,7 +383,7 @@ fn file_size(path: &Path) -> Result<u64> {
         .len())
 }
 
-fn n_loads(opts: &BenchOptions) -> usize {
+pub(super) fn n_loads(opts: &BenchOptions) -> usize {
     if opts.quick {
         QUICK_LOADS
     } else {
