@@ -465,6 +465,19 @@ impl Suite for CpuLoad {
     }
 }
 
+/// Whether there is a Vulkan device for `what`: false after saying why it
+/// is skipped, or an error with `--vulkan`.
+pub(super) fn vulkan_present(opts: &BenchOptions, what: &str) -> Result<bool> {
+    if !opts.vulkan {
+        if let Some(why) = e2e::vulkan_missing() {
+            eprintln!("load: skipped {what}: {why}");
+            return Ok(false);
+        }
+    }
+    e2e::vulkan_available()?;
+    Ok(true)
+}
+
 /// `Model::load` with every layer on the Vulkan devices, mmap on and off.
 /// Without a device the suite is skipped (an error with `--vulkan`).
 pub struct VulkanLoad;
@@ -475,13 +488,9 @@ impl Suite for VulkanLoad {
     }
 
     fn run(&self, opts: &BenchOptions, prior: &[Row]) -> Result<Vec<Row>> {
-        if !opts.vulkan {
-            if let Some(why) = e2e::vulkan_missing() {
-                eprintln!("load: skipped the offloaded loads: {why}");
-                return Ok(Vec::new());
-            }
+        if !vulkan_present(opts, "the offloaded loads")? {
+            return Ok(Vec::new());
         }
-        e2e::vulkan_available()?;
         let path = model_path(opts)?;
         let bytes = file_size(&path)?;
         let mut rows = Vec::new();

@@ -18,7 +18,7 @@ use llama::placement::BuftEntry;
 use llama::{LoadMode, Model, ModelParams, TensorKind};
 
 use super::report::Row;
-use super::{e2e, load, BenchOptions, Suite};
+use super::{load, BenchOptions, Suite};
 use crate::error::{Error, Result};
 
 /// How the weights reach the device in one configuration.
@@ -127,13 +127,9 @@ impl Suite for UploadPaths {
     }
 
     fn run(&self, opts: &BenchOptions, _prior: &[Row]) -> Result<Vec<Row>> {
-        if !opts.vulkan {
-            if let Some(why) = e2e::vulkan_missing() {
-                eprintln!("load: skipped the upload paths: {why}");
-                return Ok(Vec::new());
-            }
+        if !load::vulkan_present(opts, "the upload paths")? {
+            return Ok(Vec::new());
         }
-        e2e::vulkan_available()?;
         let dev = registry::devices()
             .into_iter()
             .find(|d| matches!(d.kind(), DeviceKind::Gpu | DeviceKind::IGpu))
