@@ -78,18 +78,7 @@ pub fn cpu_device() -> std::sync::Arc<dyn ggml_core::Device> {
 // ------------------------------------------------------------ numbers
 
 /// Index of the largest value (the first one on ties), as greedy sampling picks.
-pub fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold((0usize, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
-            if x > bv {
-                (i, x)
-            } else {
-                (bi, bv)
-            }
-        })
-        .0
-}
+pub use test_support::argmax;
 
 /// Largest absolute difference between two equally long slices.
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -141,15 +130,11 @@ pub fn compare_logits(got: &[f32], want: &[f32], n_vocab: usize) -> (f32, usize)
 /// Calls the macro `$tests` with one line per fixture model whose
 /// teacher-forced logits llama.cpp recorded: `test_name: "expected json
 /// name", "model file";`. A test file turns the lines into tests, so that
-/// every backend checks the same list:
+/// every backend checks the same list; [`logits_tests!`] makes one test a
+/// line calling the file's own `check_logits(name, file)`:
 ///
 /// ```ignore
-/// macro_rules! logits_tests {
-///     ($($test:ident: $name:expr, $file:expr;)*) => {$(
-///         #[test]
-///         fn $test() { check_logits($name, $file); }
-///     )*};
-/// }
+/// use tests::logits_tests;
 /// tests::logits_fixtures!(logits_tests);
 /// ```
 #[macro_export]
@@ -176,6 +161,18 @@ macro_rules! logits_fixtures {
             logits_tiny_q2_k: "tiny-q2_k", "tiny-q2_k.gguf";
         }
     };
+}
+
+/// One test a line of [`logits_fixtures!`], calling `check_logits(name,
+/// file)` as the invoking file defines it.
+#[macro_export]
+macro_rules! logits_tests {
+    ($($test:ident: $name:expr, $file:expr;)*) => {$(
+        #[test]
+        fn $test() {
+            check_logits($name, $file);
+        }
+    )*};
 }
 
 /// Like [`logits_fixtures!`], for the fixture models whose perplexity over

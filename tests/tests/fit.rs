@@ -13,9 +13,8 @@ use ggml_vulkan::{Options, VulkanReg};
 use llama::fit::{fit_params, FitOptions};
 use llama::{Context, ContextParams, Model, ModelParams};
 use tests::{greedy, scratch_dir};
-use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
+use xtask::gen_model::shape::{Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
-use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 const MIB: usize = 1 << 20;
@@ -29,16 +28,15 @@ fn tinyllama_q4_0(dir: &Path) -> PathBuf {
         n_vocab: Some(4096),
         ..ShapeOverrides::default()
     };
-    let shape = Shape::resolve(Preset::Tinyllama1_1b, &overrides).expect("shape");
-    let spec = ModelSpec {
-        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
-        shape,
-        ty: "q4_0".parse::<OutType>().expect("type"),
-        seed: 7,
-        name: "tinyllama-shaped q4_0".into(),
-        alignment: None,
-        experts: None,
-    };
+    let ty = "q4_0".parse::<OutType>().expect("type");
+    let spec = ModelSpec::synthetic(
+        Preset::Tinyllama1_1b,
+        &overrides,
+        ty,
+        7,
+        "tinyllama-shaped q4_0",
+    )
+    .expect("spec");
     let path = dir.join("tinyllama-6l-q4_0.gguf");
     generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
     path

@@ -187,15 +187,7 @@ fn logits_without_repacking() {
     }
 }
 
-macro_rules! logits_tests {
-    ($($test:ident: $name:expr, $file:expr;)*) => {$(
-        #[test]
-        fn $test() {
-            check_logits($name, $file);
-        }
-    )*};
-}
-
+use tests::logits_tests;
 tests::logits_fixtures!(logits_tests);
 
 fn check_perplexity(name: &str, model_file: &str, rel_tol: f64) {

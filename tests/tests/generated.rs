@@ -15,9 +15,8 @@ use std::path::{Path, PathBuf};
 use llama::{Context, ContextParams, Model, ModelParams};
 use tests::{argmax, cpu_params, greedy, logit_diff, scratch_dir, teacher_forced_logits};
 use xtask::bench::e2e::mean_std;
-use xtask::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use xtask::gen_model::shape::{parse_arch, Arch, Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
-use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 /// Blocks of the generated models.
@@ -53,16 +52,10 @@ fn write_model(dir: &Path, arch: Arch, ty: &str) -> PathBuf {
         n_ctx: Some(256),
         ..ShapeOverrides::default()
     };
-    let shape = Shape::resolve(Preset::Stories260k, &overrides).expect("shape");
-    let spec = ModelSpec {
-        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
-        shape,
-        ty: ty.parse::<OutType>().expect("type").pure(),
-        seed: SEED,
-        name: format!("{} {ty}", arch.name()),
-        alignment: None,
-        experts: None,
-    };
+    let ty_out = ty.parse::<OutType>().expect("type").pure();
+    let name = format!("{} {ty}", arch.name());
+    let spec =
+        ModelSpec::synthetic(Preset::Stories260k, &overrides, ty_out, SEED, name).expect("spec");
     let path = dir.join(format!("{}-{ty}.gguf", arch.name()));
     let summary = generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
     assert!(
@@ -247,10 +240,10 @@ macro_rules! generated_tests {
 }
 
 generated_tests! {
-    llama_f16: Arch::Llama, "f16";
-    llama_q8_0: Arch::Llama, "q8_0";
-    llama_q4_k: Arch::Llama, "q4_k";
-    qwen2_f16: Arch::Qwen2, "f16";
-    qwen2_q8_0: Arch::Qwen2, "q8_0";
-    qwen2_q4_k: Arch::Qwen2, "q4_k";
+    llama_f16: parse_arch("llama").unwrap(), "f16";
+    llama_q8_0: parse_arch("llama").unwrap(), "q8_0";
+    llama_q4_k: parse_arch("llama").unwrap(), "q4_k";
+    qwen2_f16: parse_arch("qwen2").unwrap(), "f16";
+    qwen2_q8_0: parse_arch("qwen2").unwrap(), "q8_0";
+    qwen2_q4_k: parse_arch("qwen2").unwrap(), "q4_k";
 }

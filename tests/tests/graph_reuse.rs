@@ -17,9 +17,8 @@ use ggml_core::Device;
 use llama::context::FlashAttnType;
 use llama::{Batch, Context, ContextParams, Model, ModelParams, Perf};
 use tests::{argmax, cpu_params, expected, fixtures, ids, scratch_dir, vulkan_device};
-use xtask::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use xtask::gen_model::shape::{parse_arch, Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
-use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 /// What one generation saw.
@@ -195,7 +194,7 @@ fn stories260k_vulkan_partial_offload() {
 /// heads) in `ty`, 4 layers, 512 tokens.
 fn write_gqa(dir: &Path, ty: &str) -> PathBuf {
     let overrides = ShapeOverrides {
-        arch: Some(Arch::Llama),
+        arch: Some(parse_arch("llama").unwrap()),
         n_vocab: Some(512),
         n_embd: Some(256),
         n_layer: Some(4),
@@ -205,16 +204,15 @@ fn write_gqa(dir: &Path, ty: &str) -> PathBuf {
         n_ctx: Some(256),
         ..ShapeOverrides::default()
     };
-    let shape = Shape::resolve(Preset::Stories260k, &overrides).expect("shape");
-    let spec = ModelSpec {
-        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
-        shape,
-        ty: ty.parse::<OutType>().expect("type").pure(),
-        seed: 7,
-        name: format!("gqa {ty}"),
-        alignment: None,
-        experts: None,
-    };
+    let ty_out = ty.parse::<OutType>().expect("type").pure();
+    let spec = ModelSpec::synthetic(
+        Preset::Stories260k,
+        &overrides,
+        ty_out,
+        7,
+        format!("gqa {ty}"),
+    )
+    .expect("spec");
     let path = dir.join(format!("gqa-{ty}.gguf"));
     generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
     path

@@ -13,7 +13,7 @@ use tests::{
     cpu_params, fixtures, max_abs_diff, scratch_dir, teacher_forced_logits, vulkan_device,
 };
 use xtask::gen_model::moe::{Layout, MoeArgs};
-use xtask::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use xtask::gen_model::shape::{parse_arch, Preset, Shape, ShapeOverrides};
 use xtask::gen_model::types::OutType;
 use xtask::gen_model::vocab::Vocab;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
@@ -206,8 +206,8 @@ fn batch_independence_vulkan() {
 /// heads (a Q width of 512, twice the model's) and 128-wide experts.
 fn write_moe(layout: Layout) -> std::path::PathBuf {
     let arch = match layout {
-        Layout::Mixtral => Arch::Llama,
-        Layout::Qwen3moe => Arch::Qwen2,
+        Layout::Mixtral => parse_arch("llama").unwrap(),
+        Layout::Qwen3moe => parse_arch("qwen2").unwrap(),
     };
     let o = ShapeOverrides {
         arch: Some(arch),

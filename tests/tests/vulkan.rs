@@ -221,15 +221,7 @@ fn check_logits(name: &str, file: &str) {
     );
 }
 
-macro_rules! logits_tests {
-    ($($test:ident: $name:expr, $file:expr;)*) => {$(
-        #[test]
-        fn $test() {
-            check_logits($name, $file);
-        }
-    )*};
-}
-
+use tests::logits_tests;
 tests::logits_fixtures!(logits_tests);
 
 /// With an F32 KV cache the F32 models compute in F32 throughout on both

@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::bench::{self, BenchOptions, Which};
 use crate::error::{Error, Result};
-use crate::gen_model::shape::{Arch, Preset, Shape, ShapeOverrides};
+use crate::gen_model::shape::{parse_arch, Arch, Preset, Shape, ShapeOverrides};
 use crate::gen_model::types::OutType;
 use crate::gen_model::vocab::Vocab;
 use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
@@ -70,8 +70,9 @@ pub struct GenModelArgs {
     /// Shape to start from; the shape flags below override it.
     #[arg(long, value_enum, default_value_t = Preset::Stories260k)]
     pub preset: Preset,
-    /// Architecture (resets rms eps, rope base and biases to its defaults).
-    #[arg(long, value_enum)]
+    /// Architecture, by its `general.architecture` name (resets rms eps,
+    /// rope base and biases to its defaults).
+    #[arg(long, value_parser = arch_value)]
     pub arch: Option<Arch>,
     /// Embedding width.
     #[arg(long)]
@@ -279,6 +280,11 @@ pub fn run(cli: Cli) -> Result<()> {
             crate::fetch_model::fetch(&crate::workspace_root(), &a.name).map(|_| ())
         }
     }
+}
+
+/// `--arch`, parsed against the llama crate's registry.
+fn arch_value(name: &str) -> std::result::Result<Arch, String> {
+    parse_arch(name).map_err(|e| e.to_string())
 }
 
 /// Builds the model spec of `gen-model` flags.

@@ -6,7 +6,7 @@
 mod common;
 
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
-use xtask::gen_model::shape::{Arch, Preset, ShapeOverrides};
+use xtask::gen_model::shape::{parse_arch, Arch, Preset, ShapeOverrides};
 use xtask::gen_model::{generate_file, WriteSettings};
 
 fn shape(arch: Arch) -> ShapeOverrides {
@@ -101,27 +101,27 @@ fn check(arch: Arch, ty: &str) {
 #[test]
 fn qwen3_loads_and_decodes() {
     for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(Arch::Qwen3, ty);
+        check(parse_arch("qwen3").unwrap(), ty);
     }
 }
 
 #[test]
 fn gemma2_loads_and_decodes() {
     for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(Arch::Gemma2, ty);
+        check(parse_arch("gemma2").unwrap(), ty);
     }
 }
 
 #[test]
 fn gemma3_loads_and_decodes() {
     for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(Arch::Gemma3, ty);
+        check(parse_arch("gemma3").unwrap(), ty);
     }
 }
 
 #[test]
 fn phi3_loads_and_decodes() {
     for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(Arch::Phi3, ty);
+        check(parse_arch("phi3").unwrap(), ty);
     }
 }

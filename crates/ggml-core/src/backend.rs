@@ -4,6 +4,7 @@
 use std::any::Any;
 use std::fmt;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 
 use crate::graph::{Graph, TensorId};
@@ -39,6 +40,32 @@ pub enum BufferUsage {
     Weights,
     /// Intermediate results of a graph.
     Compute,
+}
+
+/// A buffer's [`BufferUsage`], read and changed through a shared reference
+/// (buffers are shared as `Arc<dyn Buffer>`).
+#[derive(Debug)]
+pub struct UsageCell(AtomicU8);
+
+impl UsageCell {
+    /// A cell holding `usage`.
+    pub fn new(usage: BufferUsage) -> UsageCell {
+        UsageCell(AtomicU8::new(usage as u8))
+    }
+
+    /// The usage held.
+    pub fn get(&self) -> BufferUsage {
+        match self.0.load(Ordering::Relaxed) {
+            x if x == BufferUsage::Weights as u8 => BufferUsage::Weights,
+            x if x == BufferUsage::Compute as u8 => BufferUsage::Compute,
+            _ => BufferUsage::Any,
+        }
+    }
+
+    /// Changes the usage held.
+    pub fn set(&self, usage: BufferUsage) {
+        self.0.store(usage as u8, Ordering::Relaxed);
+    }
 }
 
 /// Kind of device, in ggml's terms.

@@ -377,6 +377,11 @@ fn input_bytes(g: &Graph, id: TensorId, fill: Fill, rng: &mut Rng) -> Result<Vec
             v.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect()
         }
     };
+    let float = |v: Vec<f32>| -> Result<Vec<u8>> {
+        let mut out = vec![0u8; d.nbytes()];
+        quants::quantize_row(d.ty, &v, &mut out)?;
+        Ok(out)
+    };
     match fill {
         Fill::Index(m) => Ok(ints((0..n).map(|_| rng.below(m) as i64).collect())),
         Fill::Distinct(m) => {
@@ -395,49 +400,32 @@ fn input_bytes(g: &Graph, id: TensorId, fill: Fill, rng: &mut Rng) -> Result<Vec
         {
             Ok(ints((0..n).map(|_| rng.below(8) as i64).collect()))
         }
-        Fill::Levels(m) => {
-            let v: Vec<f32> = (0..n)
+        Fill::Levels(m) => float(
+            (0..n)
                 .map(|_| rng.below(m) as f32 / m.max(1) as f32)
-                .collect();
-            let mut out = vec![0u8; d.nbytes()];
-            quants::quantize_row(d.ty, &v, &mut out)?;
-            Ok(out)
-        }
-        Fill::Uniform(lo, hi) => {
-            let v: Vec<f32> = (0..n).map(|_| rng.uniform(lo, hi)).collect();
-            let mut out = vec![0u8; d.nbytes()];
-            quants::quantize_row(d.ty, &v, &mut out)?;
-            Ok(out)
-        }
-        Fill::Causal => {
+                .collect(),
+        ),
+        Fill::Uniform(lo, hi) => float((0..n).map(|_| rng.uniform(lo, hi)).collect()),
+        Fill::Causal | Fill::Mask => {
+            // -inf where a causal mask hides a later position, or at random
+            // (never in the first column, so that no row is all -inf).
             let n0 = d.ne[0];
+            let causal = matches!(fill, Fill::Causal);
             let v: Vec<f32> = (0..n)
                 .map(|i| {
-                    if i % n0 > (i / n0) % d.ne[1] {
+                    let hidden = if causal {
+                        i % n0 > (i / n0) % d.ne[1]
+                    } else {
+                        i % n0 != 0 && rng.below(4) == 0
+                    };
+                    if hidden {
                         f32::NEG_INFINITY
                     } else {
                         rng.uniform(-1.0, 1.0)
                     }
                 })
                 .collect();
-            let mut out = vec![0u8; d.nbytes()];
-            quants::quantize_row(d.ty, &v, &mut out)?;
-            Ok(out)
-        }
-        Fill::Mask => {
-            let n0 = d.ne[0];
-            let v: Vec<f32> = (0..n)
-                .map(|i| {
-                    if i % n0 != 0 && rng.below(4) == 0 {
-                        f32::NEG_INFINITY
-                    } else {
-                        rng.uniform(-1.0, 1.0)
-                    }
-                })
-                .collect();
-            let mut out = vec![0u8; d.nbytes()];
-            quants::quantize_row(d.ty, &v, &mut out)?;
-            Ok(out)
+            float(v)
         }
     }
 }

@@ -5,10 +5,10 @@
 use std::alloc::{self, Layout};
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use crate::backend::{Buffer, BufferType, BufferUsage, HostMem, Placement};
+use crate::backend::{Buffer, BufferType, BufferUsage, HostMem, Placement, UsageCell};
 use crate::{Error, Result};
 
 /// Alignment of host buffers: a cache line, and enough for any SIMD load.
@@ -70,7 +70,7 @@ impl HostBufferType {
             buft,
             mem,
             size,
-            usage: AtomicU8::new(BufferUsage::Any as u8),
+            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
 }
@@ -146,7 +146,7 @@ pub struct HostBuffer {
     buft: Arc<HostBufferType>,
     mem: Mem,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
 }
 
 // SAFETY: the buffer owns its allocation (or holds an Arc to immutable shared
@@ -188,7 +188,7 @@ impl HostBuffer {
             buft,
             mem: Mem::Borrowed { mem, offset },
             size,
-            usage: AtomicU8::new(BufferUsage::Weights as u8),
+            usage: UsageCell::new(BufferUsage::Weights),
         }))
     }
 
@@ -252,14 +252,10 @@ impl Buffer for HostBuffer {
         matches!(self.mem, Mem::Borrowed { .. })
     }
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            x if x == BufferUsage::Weights as u8 => BufferUsage::Weights,
-            x if x == BufferUsage::Compute as u8 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        self.usage.store(usage as u8, Ordering::Relaxed);
+        self.usage.set(usage);
     }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_writable()?;

@@ -17,7 +17,7 @@ pub mod tensor;
 pub use alloc::{DynAlloc, GraphAlloc, LinearAlloc, VBuffer};
 pub use backend::{
     Backend, BackendReg, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
-    DeviceProps, Event, HostMem, Placement,
+    DeviceProps, Event, HostMem, Placement, UsageCell,
 };
 pub use error::{Error, Result};
 pub use gguf::GgmlType as Type;

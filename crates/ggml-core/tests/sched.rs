@@ -5,7 +5,7 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use ggml_core::alloc::LinearAlloc;
@@ -13,7 +13,7 @@ use ggml_core::host::{HostBufferType, HOST_ALIGNMENT};
 use ggml_core::sched::{Scheduler, SCHED_MAX_COPIES, SCHED_MAX_SPLIT_INPUTS};
 use ggml_core::{
     Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind, DeviceProps, Error,
-    Event, Flags, Graph, Op, Placement, Result, TensorDesc, TensorId, Type, UnaryOp,
+    Event, Flags, Graph, Op, Placement, Result, TensorDesc, TensorId, Type, UnaryOp, UsageCell,
 };
 
 // ------------------------------------------------------------ device memory
@@ -54,7 +54,7 @@ impl BufferType for DevBuft {
         Ok(Arc::new(DevBuffer {
             buft,
             data: Mutex::new(vec![0; size]),
-            usage: AtomicU8::new(0),
+            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
     fn device_name(&self) -> Option<String> {
@@ -65,7 +65,7 @@ impl BufferType for DevBuft {
 struct DevBuffer {
     buft: Arc<DevBuft>,
     data: Mutex<Vec<u8>>,
-    usage: AtomicU8,
+    usage: UsageCell,
 }
 
 impl DevBuffer {
@@ -94,19 +94,10 @@ impl Buffer for DevBuffer {
         None
     }
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        let v = match usage {
-            BufferUsage::Any => 0,
-            BufferUsage::Weights => 1,
-            BufferUsage::Compute => 2,
-        };
-        self.usage.store(v, Ordering::Relaxed);
+        self.usage.set(usage);
     }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> Result<()> {
         let r = self.range(offset, data.len())?;

@@ -10,16 +10,7 @@ use std::time::Instant;
 
 use ggml_core::Device;
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
-
-fn argmax(v: &[f32]) -> i32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as i32
-}
+use test_support::greedy_token;
 
 /// Generates `n` tokens after a short prompt; returns (tokens/s, tokens).
 fn generate(model: &Model, n: usize, threads: usize) -> (f64, Vec<i32>, (u64, u64)) {
@@ -35,14 +26,14 @@ fn generate(model: &Model, n: usize, threads: usize) -> (f64, Vec<i32>, (u64, u6
     .expect("context");
     let prompt = model.vocab.tokenize("Once upon a time", true, true);
     ctx.decode(&Batch::get_one(&prompt)).expect("prompt");
-    let mut tok = argmax(ctx.logits_ith(-1).unwrap());
+    let mut tok = greedy_token(ctx.logits_ith(-1).unwrap());
     let mut out = Vec::new();
     let before = ggml_rpc::traffic();
     let t0 = Instant::now();
     for _ in 0..n {
         out.push(tok);
         ctx.decode(&Batch::get_one(&[tok])).expect("decode");
-        tok = argmax(ctx.logits_ith(-1).unwrap());
+        tok = greedy_token(ctx.logits_ith(-1).unwrap());
     }
     let dt = t0.elapsed().as_secs_f64();
     let after = ggml_rpc::traffic();

@@ -5,12 +5,11 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use ggml_core::{
     Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind, DeviceProps, Graph,
-    Placement, TensorDesc, TensorId, Type,
+    Placement, TensorDesc, TensorId, Type, UsageCell,
 };
 
 use crate::conn::Conn;
@@ -205,7 +204,7 @@ impl BufferType for RpcBufferType {
             handle,
             base: u64le(&base, 0),
             size: remote_size as usize,
-            usage: AtomicU8::new(0),
+            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
 
@@ -220,7 +219,7 @@ pub struct RpcBuffer {
     handle: u64,
     base: u64,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
 }
 
 impl RpcBuffer {
@@ -306,20 +305,11 @@ impl Buffer for RpcBuffer {
     }
 
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
 
     fn set_usage(&self, usage: BufferUsage) {
-        let v = match usage {
-            BufferUsage::Any => 0,
-            BufferUsage::Weights => 1,
-            BufferUsage::Compute => 2,
-        };
-        self.usage.store(v, Ordering::Relaxed);
+        self.usage.set(usage);
     }
 
     fn set_tensor(&self, offset: usize, data: &[u8]) -> CoreResult<()> {

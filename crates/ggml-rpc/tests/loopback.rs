@@ -10,16 +10,7 @@ use std::sync::Arc;
 use common::{fixtures, ServerProc};
 use ggml_core::Device;
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
-
-fn argmax(v: &[f32]) -> i32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as i32
-}
+use test_support::greedy_token;
 
 fn ctx_params() -> ContextParams {
     ContextParams {
@@ -35,11 +26,11 @@ fn greedy(model: &Model, n: usize) -> Vec<i32> {
     let prompt = model.vocab.tokenize("Once upon a time", true, true);
     ctx.decode(&Batch::get_one(&prompt)).expect("prompt");
     let mut out = Vec::new();
-    let mut tok = argmax(ctx.logits_ith(-1).unwrap());
+    let mut tok = greedy_token(ctx.logits_ith(-1).unwrap());
     for _ in 0..n {
         out.push(tok);
         ctx.decode(&Batch::get_one(&[tok])).expect("decode");
-        tok = argmax(ctx.logits_ith(-1).unwrap());
+        tok = greedy_token(ctx.logits_ith(-1).unwrap());
     }
     out
 }
@@ -131,7 +122,7 @@ fn greedy_with(model: &Model, n: usize, reuse: bool) -> (Vec<i32>, Vec<Vec<f32>>
     let (mut out, mut rows) = (Vec::new(), Vec::new());
     for _ in 0..n {
         let row = ctx.logits_ith(-1).unwrap().to_vec();
-        let tok = argmax(&row);
+        let tok = greedy_token(&row);
         rows.push(row);
         out.push(tok);
         ctx.decode(&Batch::get_one(&[tok])).expect("decode");
@@ -176,7 +167,7 @@ fn a_server_killed_mid_generation_is_a_clear_error() {
     let mut ctx = Context::new(&model, ctx_params()).expect("context");
     let prompt = model.vocab.tokenize("Once upon a time", true, true);
     ctx.decode(&Batch::get_one(&prompt)).expect("prompt");
-    let tok = argmax(ctx.logits_ith(-1).unwrap());
+    let tok = greedy_token(ctx.logits_ith(-1).unwrap());
     ctx.decode(&Batch::get_one(&[tok])).expect("first token");
     server.child.kill().expect("kill");
     server.child.wait().expect("wait");

@@ -3,10 +3,9 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Weak};
 
-use ggml_core::{Buffer, BufferType, BufferUsage, Placement};
+use ggml_core::{Buffer, BufferType, BufferUsage, Placement, UsageCell};
 
 use crate::logical::{DeviceShared, RawBuffer};
 
@@ -67,7 +66,7 @@ impl VkBufferType {
             buft,
             raw: Some(raw),
             size,
-            usage: AtomicU8::new(0),
+            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
 }
@@ -103,7 +102,7 @@ pub struct VkBuffer {
     buft: Arc<VkBufferType>,
     raw: Option<RawBuffer>,
     size: usize,
-    usage: AtomicU8,
+    usage: UsageCell,
 }
 
 impl Drop for VkBuffer {
@@ -166,19 +165,10 @@ impl Buffer for VkBuffer {
         }
     }
     fn usage(&self) -> BufferUsage {
-        match self.usage.load(Ordering::Relaxed) {
-            1 => BufferUsage::Weights,
-            2 => BufferUsage::Compute,
-            _ => BufferUsage::Any,
-        }
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        let v = match usage {
-            BufferUsage::Any => 0,
-            BufferUsage::Weights => 1,
-            BufferUsage::Compute => 2,
-        };
-        self.usage.store(v, Ordering::Relaxed);
+        self.usage.set(usage);
     }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> ggml_core::Result<()> {
         self.check("write", offset, data.len())?;

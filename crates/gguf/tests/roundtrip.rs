@@ -5,9 +5,7 @@ mod common;
 
 use std::process::Command;
 
-use gguf::{
-    Endian, GgmlType, GgufFile, GgufWriter, Metadata, StringArray, TensorInfo, Value, WriteOptions,
-};
+use gguf::{Endian, GgmlType, GgufFile, GgufWriter, TensorInfo, Value, WriteOptions};
 
 #[test]
 fn every_fixture_round_trips_byte_for_byte() {
@@ -264,35 +262,7 @@ fn writer_matches_gguf_py_byte_for_byte() {
         .expect("python3");
     assert!(st.success());
 
-    let mut md = Metadata::new();
-    md.set("general.architecture", "llama");
-    md.set("t.u8", 200u8);
-    md.set("t.i8", -100i8);
-    md.set("t.u16", 60000u16);
-    md.set("t.i16", -30000i16);
-    md.set("t.u32", 512u32);
-    md.set("t.i32", -7i32);
-    md.set("t.f32", 1.5f32);
-    md.set("t.bool", true);
-    md.set("t.str", "héllo");
-    md.set("t.u64", u64::MAX - 1);
-    md.set("t.i64", i64::MIN + 1);
-    md.set("t.f64", -2.25f64);
-    md.set("t.arr.u8", vec![1u8, 2, 3]);
-    md.set("t.arr.i8", vec![-1i8, 2]);
-    md.set("t.arr.u16", vec![1u16, 65535]);
-    md.set("t.arr.i16", vec![-1i16, 7]);
-    md.set("t.arr.u32", (1..=10).collect::<Vec<u32>>());
-    md.set("t.arr.i32", vec![-1i32, 1]);
-    md.set("t.arr.f32", vec![0.5f32, -0.25]);
-    md.set("t.arr.bool", vec![true, false, true]);
-    md.set(
-        "t.arr.str",
-        ["a", "", "ccc"].into_iter().collect::<StringArray>(),
-    );
-    md.set("t.arr.u64", vec![u64::MAX]);
-    md.set("t.arr.i64", vec![i64::MIN]);
-    md.set("t.arr.f64", vec![1e300f64]);
+    let mut md = common::scalar_and_array_metadata();
     md.set(
         "t.arr.nested",
         Value::Array(gguf::Array::Array(vec![

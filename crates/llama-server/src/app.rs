@@ -200,14 +200,7 @@ async fn page() -> Html<&'static str> {
 }
 
 async fn health(State(app): State<AppState>) -> Response {
-    if let Some(e) = app
-        .engine
-        .shared
-        .load_error
-        .lock()
-        .ok()
-        .and_then(|g| g.clone())
-    {
+    if let Some(e) = app.engine.load_error() {
         return ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e).into_response();
     }
     if app.engine.is_ready() {

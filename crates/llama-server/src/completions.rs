@@ -243,12 +243,18 @@ fn stop_type(done: &Done) -> &'static str {
     }
 }
 
-fn final_body(run: &Running, text: &str, tokens: &[Token], probs: &[Probs], done: &Done) -> Value {
-    let logprobs = if run.opts.logprobs {
+/// The OpenAI `logprobs` member: the chosen tokens' log-probabilities
+/// when the request asked for them, else null.
+fn logprobs_json(run: &Running, probs: &[Probs]) -> Value {
+    if run.opts.logprobs {
         json!({ "content": probs_json(probs, false) })
     } else {
         Value::Null
-    };
+    }
+}
+
+fn final_body(run: &Running, text: &str, tokens: &[Token], probs: &[Probs], done: &Done) -> Value {
+    let logprobs = logprobs_json(run, probs);
     match run.api {
         Api::Native => {
             let mut v = json!({
@@ -303,11 +309,7 @@ fn final_body(run: &Running, text: &str, tokens: &[Token], probs: &[Probs], done
 
 /// One streamed chunk of new text.
 fn chunk(run: &Running, text: &str, tokens: &[Token], probs: &[Probs]) -> Value {
-    let logprobs = if run.opts.logprobs {
-        json!({ "content": probs_json(probs, false) })
-    } else {
-        Value::Null
-    };
+    let logprobs = logprobs_json(run, probs);
     match run.api {
         Api::Native => {
             let mut v = json!({"index": 0, "content": text, "tokens": tokens, "stop": false});

@@ -86,15 +86,7 @@ impl Server {
     /// an error says why the server cannot serve.
     pub async fn wait_ready(&self) -> Result<(), String> {
         loop {
-            if let Some(e) = self
-                .app
-                .engine
-                .shared
-                .load_error
-                .lock()
-                .ok()
-                .and_then(|g| g.clone())
-            {
+            if let Some(e) = self.app.engine.load_error() {
                 return Err(e);
             }
             if self.app.engine.is_ready() {

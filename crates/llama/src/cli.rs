@@ -1,6 +1,7 @@
 //! Command-line parsing shared by the tools, with llama.cpp's flag names
 //! (which include multi-letter single-dash flags such as `-ngl`).
 
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use ggml_core::{registry, Device, Type};
@@ -10,6 +11,18 @@ use crate::error::{LlamaError, Result};
 use crate::fit::FitOptions;
 use crate::params::{LoadMode, ModelParams};
 use crate::sampling::SamplingParams;
+
+/// The exit status of a tool whose work returned `r`: success, or failure
+/// after printing the error as `error: ...` on stderr.
+pub fn exit_code(r: Result<()>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// Parameters common to the tools (a subset of llama.cpp's common_params).
 #[derive(Clone)]

@@ -16,7 +16,9 @@ use crate::hparams::{HParams, MetaView};
 use crate::loader::{load_weights, plan_weights, LoadStats, MemLock, WeightRequest};
 use crate::params::LoadMode;
 use crate::params::ModelParams;
-use crate::placement::{buft_by_name, buft_holds, plan_layers, select_buft, LayerPlan};
+use crate::placement::{
+    buft_by_name, buft_holds, plan_layers, select_buft, BuftEntry, BuftList, LayerPlan,
+};
 use crate::vocab::Vocab;
 
 pub use ggml_core::Placement;
@@ -375,54 +377,8 @@ impl Model {
                 })?;
                 let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
                 let desc = TensorDesc::new(name.clone(), info.ty, &ne);
-                let entry = match params
-                    .tensor_buft_overrides
-                    .iter()
-                    .find(|o| o.pattern.is_match(&name))
-                {
-                    Some(o) => {
-                        let e = buft_by_name(&o.buft, &self.cpu).ok_or_else(|| {
-                            LlamaError::InvalidParam(format!(
-                                "tensor override for '{name}': unknown buffer type '{}'",
-                                o.buft
-                            ))
-                        })?;
-                        if !buft_holds(e.buft.as_ref(), spec.kind, &desc, hp) {
-                            return Err(LlamaError::InvalidParam(format!(
-                                "tensor override for '{name}': buffer type '{}' cannot hold \
-                                 this tensor for the op that reads it",
-                                e.buft.name()
-                            )));
-                        }
-                        crate::debug!(
-                            "tensor {name} ({}) buffer type overridden to {}",
-                            info.ty,
-                            e.buft.name()
-                        );
-                        e
-                    }
-                    None => {
-                        let e = select_buft(&layer_dev.bufts, spec.kind, &desc, hp).ok_or_else(
-                            || {
-                                LlamaError::Tensor(format!(
-                                    "no buffer type supports tensor '{name}' of type {}",
-                                    info.ty
-                                ))
-                            },
-                        )?;
-                        // Falling back to another type of the same device
-                        // (a weight that cannot be repacked) is routine.
-                        if e.dev.name() != layer_dev.bufts[0].dev.name() {
-                            *moved
-                                .entry((
-                                    layer_dev.bufts[0].buft.name().to_string(),
-                                    e.buft.name().to_string(),
-                                ))
-                                .or_default() += 1;
-                        }
-                        e
-                    }
-                };
+                let entry =
+                    self.choose_buft(&desc, spec.kind, &layer_dev.bufts, params, &mut moved)?;
                 reqs.push(WeightRequest {
                     kind: spec.kind,
                     layer: il,
@@ -439,20 +395,70 @@ impl Model {
                 "load_tensors: {n} tensors cannot use buffer type {from}, using {to} instead"
             );
         }
-        let n_total = files.tensors().count();
-        if used.len() != n_total {
-            let extra: Vec<String> = files
-                .tensors()
-                .map(|(_, t)| t.name.clone())
-                .filter(|n| !used.contains(n))
-                .take(5)
-                .collect();
-            return Err(LlamaError::Tensor(format!(
-                "wrong number of tensors; expected {}, got {n_total} (unexpected: {})",
-                used.len(),
-                extra.join(", ")
-            )));
+        check_every_tensor_used(files, &used)?;
+        self.check_embd_rows(&reqs)?;
+        // Read in file order.
+        reqs.sort_by_key(|r| (r.file, r.file_offset));
+        Ok(reqs)
+    }
+
+    /// The buffer type of weight `desc`: the user's override for its name,
+    /// checked to hold it, or the first of its layer's `bufts` that holds it
+    /// for the op that reads it. A move to another device is counted in
+    /// `moved` (by the first type's name and the chosen one's).
+    fn choose_buft(
+        &self,
+        desc: &TensorDesc,
+        kind: TensorKind,
+        bufts: &BuftList,
+        params: &ModelParams,
+        moved: &mut BTreeMap<(String, String), usize>,
+    ) -> Result<BuftEntry> {
+        let hp = &self.hparams;
+        let name = &desc.name;
+        if let Some(o) = params
+            .tensor_buft_overrides
+            .iter()
+            .find(|o| o.pattern.is_match(name))
+        {
+            let e = buft_by_name(&o.buft, &self.cpu).ok_or_else(|| {
+                LlamaError::InvalidParam(format!(
+                    "tensor override for '{name}': unknown buffer type '{}'",
+                    o.buft
+                ))
+            })?;
+            if !buft_holds(e.buft.as_ref(), kind, desc, hp) {
+                return Err(LlamaError::InvalidParam(format!(
+                    "tensor override for '{name}': buffer type '{}' cannot hold \
+                     this tensor for the op that reads it",
+                    e.buft.name()
+                )));
+            }
+            crate::debug!(
+                "tensor {name} ({}) buffer type overridden to {}",
+                desc.ty,
+                e.buft.name()
+            );
+            return Ok(e);
         }
+        let e = select_buft(bufts, kind, desc, hp).ok_or_else(|| {
+            LlamaError::Tensor(format!(
+                "no buffer type supports tensor '{name}' of type {}",
+                desc.ty
+            ))
+        })?;
+        // Falling back to another type of the same device (a weight that
+        // cannot be repacked) is routine.
+        if e.dev.name() != bufts[0].dev.name() {
+            *moved
+                .entry((bufts[0].buft.name().to_string(), e.buft.name().to_string()))
+                .or_default() += 1;
+        }
+        Ok(e)
+    }
+
+    /// The token embeddings have one row per token of the vocabulary.
+    fn check_embd_rows(&self, reqs: &[WeightRequest]) -> Result<()> {
         let embd_rows = reqs
             .iter()
             .find(|r| r.kind == TensorKind::TokenEmbd)
@@ -464,9 +470,7 @@ impl Model {
                 self.vocab.n_tokens()
             )));
         }
-        // Read in file order.
-        reqs.sort_by_key(|r| (r.file, r.file_offset));
-        Ok(reqs)
+        Ok(())
     }
 
     fn assemble(
@@ -626,4 +630,26 @@ fn print_info(files: &GgufModel, arch: Arch, hp: &HParams, name: &str, n_element
         size as f64 / MIB,
         size as f64 * 8.0 / n_elements.max(1) as f64
     );
+}
+
+/// Every tensor of the files is one the architecture's table asked for.
+fn check_every_tensor_used(
+    files: &GgufModel,
+    used: &std::collections::HashSet<String>,
+) -> Result<()> {
+    let n_total = files.tensors().count();
+    if used.len() != n_total {
+        let extra: Vec<String> = files
+            .tensors()
+            .map(|(_, t)| t.name.clone())
+            .filter(|n| !used.contains(n))
+            .take(5)
+            .collect();
+        return Err(LlamaError::Tensor(format!(
+            "wrong number of tensors; expected {}, got {n_total} (unexpected: {})",
+            used.len(),
+            extra.join(", ")
+        )));
+    }
+    Ok(())
 }

@@ -4,8 +4,10 @@
 //! that have no llama.cpp fixture, independently of ggml's kernels.
 
 mod common;
+mod f64_ref;
 
-use gguf::{GgmlType, GgufWriter, Metadata, StringArray, TensorInfo, Value};
+use f64_ref::{matvec, rms_norm, rope, set_spm_vocab, tensor, write_f32, Tensors};
+use gguf::Metadata;
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
 
 struct Shape {
@@ -21,9 +23,6 @@ struct Shape {
     tied: bool,
     neox: bool,
 }
-
-/// name, dims (ggml order), values
-type Tensors = Vec<(String, Vec<usize>, Vec<f32>)>;
 
 fn make_model(s: &Shape, path: &std::path::Path) -> Tensors {
     let mut rng = test_support::Rng(0x9E37_79B9_7F4A_7C15);
@@ -74,87 +73,15 @@ fn make_model(s: &Shape, path: &std::path::Path) -> Tensors {
     md.set(format!("{a}.attention.layer_norm_rms_epsilon"), 1e-6f32);
     md.set(format!("{a}.rope.dimension_count"), s.n_rot as u32);
     md.set(format!("{a}.rope.freq_base"), 10000f32);
-    md.set("tokenizer.ggml.model", "llama");
-    let mut toks = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
-    toks.extend((3..s.n_vocab).map(|i| format!("t{i}")));
-    let refs: Vec<&str> = toks.iter().map(|t| t.as_str()).collect();
-    md.set(
-        "tokenizer.ggml.tokens",
-        Value::from(refs.iter().collect::<StringArray>()),
-    );
-    md.set("tokenizer.ggml.scores", Value::from(vec![0f32; s.n_vocab]));
-    let mut types = vec![1i32; s.n_vocab];
-    types[0] = 2;
-    types[1] = 3;
-    types[2] = 3;
-    md.set("tokenizer.ggml.token_type", Value::from(types));
-    let infos: Vec<TensorInfo> = tensors
-        .iter()
-        .map(|(n, d, _)| {
-            TensorInfo::new(
-                n.clone(),
-                GgmlType::F32,
-                &d.iter().map(|&x| x as u64).collect::<Vec<_>>(),
-            )
-            .unwrap()
-        })
-        .collect();
-    let f = std::fs::File::create(path).unwrap();
-    let mut w = GgufWriter::new(f, &md, &infos).unwrap();
-    for (n, _, v) in &tensors {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        w.write_tensor(n, &bytes).unwrap();
-    }
-    w.finish().unwrap();
+    set_spm_vocab(&mut md, s.n_vocab);
+    write_f32(path, &md, &tensors);
     tensors
-}
-
-fn get<'a>(t: &'a Tensors, name: &str) -> Option<&'a [f32]> {
-    t.iter()
-        .find(|(n, _, _)| n == name)
-        .map(|(_, _, v)| v.as_slice())
-}
-
-/// y[o] = sum_i w[o * n_in + i] * x[i] (+ b[o]).
-fn matvec(w: &[f32], x: &[f64], b: Option<&[f32]>) -> Vec<f64> {
-    let n_in = x.len();
-    let n_out = w.len() / n_in;
-    (0..n_out)
-        .map(|o| {
-            let s: f64 = (0..n_in).map(|i| f64::from(w[o * n_in + i]) * x[i]).sum();
-            s + b.map_or(0.0, |b| f64::from(b[o]))
-        })
-        .collect()
-}
-
-fn rms_norm(x: &[f64], w: &[f32]) -> Vec<f64> {
-    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
-    let r = 1.0 / (ms + 1e-6).sqrt();
-    x.iter()
-        .zip(w)
-        .map(|(v, &g)| v * r * f64::from(g))
-        .collect()
-}
-
-fn rope(x: &mut [f64], pos: usize, n_rot: usize, neox: bool) {
-    for i in 0..n_rot / 2 {
-        let theta = pos as f64 * 10000f64.powf(-2.0 * i as f64 / n_rot as f64);
-        let (c, s) = (theta.cos(), theta.sin());
-        let (a, b) = if neox {
-            (i, i + n_rot / 2)
-        } else {
-            (2 * i, 2 * i + 1)
-        };
-        let (x0, x1) = (x[a], x[b]);
-        x[a] = x0 * c - x1 * s;
-        x[b] = x0 * s + x1 * c;
-    }
 }
 
 fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
     let hd = s.n_embd / s.n_head;
     let gqa = s.n_head / s.n_head_kv;
-    let embd = get(t, "token_embd.weight").unwrap();
+    let embd = tensor(t, "token_embd.weight").unwrap();
     let mut xs: Vec<Vec<f64>> = tokens
         .iter()
         .map(|&tk| {
@@ -165,7 +92,7 @@ fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
         })
         .collect();
     for il in 0..s.n_layer {
-        let w = |n: &str| get(t, &format!("blk.{il}.{n}"));
+        let w = |n: &str| tensor(t, &format!("blk.{il}.{n}"));
         let mut ks = Vec::new();
         let mut vs = Vec::new();
         let mut qs = Vec::new();
@@ -175,10 +102,10 @@ fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
             let mut k = matvec(w("attn_k.weight").unwrap(), &h, w("attn_k.bias"));
             let v = matvec(w("attn_v.weight").unwrap(), &h, w("attn_v.bias"));
             for hh in 0..s.n_head {
-                rope(&mut q[hh * hd..(hh + 1) * hd], p, s.n_rot, s.neox);
+                rope(&mut q[hh * hd..(hh + 1) * hd], p, s.n_rot, s.neox, 1e4);
             }
             for hh in 0..s.n_head_kv {
-                rope(&mut k[hh * hd..(hh + 1) * hd], p, s.n_rot, s.neox);
+                rope(&mut k[hh * hd..(hh + 1) * hd], p, s.n_rot, s.neox, 1e4);
             }
             qs.push(q);
             ks.push(k);
@@ -221,12 +148,12 @@ fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
             xs[p] = x.iter().zip(&d).map(|(a, b)| a + b).collect();
         }
     }
-    let out = get(t, "output.weight").unwrap_or(embd);
+    let out = tensor(t, "output.weight").unwrap_or(embd);
     xs.iter()
         .map(|x| {
             matvec(
                 out,
-                &rms_norm(x, get(t, "output_norm.weight").unwrap()),
+                &rms_norm(x, tensor(t, "output_norm.weight").unwrap()),
                 None,
             )
         })

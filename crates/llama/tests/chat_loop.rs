@@ -9,6 +9,7 @@ use common::fixtures;
 use llama::chat::{conversation, ChatTemplate, Message};
 use llama::sampling::{SamplerChain, SamplingParams};
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
+use test_support::greedy_token;
 
 const N_PREDICT: usize = 8;
 
@@ -52,16 +53,6 @@ fn chat(model: &Model, n_ctx: usize, input: &str) -> String {
     String::from_utf8(out).expect("utf-8 output")
 }
 
-fn argmax(v: &[f32]) -> i32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as i32
-}
-
 /// Greedy continuation of `prompt` in a fresh context: the tokens and text.
 fn fresh_reply(model: &Model, prompt: &[i32]) -> (Vec<i32>, String) {
     let mut ctx = Context::new(model, ctx_params(256)).expect("context");
@@ -72,7 +63,7 @@ fn fresh_reply(model: &Model, prompt: &[i32]) -> (Vec<i32>, String) {
     ctx.decode(&b).expect("prompt");
     let (mut toks, mut text) = (Vec::new(), Vec::new());
     for pos in prompt.len()..prompt.len() + N_PREDICT {
-        let t = argmax(ctx.logits_ith(-1).expect("logits"));
+        let t = greedy_token(ctx.logits_ith(-1).expect("logits"));
         if model.vocab.is_eog(t) {
             break;
         }

@@ -5,6 +5,7 @@ mod common;
 
 use common::fixtures;
 use llama::{Batch, Context, ContextParams, LlamaError, Model, ModelParams};
+use test_support::greedy_token;
 
 fn load(fx: &std::path::Path) -> Model {
     Model::load(fx.join("models/stories260K.gguf"), &ModelParams::default()).expect("load")
@@ -17,19 +18,6 @@ fn params() -> ContextParams {
         n_threads_batch: 2,
         ..ContextParams::default()
     }
-}
-
-fn argmax(v: &[f32]) -> i32 {
-    v.iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
-            if x > bv {
-                (i, x)
-            } else {
-                (bi, bv)
-            }
-        })
-        .0 as i32
 }
 
 #[test]
@@ -101,10 +89,10 @@ fn decoding_allocates_nothing_after_reservation() {
     let before = ctx.scheduler().n_buffer_allocs();
     let prompt = model.vocab.tokenize("Once upon a time", true, true);
     ctx.decode(&Batch::get_one(&prompt)).unwrap();
-    let mut tok = argmax(ctx.logits_ith(-1).unwrap());
+    let mut tok = greedy_token(ctx.logits_ith(-1).unwrap());
     for _ in 0..200 {
         ctx.decode(&Batch::get_one(&[tok])).unwrap();
-        tok = argmax(ctx.logits_ith(-1).unwrap());
+        tok = greedy_token(ctx.logits_ith(-1).unwrap());
     }
     assert_eq!(
         ctx.scheduler().n_buffer_allocs(),
@@ -229,7 +217,7 @@ fn context_shift_rerotates_keys() {
             .fold(0f32, f32::max);
         // K is stored in F16 and rotated twice: allow its rounding.
         assert!(d < 0.05, "shift {shift}: logits differ by {d}");
-        assert_eq!(argmax(got), argmax(&want));
+        assert_eq!(greedy_token(got), greedy_token(&want));
     }
 }
 

@@ -9,6 +9,7 @@ mod common;
 
 use common::fixtures;
 use llama::{Batch, Context, ContextParams, Model, ModelParams, Perf};
+use test_support::greedy_token;
 
 fn load(fx: &std::path::Path) -> Model {
     Model::load(fx.join("models/stories260K.gguf"), &ModelParams::default()).expect("load")
@@ -23,19 +24,6 @@ fn params(reuse: bool) -> ContextParams {
         graph_reuse: reuse,
         ..ContextParams::default()
     }
-}
-
-fn argmax(v: &[f32]) -> i32 {
-    v.iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
-            if x > bv {
-                (i, x)
-            } else {
-                (bi, bv)
-            }
-        })
-        .0 as i32
 }
 
 /// Builds and reuses since `before`.
@@ -62,7 +50,7 @@ fn decode_reuses_the_graph_until_the_shape_changes() {
     let p0 = ctx.perf;
     ctx.decode(&Batch::get_one(&prompt)).unwrap();
     assert_eq!(delta(&ctx, p0), (1, 0), "the prompt builds its graph");
-    let mut tok = argmax(ctx.logits_ith(-1).unwrap());
+    let mut tok = greedy_token(ctx.logits_ith(-1).unwrap());
     // Single tokens: a new graph on the first one (the prompt's had another
     // shape) and whenever the attended cells reach the next padding step.
     let mut last_n_kv = None;
@@ -77,7 +65,7 @@ fn decode_reuses_the_graph_until_the_shape_changes() {
         };
         assert_eq!(delta(&ctx, before), want, "token at position {pos}");
         last_n_kv = Some(n_kv);
-        tok = argmax(ctx.logits_ith(-1).unwrap());
+        tok = greedy_token(ctx.logits_ith(-1).unwrap());
     }
     // Another batch size builds; going back to single tokens builds again,
     // then reuses.

@@ -7,19 +7,7 @@ mod common;
 use common::{fixtures, scratch};
 use llama::loader::{load_weights_with, LoadOptions, WeightRequest};
 use llama::{Batch, Context, ContextParams, LoadMode, Model, ModelParams};
-
-fn argmax(v: &[f32]) -> i32 {
-    v.iter()
-        .enumerate()
-        .fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &x)| {
-            if x > bv {
-                (i, x)
-            } else {
-                (bi, bv)
-            }
-        })
-        .0 as i32
-}
+use test_support::greedy_token;
 
 /// Sixteen greedy tokens after a short prompt, or why the model cannot load.
 fn try_greedy(path: &std::path::Path, load_mode: LoadMode) -> Result<Vec<i32>, String> {
@@ -44,7 +32,7 @@ fn try_greedy(path: &std::path::Path, load_mode: LoadMode) -> Result<Vec<i32>, S
     ctx.decode(&Batch::get_one(&toks)).unwrap();
     let mut out = Vec::new();
     for _ in 0..16 {
-        let t = argmax(ctx.logits_ith(-1).unwrap());
+        let t = greedy_token(ctx.logits_ith(-1).unwrap());
         out.push(t);
         ctx.decode(&Batch::get_one(&[t])).unwrap();
     }

@@ -13,7 +13,6 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use common::{fixtures, scratch};
 use ggml_core::{registry, Device, DeviceKind, TensorDesc};
@@ -488,111 +487,5 @@ fn mlock_under_a_tiny_limit_only_warns() {
     if old.rlim_cur == libc::RLIM_INFINITY || old.rlim_cur >= 4 << 20 || had_cap {
         assert_eq!(m.stats.bytes_lock_failed, 0, "{:?}", m.stats);
         assert!(m.stats.bytes_locked > 0, "{:?}", m.stats);
-    }
-}
-
-/// User and system CPU time of the process so far, in seconds.
-fn cpu_seconds() -> f64 {
-    #[cfg(unix)]
-    {
-        // SAFETY: getrusage writes into the zeroed struct it is given.
-        let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-        // SAFETY: as above.
-        unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
-        let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-        tv(ru.ru_utime) + tv(ru.ru_stime)
-    }
-    #[cfg(not(unix))]
-    {
-        0.0
-    }
-}
-
-fn gbps(bytes: u64, secs: f64) -> f64 {
-    bytes as f64 / secs.max(1e-9) / 1e9
-}
-
-/// Load speed of the upload paths on a large model: `LLAMA_LOAD_BENCH_MODEL`
-/// names the file. Run with `--ignored --nocapture`.
-#[test]
-#[ignore]
-fn bench_upload_paths() {
-    let Some(path) = std::env::var_os("LLAMA_LOAD_BENCH_MODEL") else {
-        eprintln!("skipped: set LLAMA_LOAD_BENCH_MODEL to a GGUF file");
-        return;
-    };
-    let Some(dev) = vulkan() else { return };
-    let files = GgufModel::open(&path).unwrap();
-    let reqs = requests_to(&dev, &files);
-    let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
-    eprintln!(
-        "{}: {} tensors, {:.1} MB, device {}",
-        Path::new(&path).display(),
-        reqs.len(),
-        total as f64 / 1e6,
-        dev.description()
-    );
-    let reps: usize = std::env::var("LLAMA_LOAD_BENCH_REPS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(7);
-    let staging_size = std::env::var("LLAMA_LOAD_BENCH_STAGING")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(LoadOptions::default().staging_size);
-    // Configurations take turns, so that a busy machine slows all alike;
-    // the best and the median of each are reported.
-    let configs: Vec<(bool, Option<bool>)> = [true, false]
-        .into_iter()
-        .flat_map(|m| [(m, Some(false)), (m, Some(true)), (m, None)])
-        .collect();
-    let mut times = vec![Vec::new(); configs.len()];
-    let mut cpu = vec![Vec::new(); configs.len()];
-    for _ in 0..reps {
-        for (c, &(use_mmap, upload)) in configs.iter().enumerate() {
-            let c0 = cpu_seconds();
-            let t = Instant::now();
-            match upload {
-                Some(async_upload) => {
-                    let params = ModelParams {
-                        load_mode: LoadMode::from_flags(use_mmap, false),
-                        ..ModelParams::default()
-                    };
-                    let opts = LoadOptions {
-                        async_upload,
-                        staging_size,
-                        ..LoadOptions::default()
-                    };
-                    let lw = load_weights_with(&files, &reqs, &params, &opts).unwrap();
-                    times[c].push(t.elapsed().as_secs_f64());
-                    cpu[c].push(cpu_seconds() - c0);
-                    drop(lw);
-                }
-                None => {
-                    llama::log::set_level(llama::log::Level::Warn);
-                    let m = Model::load(&path, &gpu_params(use_mmap)).unwrap();
-                    times[c].push(t.elapsed().as_secs_f64());
-                    cpu[c].push(cpu_seconds() - c0);
-                    drop(m);
-                }
-            }
-        }
-    }
-    for (((use_mmap, upload), mut t), mut cpu) in configs.into_iter().zip(times).zip(cpu) {
-        t.sort_by(f64::total_cmp);
-        cpu.sort_by(f64::total_cmp);
-        let what = match upload {
-            Some(false) => "all tensors to the GPU, sync ",
-            Some(true) => "all tensors to the GPU, async",
-            None => "Model::load ngl 99          ",
-        };
-        eprintln!(
-            "mmap {:3} {what}: best {:.2} GB/s ({:.1} ms), median {:.2} GB/s, cpu {:.1} ms (least)",
-            if use_mmap { "on" } else { "off" },
-            gbps(total, t[0]),
-            t[0] * 1e3,
-            gbps(total, t[t.len() / 2]),
-            cpu[0] * 1e3
-        );
     }
 }

@@ -5,8 +5,10 @@
 //! the reference, with flash attention on and off.
 
 mod common;
+mod f64_ref;
 
-use gguf::{GgmlType, GgufWriter, Metadata, StringArray, TensorInfo, Value};
+use f64_ref::{matvec, rms_norm, rope, set_spm_vocab, tensor, write_f32, Tensors};
+use gguf::Metadata;
 use llama::context::FlashAttnType;
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
 
@@ -21,8 +23,6 @@ const WINDOW: usize = 4;
 const LOCAL: [bool; N_LAYER] = [true, false, true];
 const BASE_GLOBAL: f64 = 1e6;
 const BASE_LOCAL: f64 = 1e4;
-
-type Tensors = Vec<(String, Vec<usize>, Vec<f32>)>;
 
 struct Rng(u64);
 
@@ -85,69 +85,18 @@ fn make_model(path: &std::path::Path) -> Tensors {
     );
     md.set(format!("{a}.rope.freq_base"), BASE_GLOBAL as f32);
     md.set(format!("{a}.rope.freq_base_swa"), BASE_LOCAL as f32);
-    md.set("tokenizer.ggml.model", "llama");
-    let mut toks = vec!["<unk>".to_string(), "<s>".into(), "</s>".into()];
-    toks.extend((3..N_VOCAB).map(|i| format!("t{i}")));
-    let refs: Vec<&str> = toks.iter().map(|t| t.as_str()).collect();
-    md.set(
-        "tokenizer.ggml.tokens",
-        Value::from(refs.iter().collect::<StringArray>()),
-    );
-    md.set("tokenizer.ggml.scores", Value::from(vec![0f32; N_VOCAB]));
-    let mut types = vec![1i32; N_VOCAB];
-    types[0] = 2;
-    types[1] = 3;
-    types[2] = 3;
-    md.set("tokenizer.ggml.token_type", Value::from(types));
-    let infos: Vec<TensorInfo> = t
-        .iter()
-        .map(|(n, d, _)| {
-            let dims: Vec<u64> = d.iter().map(|&x| x as u64).collect();
-            TensorInfo::new(n.clone(), GgmlType::F32, &dims).unwrap()
-        })
-        .collect();
-    let f = std::fs::File::create(path).unwrap();
-    let mut w = GgufWriter::new(f, &md, &infos).unwrap();
-    for (n, _, v) in &t {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        w.write_tensor(n, &bytes).unwrap();
-    }
-    w.finish().unwrap();
+    set_spm_vocab(&mut md, N_VOCAB);
+    write_f32(path, &md, &t);
     t
 }
 
 fn get<'a>(t: &'a Tensors, name: &str) -> &'a [f32] {
-    t.iter()
-        .find(|(n, _, _)| n == name)
-        .map(|(_, _, v)| v.as_slice())
-        .unwrap_or_else(|| panic!("{name}"))
-}
-
-fn matvec(w: &[f32], x: &[f64]) -> Vec<f64> {
-    let n_in = x.len();
-    (0..w.len() / n_in)
-        .map(|o| (0..n_in).map(|i| f64::from(w[o * n_in + i]) * x[i]).sum())
-        .collect()
-}
-
-fn rms_norm(x: &[f64], w: &[f32]) -> Vec<f64> {
-    let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;
-    let r = 1.0 / (ms + 1e-6).sqrt();
-    x.iter()
-        .zip(w)
-        .map(|(v, &g)| v * r * f64::from(g))
-        .collect()
+    tensor(t, name).unwrap_or_else(|| panic!("{name}"))
 }
 
 fn rope_neox(x: &mut [f64], pos: usize, base: f64) {
     let n = x.len();
-    for i in 0..n / 2 {
-        let theta = pos as f64 * base.powf(-2.0 * i as f64 / n as f64);
-        let (c, s) = (theta.cos(), theta.sin());
-        let (x0, x1) = (x[i], x[i + n / 2]);
-        x[i] = x0 * c - x1 * s;
-        x[i + n / 2] = x0 * s + x1 * c;
-    }
+    rope(x, pos, n, true, base);
 }
 
 fn gelu(x: f64) -> f64 {
@@ -178,8 +127,8 @@ fn reference(t: &Tensors, tokens: &[i32], window: usize) -> Vec<Vec<f64>> {
         let (mut qs, mut ks, mut vs) = (Vec::new(), Vec::new(), Vec::new());
         for (p, x) in xs.iter().enumerate() {
             let h = rms_norm(x, w("attn_norm.weight"));
-            let mut q = matvec(w("attn_q.weight"), &h);
-            let mut k = matvec(w("attn_k.weight"), &h);
+            let mut q = matvec(w("attn_q.weight"), &h, None);
+            let mut k = matvec(w("attn_k.weight"), &h, None);
             for hh in 0..N_HEAD {
                 let r = &mut q[hh * HEAD..(hh + 1) * HEAD];
                 let n = rms_norm(r, w("attn_q_norm.weight"));
@@ -194,7 +143,7 @@ fn reference(t: &Tensors, tokens: &[i32], window: usize) -> Vec<Vec<f64>> {
             }
             qs.push(q);
             ks.push(k);
-            vs.push(matvec(w("attn_v.weight"), &h));
+            vs.push(matvec(w("attn_v.weight"), &h, None));
         }
         for p in 0..xs.len() {
             let first = if local {
@@ -222,23 +171,23 @@ fn reference(t: &Tensors, tokens: &[i32], window: usize) -> Vec<Vec<f64>> {
                 }
             }
             let o = rms_norm(
-                &matvec(w("attn_output.weight"), &att),
+                &matvec(w("attn_output.weight"), &att, None),
                 w("post_attention_norm.weight"),
             );
             let sa = add(&xs[p], &o);
             let h = rms_norm(&sa, w("ffn_norm.weight"));
-            let g = matvec(w("ffn_gate.weight"), &h);
-            let u = matvec(w("ffn_up.weight"), &h);
+            let g = matvec(w("ffn_gate.weight"), &h, None);
+            let u = matvec(w("ffn_up.weight"), &h, None);
             let act: Vec<f64> = g.iter().zip(&u).map(|(g, u)| gelu(*g) * u).collect();
             let d = rms_norm(
-                &matvec(w("ffn_down.weight"), &act),
+                &matvec(w("ffn_down.weight"), &act, None),
                 w("post_ffw_norm.weight"),
             );
             xs[p] = add(&sa, &d);
         }
     }
     xs.iter()
-        .map(|x| matvec(embd, &rms_norm(x, get(t, "output_norm.weight"))))
+        .map(|x| matvec(embd, &rms_norm(x, get(t, "output_norm.weight")), None))
         .collect()
 }
 

@@ -5,8 +5,6 @@ use std::path::{Path, PathBuf};
 
 use llama::vocab::{PreType, TokenAttr, TokenId, Vocab, VocabType};
 
-/// The fixtures folder, or `None` (after saying so) when it is absent and
-/// not required.
 /// The fixtures folder with its vocabularies (see [`test_support::fixtures`]).
 fn fixtures() -> Option<PathBuf> {
     test_support::fixtures_with("vocab")

@@ -38,9 +38,8 @@ use super::memory::read_bandwidth_now;
 use super::report::Row;
 use super::{peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::{Error, Result};
-use crate::gen_model::shape::{Preset, Shape, ShapeOverrides};
+use crate::gen_model::shape::{Preset, ShapeOverrides};
 use crate::gen_model::types::OutType;
-use crate::gen_model::vocab::Vocab;
 use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 /// Model types of a default run.
@@ -454,16 +453,13 @@ fn generate(path: &Path, ty: OutType, n_layer: Option<u32>) -> Result<()> {
         n_layer,
         ..ShapeOverrides::default()
     };
-    let shape = Shape::resolve(Preset::Tinyllama1_1b, &overrides)?;
-    let spec = ModelSpec {
-        vocab: Vocab::synthetic_spm(shape.n_vocab)?,
-        shape,
+    let spec = ModelSpec::synthetic(
+        Preset::Tinyllama1_1b,
+        &overrides,
         ty,
-        seed: SEED,
-        name: "tinyllama-1.1b random".into(),
-        alignment: None,
-        experts: None,
-    };
+        SEED,
+        "tinyllama-1.1b random",
+    )?;
     let tmp = path.with_extension("gguf.partial");
     generate_file(&spec, &WriteSettings::default(), &tmp)?;
     std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))

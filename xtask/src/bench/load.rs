@@ -45,7 +45,7 @@ const QUICK_LOADS: usize = 1;
 /// The model to load: `--model`, or the generated tinyllama-1.1b model in
 /// q8_0 (about 1.1 GB; two layers for `--quick`) that `bench e2e` uses too,
 /// made once in the output folder.
-fn model_path(opts: &BenchOptions) -> Result<PathBuf> {
+pub(super) fn model_path(opts: &BenchOptions) -> Result<PathBuf> {
     if let Some(p) = &opts.model {
         if !p.is_file() {
             return Err(Error::Usage(format!(
@@ -120,7 +120,7 @@ fn read_into_fresh_memory(path: &Path) -> Result<Duration> {
     Ok(t)
 }
 
-fn gbs(bytes: u64, t: Duration) -> f64 {
+pub(super) fn gbs(bytes: u64, t: Duration) -> f64 {
     bytes as f64 / t.as_secs_f64().max(1e-9) / 1e9
 }
 
@@ -383,7 +383,7 @@ fn file_size(path: &Path) -> Result<u64> {
         .len())
 }
 
-fn n_loads(opts: &BenchOptions) -> usize {
+pub(super) fn n_loads(opts: &BenchOptions) -> usize {
     if opts.quick {
         QUICK_LOADS
     } else {
@@ -465,6 +465,19 @@ impl Suite for CpuLoad {
     }
 }
 
+/// Whether there is a Vulkan device for `what`: false after saying why it
+/// is skipped, or an error with `--vulkan`.
+pub(super) fn vulkan_present(opts: &BenchOptions, what: &str) -> Result<bool> {
+    if !opts.vulkan {
+        if let Some(why) = e2e::vulkan_missing() {
+            eprintln!("load: skipped {what}: {why}");
+            return Ok(false);
+        }
+    }
+    e2e::vulkan_available()?;
+    Ok(true)
+}
+
 /// `Model::load` with every layer on the Vulkan devices, mmap on and off.
 /// Without a device the suite is skipped (an error with `--vulkan`).
 pub struct VulkanLoad;
@@ -475,13 +488,9 @@ impl Suite for VulkanLoad {
     }
 
     fn run(&self, opts: &BenchOptions, prior: &[Row]) -> Result<Vec<Row>> {
-        if !opts.vulkan {
-            if let Some(why) = e2e::vulkan_missing() {
-                eprintln!("load: skipped the offloaded loads: {why}");
-                return Ok(Vec::new());
-            }
+        if !vulkan_present(opts, "the offloaded loads")? {
+            return Ok(Vec::new());
         }
-        e2e::vulkan_available()?;
         let path = model_path(opts)?;
         let bytes = file_size(&path)?;
         let mut rows = Vec::new();

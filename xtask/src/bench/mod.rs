@@ -16,6 +16,7 @@ pub mod matmul;
 pub mod memory;
 pub mod mul_mat_id;
 pub mod report;
+pub mod upload;
 
 use std::path::PathBuf;
 
@@ -30,7 +31,8 @@ pub enum Which {
     /// per weight type (matvec and matmul) on the CPU backend.
     Kernels,
     /// Sequential file read, GGUF open + parse, and `Model::load` with mmap
-    /// on and off (CPU; every layer on a Vulkan device when there is one).
+    /// on and off (CPU; every layer on a Vulkan device when there is one,
+    /// and the loader's synchronous and asynchronous upload paths).
     Load,
     /// Prompt processing and generation through the llama context.
     E2e,
@@ -122,6 +124,7 @@ fn suites(which: Which) -> Vec<Box<dyn Suite>> {
             Box::new(load::GgufOpen),
             Box::new(load::CpuLoad),
             Box::new(load::VulkanLoad),
+            Box::new(upload::UploadPaths),
         ],
         Which::E2e => vec![
             Box::new(memory::Stream),

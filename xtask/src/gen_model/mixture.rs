@@ -34,7 +34,7 @@
 
 use gguf::GgmlType;
 
-use super::shape::{Arch, Shape};
+use super::shape::Shape;
 use super::types::{ftype, OutType};
 
 /// What a weight does, as far as the type rules care.
@@ -93,9 +93,9 @@ impl Mixture {
     /// The rules of `ty` for a model of `shape`.
     pub fn new(shape: &Shape, ty: OutType) -> Mixture {
         let is_70b = shape.n_layer == 80
-            && match shape.arch {
-                Arch::Llama => shape.n_head != shape.n_head_kv,
-                Arch::Qwen2 => true,
+            && match shape.arch.name() {
+                "llama" => shape.n_head != shape.n_head_kv,
+                "qwen2" => true,
                 _ => false,
             };
         Mixture {

@@ -33,7 +33,7 @@ use rayon::prelude::*;
 use crate::error::{Error, Result};
 use plan::TensorPlan;
 use rng::{row_seed, tensor_key, Xoshiro256pp};
-use shape::Shape;
+use shape::{Preset, Shape, ShapeOverrides};
 use types::OutType;
 use vocab::Vocab;
 
@@ -123,6 +123,28 @@ impl Summary {
 }
 
 impl ModelSpec {
+    /// The spec of `preset` with `overrides`, in `ty`, with a synthetic
+    /// SentencePiece vocabulary of the model's size, dense and at the
+    /// default alignment.
+    pub fn synthetic(
+        preset: Preset,
+        overrides: &ShapeOverrides,
+        ty: OutType,
+        seed: u64,
+        name: impl Into<String>,
+    ) -> Result<ModelSpec> {
+        let shape = Shape::resolve(preset, overrides)?;
+        Ok(ModelSpec {
+            vocab: Vocab::synthetic_spm(shape.n_vocab)?,
+            shape,
+            ty,
+            seed,
+            name: name.into(),
+            alignment: None,
+            experts: None,
+        })
+    }
+
     /// The metadata, with llama.cpp's key names.
     pub fn metadata(&self) -> Result<Metadata> {
         let s = &self.shape;

@@ -290,11 +290,11 @@ fn vector(name: String, n: u32) -> TensorPlan {
 mod tests {
     use super::*;
     use crate::gen_model::plan::plan;
-    use crate::gen_model::shape::{Arch, Preset, ShapeOverrides};
+    use crate::gen_model::shape::{parse_arch, Preset, ShapeOverrides};
 
-    fn shape(arch: Arch) -> Shape {
+    fn shape(arch: &str) -> Shape {
         let o = ShapeOverrides {
-            arch: Some(arch),
+            arch: Some(parse_arch(arch).unwrap()),
             n_embd: Some(256),
             n_head: Some(4),
             n_head_kv: Some(2),
@@ -313,7 +313,7 @@ mod tests {
 
     #[test]
     fn mixtral_layout() {
-        let s = shape(Arch::Llama);
+        let s = shape("llama");
         let args = MoeArgs {
             n_expert: Some(4),
             ..Default::default()
@@ -339,7 +339,7 @@ mod tests {
 
     #[test]
     fn qwen3moe_layout() {
-        let s = shape(Arch::Qwen2);
+        let s = shape("qwen2");
         let args = MoeArgs {
             n_expert: Some(8),
             n_expert_used: Some(3),
@@ -372,7 +372,7 @@ mod tests {
 
     #[test]
     fn bad_flags_are_named() {
-        let s = shape(Arch::Llama);
+        let s = shape("llama");
         let e = |a: MoeArgs| a.resolve(&s).unwrap_err().to_string();
         let used = MoeArgs {
             n_expert: Some(4),

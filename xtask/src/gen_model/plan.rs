@@ -121,11 +121,12 @@ pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
         v,
         embd,
     )];
-    let gen = super::archs::generator(shape.arch);
-    if let Some(gen) = gen {
-        super::archs::blocks(gen, shape, &mix, &mut t);
+    // The architecture's own block, or llama's (written here).
+    let block = super::archs::generator(shape.arch).and_then(|g| g.block);
+    if let Some(block) = block {
+        super::archs::blocks(block, shape, &mix, &mut t);
     }
-    for il in (0..shape.n_layer).filter(|_| gen.is_none()) {
+    for il in (0..shape.n_layer).filter(|_| block.is_none()) {
         let n = |s: &str| format!("blk.{il}.{s}");
         t.push(TensorPlan::vector(n("attn_norm.weight"), e, NORM));
         for (proj_name, role, rows) in [

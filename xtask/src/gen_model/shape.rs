@@ -1,61 +1,47 @@
 //! Architectures, presets copied from real models, and the resolved shape of
 //! the model to generate.
 
-use super::archs::generator;
+use super::archs::{generator, names, ArchGen};
 use crate::error::{Error, Result};
 
-/// Architectures the generator writes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Arch {
-    /// llama: RMS norm eps 1e-5, rope base 10000, no biases.
-    Llama,
-    /// qwen2: RMS norm eps 1e-6, rope base 1000000, q/k/v biases.
-    Qwen2,
-    /// qwen3: q/k norms, no biases (see `archs/qwen3.rs`).
-    Qwen3,
-    /// gemma2: sandwich norms, soft-capping, sliding window.
-    Gemma2,
-    /// gemma3: sandwich norms, q/k norms, sliding window.
-    Gemma3,
-    /// phi3: fused q/k/v and gate/up projections.
-    Phi3,
+/// An architecture: an entry of the llama crate's registry, so that one
+/// added there is known here too. What the generator writes for it
+/// (defaults, keys, block layout) is its entry in [`super::archs`].
+pub use llama::Arch;
+
+/// The architecture `name` as `--arch` takes it: one of llama's registry
+/// that the generator writes.
+pub fn parse_arch(name: &str) -> Result<Arch> {
+    let arch = Arch::from_name(name).map_err(|_| {
+        let known: Vec<&str> = Arch::all().map(|a| a.name()).collect();
+        Error::Usage(format!(
+            "--arch: unknown architecture '{name}' (the llama crate knows {})",
+            known.join(", ")
+        ))
+    })?;
+    generator_of(arch)?;
+    Ok(arch)
 }
 
-impl Arch {
-    /// The `general.architecture` value and key prefix.
-    pub fn name(self) -> &'static str {
-        match self {
-            Arch::Llama => "llama",
-            Arch::Qwen2 => "qwen2",
-            Arch::Qwen3 => "qwen3",
-            Arch::Gemma2 => "gemma2",
-            Arch::Gemma3 => "gemma3",
-            Arch::Phi3 => "phi3",
-        }
-    }
+/// The generator entry of `arch`, or an error naming what gen-model writes.
+fn generator_of(arch: Arch) -> Result<&'static ArchGen> {
+    generator(arch).ok_or_else(|| {
+        let names: Vec<&str> = names().collect();
+        Error::Usage(format!(
+            "--arch: gen-model cannot write {} models; it writes {} \
+             (experts with --n-expert)",
+            arch.name(),
+            names.join(", ")
+        ))
+    })
+}
 
-    /// Default `attention.layer_norm_rms_epsilon`.
-    pub fn rms_eps(self) -> f32 {
-        match (self, generator(self)) {
-            (_, Some(g)) => g.rms_eps,
-            (Arch::Llama, _) => 1e-5,
-            _ => 1e-6,
-        }
-    }
-
-    /// Default `rope.freq_base`.
-    pub fn rope_freq_base(self) -> f32 {
-        match (self, generator(self)) {
-            (_, Some(g)) => g.rope_freq_base,
-            (Arch::Llama, _) => 10_000.0,
-            _ => 1_000_000.0,
-        }
-    }
-
-    /// Whether attn_q/k/v carry biases.
-    pub fn qkv_bias(self) -> bool {
-        matches!(self, Arch::Qwen2)
-    }
+/// A preset's architecture, which the registry and the generator both
+/// have (the presets test covers every preset).
+fn preset_arch(name: &str) -> (Arch, &'static ArchGen) {
+    let arch = Arch::from_name(name).expect("presets name registered architectures");
+    let gen = generator_of(arch).expect("presets name architectures the generator writes");
+    (arch, gen)
 }
 
 /// Shapes copied from real models.
@@ -89,11 +75,12 @@ impl Preset {
     /// The preset's shape.
     pub fn shape(self) -> Shape {
         let (arch, n_vocab, n_embd, n_layer, n_head, n_head_kv, n_ff, n_ctx, tied) = match self {
-            Preset::Stories260k => (Arch::Llama, 512, 64, 5, 8, 4, 172, 512, false),
-            Preset::Tinyllama1_1b => (Arch::Llama, 32000, 2048, 22, 32, 4, 5632, 2048, false),
-            Preset::Llama7b => (Arch::Llama, 32000, 4096, 32, 32, 32, 11008, 4096, false),
-            Preset::Qwen2_0_5b => (Arch::Qwen2, 151_936, 896, 24, 14, 2, 4864, 32768, true),
+            Preset::Stories260k => ("llama", 512, 64, 5, 8, 4, 172, 512, false),
+            Preset::Tinyllama1_1b => ("llama", 32000, 2048, 22, 32, 4, 5632, 2048, false),
+            Preset::Llama7b => ("llama", 32000, 4096, 32, 32, 32, 11008, 4096, false),
+            Preset::Qwen2_0_5b => ("qwen2", 151_936, 896, 24, 14, 2, 4864, 32768, true),
         };
+        let (arch, gen) = preset_arch(arch);
         Shape {
             arch,
             n_vocab,
@@ -103,9 +90,9 @@ impl Preset {
             n_head_kv,
             n_ff,
             n_ctx,
-            rope_freq_base: arch.rope_freq_base(),
-            rms_eps: arch.rms_eps(),
-            qkv_bias: arch.qkv_bias(),
+            rope_freq_base: gen.rope_freq_base,
+            rms_eps: gen.rms_eps,
+            qkv_bias: gen.qkv_bias,
             tied_output: tied,
         }
     }
@@ -174,10 +161,11 @@ impl Shape {
     pub fn resolve(preset: Preset, o: &ShapeOverrides) -> Result<Shape> {
         let mut s = preset.shape();
         if let Some(arch) = o.arch.filter(|&a| a != s.arch) {
+            let gen = generator_of(arch)?;
             s.arch = arch;
-            s.rms_eps = arch.rms_eps();
-            s.rope_freq_base = arch.rope_freq_base();
-            s.qkv_bias = arch.qkv_bias();
+            s.rms_eps = gen.rms_eps;
+            s.rope_freq_base = gen.rope_freq_base;
+            s.qkv_bias = gen.qkv_bias;
         }
         let set = |dst: &mut u32, v: Option<u32>| {
             if let Some(v) = v {
@@ -254,7 +242,7 @@ impl Shape {
                 self.rope_freq_base
             ));
         }
-        if self.qkv_bias && generator(self.arch).is_some() {
+        if self.qkv_bias && generator_of(self.arch)?.block.is_some() {
             return bad(format!(
                 "--qkv-bias: {} has no attention biases",
                 self.arch.name()
@@ -309,7 +297,7 @@ mod tests {
             (128, 2, 2, 512)
         );
         let o = ShapeOverrides {
-            arch: Some(Arch::Qwen2),
+            arch: Some(parse_arch("qwen2").unwrap()),
             ..Default::default()
         };
         let s = Shape::resolve(Preset::Stories260k, &o).unwrap();
@@ -328,5 +316,20 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("--n-layer"), "{e}");
+    }
+
+    #[test]
+    fn arch_names_come_from_the_registry() {
+        for arch in llama::Arch::all() {
+            match generator(arch) {
+                Some(_) => assert_eq!(parse_arch(arch.name()).unwrap(), arch),
+                None => {
+                    let e = parse_arch(arch.name()).unwrap_err().to_string();
+                    assert!(e.contains("cannot write") && e.contains("llama"), "{e}");
+                }
+            }
+        }
+        let e = parse_arch("mamba9").unwrap_err().to_string();
+        assert!(e.contains("'mamba9'") && e.contains("qwen2"), "{e}");
     }
 }

@@ -3,22 +3,13 @@
 
 use std::path::PathBuf;
 
-use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
-use xtask::gen_model::vocab::Vocab;
+use xtask::gen_model::shape::{Preset, ShapeOverrides};
 use xtask::gen_model::ModelSpec;
 
 /// The spec of a preset with overrides, synthetic vocabulary.
 pub fn spec(preset: Preset, o: ShapeOverrides, ty: &str, seed: u64) -> ModelSpec {
-    let shape = Shape::resolve(preset, &o).expect("valid shape");
-    ModelSpec {
-        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
-        shape,
-        ty: ty.parse().expect("known type"),
-        seed,
-        name: "test".into(),
-        alignment: None,
-        experts: None,
-    }
+    ModelSpec::synthetic(preset, &o, ty.parse().expect("known type"), seed, "test")
+        .expect("valid shape")
 }
 
 // Each test binary uses a part of these.

@@ -7,16 +7,16 @@
 
 use std::any::Any;
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use crate::backend::{Buffer, BufferType, BufferUsage};
+use crate::backend::{Buffer, BufferType, BufferUsage, UsageCell};
 use crate::{Error, Result};
 
 /// A buffer of a buffer type and size, without memory.
 pub struct PlannedBuffer {
     buft: Arc<dyn BufferType>,
     size: usize,
-    usage: Mutex<BufferUsage>,
+    usage: UsageCell,
 }
 
 impl PlannedBuffer {
@@ -25,7 +25,7 @@ impl PlannedBuffer {
         Arc::new(PlannedBuffer {
             buft,
             size,
-            usage: Mutex::new(usage),
+            usage: UsageCell::new(usage),
         })
     }
 
@@ -49,10 +49,10 @@ impl Buffer for PlannedBuffer {
         None
     }
     fn usage(&self) -> BufferUsage {
-        *self.usage.lock().unwrap_or_else(|e| e.into_inner())
+        self.usage.get()
     }
     fn set_usage(&self, usage: BufferUsage) {
-        *self.usage.lock().unwrap_or_else(|e| e.into_inner()) = usage;
+        self.usage.set(usage);
     }
     fn set_tensor(&self, _offset: usize, _data: &[u8]) -> Result<()> {
         Err(self.no_memory("writing to"))

@@ -123,6 +123,19 @@ pub(crate) fn nearest_int(x: f32) -> i32 {
     (v.to_bits() as i32 & 0x007f_ffff) - 0x0040_0000
 }
 
+/// The value of largest magnitude (the first one on ties) and its
+/// magnitude, as ggml's quantizers find them.
+pub(crate) fn signed_absmax(x: &[f32]) -> (f32, f32) {
+    let (mut amax, mut max) = (0f32, 0f32);
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    (max, amax)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -7,7 +7,7 @@
 //! trials and the final re-rounding, and can give other bytes.
 
 use super::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
-use super::fp::{f2h, h2f, nearest_int};
+use super::fp::{f2h, h2f, nearest_int, signed_absmax};
 use super::search::{best_index_int8, GROUP_MAX_EPS};
 use super::tables::KVALUES_IQ4NL;
 
@@ -19,13 +19,7 @@ const NTRY: i32 = 7;
 fn search_group(xb: &[f32], l: &mut [u8]) -> f32 {
     let values = &KVALUES_IQ4NL;
     let v0 = f32::from(values[0]);
-    let (mut amax, mut max) = (0f32, 0f32);
-    for &v in xb {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(xb);
     if amax < GROUP_MAX_EPS {
         l.fill(0);
         return 0.0;

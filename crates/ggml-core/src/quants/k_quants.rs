@@ -5,7 +5,7 @@
 //! `d * sc` (f32 times integer), then each weight is `(d * sc) * q - dmin * m`.
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
-use super::fp::{f2h, h2f, nearest_int};
+use super::fp::{f2h, h2f, nearest_int, signed_absmax};
 use super::search::{make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS};
 
 /// Unpacks the 6-bit scale and min of group `j` (0..8) of Q4_K / Q5_K.
@@ -482,14 +482,7 @@ impl BlockQ6K {
 impl BlockQ8K {
     /// ggml's `quantize_row_q8_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
-        let (mut max, mut amax) = (0f32, 0f32);
-        for &v in x {
-            let ax = v.abs();
-            if ax > amax {
-                amax = ax;
-                max = v;
-            }
-        }
+        let (max, amax) = signed_absmax(x);
         let mut qs = [0i8; QK_K];
         let mut bsums = [0i16; QK_K / 16];
         if amax == 0.0 {

@@ -7,19 +7,7 @@
 //! of largest magnitude fixes the sign of the symmetric scales.
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
-use super::fp::{f2h, h2f};
-
-/// The value of largest magnitude (the first one on ties) and its magnitude.
-fn signed_absmax(x: &[f32]) -> (f32, f32) {
-    let (mut amax, mut max) = (0f32, 0f32);
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
-    }
-    (max, amax)
-}
+use super::fp::{f2h, h2f, signed_absmax};
 
 fn min_max(x: &[f32]) -> (f32, f32) {
     let (mut min, mut max) = (f32::MAX, -f32::MAX);

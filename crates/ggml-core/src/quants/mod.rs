@@ -128,31 +128,16 @@ pub fn can_dequantize(ty: Type) -> bool {
     )
 }
 
-/// True when [`quantize_row`] supports `ty`.
+/// True when [`quantize_row`] supports `ty`: every type
+/// [`dequantize_row`] reads except the IQ1, IQ2 and IQ3 grid types, whose
+/// quantizers are not here.
 pub fn can_quantize(ty: Type) -> bool {
     use Type::*;
-    matches!(
-        ty,
-        F32 | F16
-            | BF16
-            | Q4_0
-            | Q4_1
-            | Q5_0
-            | Q5_1
-            | Q8_0
-            | Q8_1
-            | Q2_K
-            | Q3_K
-            | Q4_K
-            | Q5_K
-            | Q6_K
-            | Q8_K
-            | IQ4_NL
-            | IQ4_XS
-            | TQ1_0
-            | TQ2_0
-            | MXFP4
-    )
+    can_dequantize(ty)
+        && !matches!(
+            ty,
+            IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M
+        )
 }
 
 fn dequant<B: Block>(src: &[u8], dst: &mut [f32], f: impl Fn(&B, &mut [f32])) -> Result<()> {

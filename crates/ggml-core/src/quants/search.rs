@@ -5,7 +5,7 @@
 //! integer levels converted to f32 where ggml's C promotes them) and uses
 //! [`nearest_int`] (round half to even) wherever ggml does.
 
-use super::fp::nearest_int;
+use super::fp::{nearest_int, signed_absmax};
 
 /// Groups whose largest magnitude is below this are quantized to zero.
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
@@ -15,14 +15,7 @@ pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
 /// weights). Writes `l + nmax` into `out` and returns the scale.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
     let n = x.len();
-    let (mut max, mut amax) = (0f32, 0f32);
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         out[..n].fill(0);
         return 0.0;
@@ -68,14 +61,7 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
 /// (ggml's `make_q3_quants` with `do_rmse`). Writes `l + nmax` into `out`.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
     let n = x.len();
-    let (mut max, mut amax) = (0f32, 0f32);
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
-        }
-    }
+    let (max, amax) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         out[..n].fill(0);
         return 0.0;

@@ -3,25 +3,11 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// The fixtures folder, or `None` after printing "skipped: no fixtures"
-/// (a failure instead with `REQUIRE_FIXTURES=1`).
-pub fn fixtures() -> Option<PathBuf> {
-    let dir = match std::env::var_os("LLAMA_FIXTURES") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/fixtures"),
-    };
-    if dir.join("models").is_dir() {
-        return Some(dir);
-    }
-    if std::env::var("REQUIRE_FIXTURES").is_ok_and(|v| v == "1") {
-        panic!("fixtures not found at {}", dir.display());
-    }
-    eprintln!("skipped: no fixtures");
-    None
-}
+// Each test binary uses a part of these.
+#[allow(unused_imports)]
+pub use test_support::fixtures;
 
 /// An rpc-server child process on a free loopback port; killed on drop.
 pub struct ServerProc {

@@ -43,8 +43,9 @@ pub fn temp_dir(name: &str) -> PathBuf {
     test_support::scratch_dir("gguf", name)
 }
 
-/// Metadata using every value type, nested arrays and string arrays.
-pub fn sample_metadata() -> Metadata {
+/// Metadata with a value and an array of every type (the values the
+/// gguf-py comparison writes too).
+pub fn scalar_and_array_metadata() -> Metadata {
     let mut md = Metadata::new();
     md.set("general.architecture", "llama");
     md.set("t.u8", 200u8);
@@ -63,7 +64,7 @@ pub fn sample_metadata() -> Metadata {
     md.set("t.arr.i8", vec![-1i8, 2]);
     md.set("t.arr.u16", vec![1u16, 65535]);
     md.set("t.arr.i16", vec![-1i16, 7]);
-    md.set("t.arr.u32", vec![1u32, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    md.set("t.arr.u32", (1..=10).collect::<Vec<u32>>());
     md.set("t.arr.i32", vec![-1i32, 1]);
     md.set("t.arr.f32", vec![0.5f32, -0.25]);
     md.set("t.arr.bool", vec![true, false, true]);
@@ -74,6 +75,12 @@ pub fn sample_metadata() -> Metadata {
     md.set("t.arr.u64", vec![u64::MAX]);
     md.set("t.arr.i64", vec![i64::MIN]);
     md.set("t.arr.f64", vec![1e300f64]);
+    md
+}
+
+/// Metadata using every value type, nested arrays and string arrays.
+pub fn sample_metadata() -> Metadata {
+    let mut md = scalar_and_array_metadata();
     md.set("t.arr.empty", Array::U32(vec![]));
     md.set(
         "t.arr.nested",

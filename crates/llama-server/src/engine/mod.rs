@@ -106,6 +106,11 @@ impl EngineHandle {
         self.shared.model.get()
     }
 
+    /// Why the model could not be loaded, once that has happened.
+    pub fn load_error(&self) -> Option<String> {
+        self.shared.load_error.lock().ok().and_then(|g| g.clone())
+    }
+
     /// Whether requests can be served.
     pub fn is_ready(&self) -> bool {
         self.shared.ready.load(Ordering::Acquire)

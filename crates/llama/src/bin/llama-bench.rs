@@ -359,11 +359,5 @@ fn json_record(r: &Record) -> String {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    llama::cli::exit_code(run())
 }

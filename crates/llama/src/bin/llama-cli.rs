@@ -276,11 +276,5 @@ fn chat_flags(rest: &mut Vec<String>) -> Result<ChatFlags> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    llama::cli::exit_code(run())
 }

@@ -16,7 +16,7 @@ use crate::batch::{Batch, Token};
 use crate::error::{LlamaError, Result};
 use crate::graph::inputs::{build_mask, k_idx_bytes, v_idx_bytes, KvInputs, MaskTokens};
 use crate::graph::{build_decoder, build_k_shift, BuiltGraph, RopeCfg, UbatchShape, KQ_MASK_PAD};
-use crate::hparams::RopeScaling;
+use crate::hparams::{HParams, RopeScaling};
 use crate::kv_cache::{KvCache, Pos, SeqId, MAX_SEQ};
 use crate::kv_memory::{KvMemory, KvMemoryParams, Slots};
 use crate::model::Model;
@@ -118,68 +118,8 @@ impl<'m> Context<'m> {
     fn create(model: &'m Model, params: ContextParams, planning: bool) -> Result<Context<'m>> {
         model.weights()?;
         let hp = &model.hparams;
-        let mut p = params;
-        if p.n_seq_max == 0 || p.n_seq_max > MAX_SEQ {
-            return Err(LlamaError::InvalidParam(format!(
-                "n_seq_max = {} must be in 1..={MAX_SEQ}",
-                p.n_seq_max
-            )));
-        }
-        let flash_attn = resolve_flash_attn(model, &p);
-        crate::info!("llama_init_from_model: flash_attn    = {flash_attn}");
-        if flash_attn && (p.type_k.is_quantized() || p.type_v.is_quantized()) {
-            return Err(LlamaError::NotSupported(format!(
-                "flash attention with a quantized KV cache (K {}, V {})",
-                p.type_k, p.type_v
-            )));
-        }
-        if p.embeddings && p.pooling != PoolingType::None && p.n_seq_max > 1 {
-            return Err(LlamaError::NotSupported(
-                "pooled embeddings with several sequences".into(),
-            ));
-        }
-        if p.n_ctx == 0 {
-            p.n_ctx = hp.n_ctx_train;
-        }
-        p.n_ctx = pad(p.n_ctx, kv_padding(flash_attn));
-        if p.n_batch == 0 || p.n_ubatch == 0 {
-            return Err(LlamaError::InvalidParam(
-                "n_batch and n_ubatch must be positive".into(),
-            ));
-        }
-        p.n_batch = p.n_batch.min(p.n_ctx);
-        p.n_ubatch = p.n_ubatch.min(p.n_batch);
-        p.n_threads = p.n_threads.max(1);
-        p.n_threads_batch = p.n_threads_batch.max(1);
-        let rope = RopeCfg {
-            freq_base: if p.rope_freq_base == 0.0 {
-                hp.rope_freq_base_train
-            } else {
-                p.rope_freq_base
-            },
-            freq_scale: if p.rope_freq_scale == 0.0 {
-                hp.rope_freq_scale_train
-            } else {
-                p.rope_freq_scale
-            },
-            ext_factor: if p.yarn_ext_factor < 0.0 {
-                if hp.rope_scaling == RopeScaling::Yarn {
-                    1.0
-                } else {
-                    0.0
-                }
-            } else {
-                p.yarn_ext_factor
-            },
-            attn_factor: p.yarn_attn_factor,
-            beta_fast: p.yarn_beta_fast,
-            beta_slow: p.yarn_beta_slow,
-            n_ctx_orig: if p.yarn_orig_ctx != 0 {
-                p.yarn_orig_ctx
-            } else {
-                hp.n_ctx_orig_yarn
-            },
-        };
+        let (p, flash_attn) = resolve_params(model, params)?;
+        let rope = rope_config(hp, &p);
         crate::info!("llama_init_from_model: n_seq_max     = {}", p.n_seq_max);
         crate::info!("llama_init_from_model: n_ctx         = {}", p.n_ctx);
         crate::info!("llama_init_from_model: n_batch       = {}", p.n_batch);
@@ -215,41 +155,7 @@ impl<'m> Context<'m> {
             },
         )?;
 
-        // Backends: the model's GPUs, accelerators, then the CPU.
-        let mut devs: Vec<Arc<dyn Device>> = model.devices.clone();
-        for d in ggml_core::registry::devices() {
-            if d.kind() == DeviceKind::Accel {
-                devs.push(d);
-            }
-        }
-        devs.push(model.cpu.clone());
-        let mut backends: Vec<Box<dyn Backend>> = Vec::new();
-        let mut bufts: Vec<Arc<dyn BufferType>> = Vec::new();
-        for d in &devs {
-            let mut b = d.init_backend()?;
-            b.set_n_threads(p.n_threads);
-            backends.push(b);
-            if d.kind() == DeviceKind::Cpu {
-                // The CPU computes in the first GPU's pinned host memory when
-                // there is one, which makes copies to and from it faster.
-                let host = model.devices.iter().find_map(|g| g.host_buffer_type());
-                bufts.push(host.unwrap_or_else(|| d.buffer_type()));
-            } else {
-                bufts.push(d.buffer_type());
-            }
-        }
-        let cpu_backend = backends.len() - 1;
-        let parallel = model.devices.len() > 1
-            && model.plan.n_offloaded == hp.n_layer
-            && model.plan.output_offloaded
-            && p.offload_kqv
-            && model.devices.iter().all(|d| {
-                let c = d.props().caps;
-                c.async_ && c.events
-            });
-        let graph_size = GRAPH_NODES_BASE + GRAPH_NODES_PER_LAYER * hp.n_layer;
-        let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
-        sched.set_planning(planning);
+        let (sched, cpu_backend) = scheduler(model, &p, planning)?;
 
         let graph_reuse = reuse::resolve_graph_reuse(p.graph_reuse);
         let mut ctx = Context {
@@ -765,4 +671,119 @@ impl<'m> Context<'m> {
         }
         Ok(out)
     }
+}
+
+/// `params` checked and completed for `model`: the context size from the
+/// model's when 0, padded to the KV cache's padding, batch sizes within it,
+/// at least one thread. Also says whether flash attention is on.
+fn resolve_params(model: &Model, params: ContextParams) -> Result<(ContextParams, bool)> {
+    let hp = &model.hparams;
+    let mut p = params;
+    if p.n_seq_max == 0 || p.n_seq_max > MAX_SEQ {
+        return Err(LlamaError::InvalidParam(format!(
+            "n_seq_max = {} must be in 1..={MAX_SEQ}",
+            p.n_seq_max
+        )));
+    }
+    let flash_attn = resolve_flash_attn(model, &p);
+    crate::info!("llama_init_from_model: flash_attn    = {flash_attn}");
+    if flash_attn && (p.type_k.is_quantized() || p.type_v.is_quantized()) {
+        return Err(LlamaError::NotSupported(format!(
+            "flash attention with a quantized KV cache (K {}, V {})",
+            p.type_k, p.type_v
+        )));
+    }
+    if p.embeddings && p.pooling != PoolingType::None && p.n_seq_max > 1 {
+        return Err(LlamaError::NotSupported(
+            "pooled embeddings with several sequences".into(),
+        ));
+    }
+    if p.n_ctx == 0 {
+        p.n_ctx = hp.n_ctx_train;
+    }
+    p.n_ctx = pad(p.n_ctx, kv_padding(flash_attn));
+    if p.n_batch == 0 || p.n_ubatch == 0 {
+        return Err(LlamaError::InvalidParam(
+            "n_batch and n_ubatch must be positive".into(),
+        ));
+    }
+    p.n_batch = p.n_batch.min(p.n_ctx);
+    p.n_ubatch = p.n_ubatch.min(p.n_batch);
+    p.n_threads = p.n_threads.max(1);
+    p.n_threads_batch = p.n_threads_batch.max(1);
+    Ok((p, flash_attn))
+}
+
+/// Rope settings: the context's where given, else the model's.
+fn rope_config(hp: &HParams, p: &ContextParams) -> RopeCfg {
+    RopeCfg {
+        freq_base: if p.rope_freq_base == 0.0 {
+            hp.rope_freq_base_train
+        } else {
+            p.rope_freq_base
+        },
+        freq_scale: if p.rope_freq_scale == 0.0 {
+            hp.rope_freq_scale_train
+        } else {
+            p.rope_freq_scale
+        },
+        ext_factor: if p.yarn_ext_factor < 0.0 {
+            if hp.rope_scaling == RopeScaling::Yarn {
+                1.0
+            } else {
+                0.0
+            }
+        } else {
+            p.yarn_ext_factor
+        },
+        attn_factor: p.yarn_attn_factor,
+        beta_fast: p.yarn_beta_fast,
+        beta_slow: p.yarn_beta_slow,
+        n_ctx_orig: if p.yarn_orig_ctx != 0 {
+            p.yarn_orig_ctx
+        } else {
+            hp.n_ctx_orig_yarn
+        },
+    }
+}
+
+/// The scheduler over the backends of the model's GPUs, the accelerators,
+/// then the CPU; returns it with the index of the CPU backend.
+fn scheduler(model: &Model, p: &ContextParams, planning: bool) -> Result<(Scheduler, usize)> {
+    let hp = &model.hparams;
+    let mut devs: Vec<Arc<dyn Device>> = model.devices.clone();
+    for d in ggml_core::registry::devices() {
+        if d.kind() == DeviceKind::Accel {
+            devs.push(d);
+        }
+    }
+    devs.push(model.cpu.clone());
+    let mut backends: Vec<Box<dyn Backend>> = Vec::new();
+    let mut bufts: Vec<Arc<dyn BufferType>> = Vec::new();
+    for d in &devs {
+        let mut b = d.init_backend()?;
+        b.set_n_threads(p.n_threads);
+        backends.push(b);
+        if d.kind() == DeviceKind::Cpu {
+            // The CPU computes in the first GPU's pinned host memory when
+            // there is one, which makes copies to and from it faster.
+            let host = model.devices.iter().find_map(|g| g.host_buffer_type());
+            bufts.push(host.unwrap_or_else(|| d.buffer_type()));
+        } else {
+            bufts.push(d.buffer_type());
+        }
+    }
+    let cpu_backend = backends.len() - 1;
+    let parallel = model.devices.len() > 1
+        && model.plan.n_offloaded == hp.n_layer
+        && model.plan.output_offloaded
+        && p.offload_kqv
+        && model.devices.iter().all(|d| {
+            let c = d.props().caps;
+            c.async_ && c.events
+        });
+    let graph_size = GRAPH_NODES_BASE + GRAPH_NODES_PER_LAYER * hp.n_layer;
+    let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
+    sched.set_planning(planning);
+    Ok((sched, cpu_backend))
 }

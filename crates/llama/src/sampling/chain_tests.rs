@@ -5,6 +5,7 @@ use crate::sampling::{
     Candidates, Dist, Greedy, Penalties, Sampler, SamplerChain, SamplerKind, SamplingParams, TopK,
     DEFAULT_SEED, TOKEN_NULL,
 };
+use test_support::greedy_token;
 use test_support::Rng;
 
 /// `n` logits in [-10, 10), in steps of 0.001.
@@ -12,16 +13,6 @@ fn logits(gen: &mut Rng, n: usize) -> Vec<f32> {
     (0..n)
         .map(|_| gen.below(20_000) as f32 / 1000.0 - 10.0)
         .collect()
-}
-
-fn argmax(logits: &[f32]) -> i32 {
-    let mut best = 0;
-    for (i, &l) in logits.iter().enumerate() {
-        if l > logits[best] {
-            best = i;
-        }
-    }
-    best as i32
 }
 
 fn params(seed: u32) -> SamplingParams {
@@ -112,7 +103,7 @@ fn temp_zero_is_argmax() {
         let mut chain = SamplerChain::from_params(&p, 500);
         for _ in 0..50 {
             let logits = logits(&mut gen, 500);
-            assert_eq!(chain.sample(&logits), argmax(&logits));
+            assert_eq!(chain.sample(&logits), greedy_token(&logits));
         }
     }
 }
@@ -130,7 +121,7 @@ fn temp_zero_with_top_k_disabled_is_argmax() {
     let mut chain = SamplerChain::from_params(&p, 3000);
     for _ in 0..10 {
         let logits = logits(&mut gen, 3000);
-        assert_eq!(chain.sample(&logits), argmax(&logits));
+        assert_eq!(chain.sample(&logits), greedy_token(&logits));
     }
 }
 
@@ -141,7 +132,7 @@ fn greedy_chain_is_argmax() {
     let mut gen = Rng(7);
     for _ in 0..20 {
         let logits = logits(&mut gen, 64);
-        assert_eq!(chain.sample(&logits), argmax(&logits));
+        assert_eq!(chain.sample(&logits), greedy_token(&logits));
     }
 }
 
@@ -215,7 +206,7 @@ fn top_k_one_always_picks_the_max() {
     let mut gen = Rng(5);
     for _ in 0..30 {
         let logits = logits(&mut gen, 100);
-        assert_eq!(chain.sample(&logits), argmax(&logits));
+        assert_eq!(chain.sample(&logits), greedy_token(&logits));
     }
 }
 

@@ -10,17 +10,8 @@ use std::cmp::{Ordering, Reverse};
 use std::collections::BinaryHeap;
 
 use super::pretokenize::PreTokenizer;
-use super::unicode::utf8_len;
+use super::symbols::{merge, split_utf8, Symbol};
 use super::{TokenId, Vocab};
-
-#[derive(Clone, Copy, Debug)]
-struct Symbol {
-    start: usize,
-    /// Length in bytes; 0 once merged into its left neighbour.
-    n: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
 
 /// A merge candidate; ordered so that the max-heap pops the lowest rank,
 /// then the leftmost.
@@ -65,19 +56,7 @@ fn merge_word(vocab: &Vocab, word: &[u8]) -> Vec<(usize, usize)> {
     if vocab.ignore_merges() && vocab.text_to_token(word).is_some() {
         return vec![(0, word.len())];
     }
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(word.len());
-    let mut offs = 0;
-    while offs < word.len() {
-        let n = utf8_len(word[offs]).min(word.len() - offs);
-        let index = symbols.len();
-        offs += n;
-        symbols.push(Symbol {
-            start: offs - n,
-            n,
-            prev: index.checked_sub(1),
-            next: (offs < word.len()).then_some(index + 1),
-        });
-    }
+    let mut symbols = split_utf8(word);
 
     let mut queue = BinaryHeap::new();
     let try_add = |symbols: &[Symbol],
@@ -111,12 +90,7 @@ fn merge_word(vocab: &Vocab, word: &[u8]) -> Vec<(usize, usize)> {
         if symbols[l].n == 0 || symbols[r].n == 0 || symbols[l].n + symbols[r].n != bigram.size {
             continue;
         }
-        symbols[l].n += symbols[r].n;
-        symbols[r].n = 0;
-        symbols[l].next = symbols[r].next;
-        if let Some(next) = symbols[r].next {
-            symbols[next].prev = Some(l);
-        }
+        merge(&mut symbols, l, r);
         try_add(&symbols, &mut queue, symbols[l].prev, Some(l));
         try_add(&symbols, &mut queue, Some(l), symbols[l].next);
     }

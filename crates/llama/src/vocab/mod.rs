@@ -38,6 +38,7 @@ mod hash;
 mod pretokenize;
 mod special;
 mod spm;
+mod symbols;
 mod types;
 mod ugm;
 mod unicode;

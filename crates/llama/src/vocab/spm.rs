@@ -10,18 +10,8 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use super::unicode::utf8_len;
+use super::symbols::{merge, split_utf8, Symbol};
 use super::{TokenId, Vocab};
-
-/// A symbol: a byte range of the text, linked to its live neighbours.
-#[derive(Clone, Copy, Debug)]
-struct Symbol {
-    start: usize,
-    /// Length in bytes; 0 once merged into its left neighbour.
-    n: usize,
-    prev: Option<usize>,
-    next: Option<usize>,
-}
 
 /// A merge candidate: the symbol at `left` and its right neighbour. It is
 /// stale once their combined length is no longer `size` (the neighbour of a
@@ -63,19 +53,7 @@ impl Ord for Bigram {
 
 /// Tokenizes escaped `text`, appending to `out`.
 pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    let mut offs = 0;
-    while offs < text.len() {
-        let n = utf8_len(text[offs]).min(text.len() - offs);
-        let index = symbols.len();
-        offs += n;
-        symbols.push(Symbol {
-            start: offs - n,
-            n,
-            prev: index.checked_sub(1),
-            next: (offs < text.len()).then_some(index + 1),
-        });
-    }
+    let mut symbols = split_utf8(text);
 
     let mut queue = BinaryHeap::new();
     let try_add = |symbols: &[Symbol],
@@ -114,12 +92,7 @@ pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
         if symbols[l].n == 0 || symbols[l].n + symbols[r].n != bigram.size as usize {
             continue;
         }
-        symbols[l].n += symbols[r].n;
-        symbols[r].n = 0;
-        symbols[l].next = symbols[r].next;
-        if let Some(next) = symbols[r].next {
-            symbols[next].prev = Some(l);
-        }
+        merge(&mut symbols, l, r);
         try_add(&symbols, &mut queue, symbols[l].prev, Some(l));
         try_add(&symbols, &mut queue, Some(l), symbols[l].next);
     }

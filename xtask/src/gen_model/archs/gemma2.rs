@@ -9,10 +9,12 @@ use crate::gen_model::shape::Shape;
 
 /// The generator entry.
 pub static GEN: ArchGen = ArchGen {
+    name: "gemma2",
     rms_eps: 1e-6,
     rope_freq_base: 10_000.0,
+    qkv_bias: false,
     metadata,
-    block,
+    block: Some(block),
 };
 
 fn metadata(s: &Shape, md: &mut Metadata) {

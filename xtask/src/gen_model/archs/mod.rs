@@ -1,6 +1,10 @@
-//! Architectures beyond llama and qwen2, one file each: their defaults,
-//! their own metadata keys and the tensors of one block. The tensors around
-//! the blocks (token embeddings, output norm and projection) and the
+//! What the generator knows of each architecture it writes: its defaults,
+//! its own metadata keys and the tensors of one block, one file each beyond
+//! llama and qwen2 (whose block [`super::plan`] writes itself). The
+//! architectures themselves are the llama crate's registry
+//! ([`llama::Arch`]): an entry here is found by its name, and an
+//! architecture without one is refused with a clear error. The tensors
+//! around the blocks (token embeddings, output norm and projection) and the
 //! value scales are shared with [`super::plan`].
 
 mod gemma2;
@@ -16,26 +20,64 @@ use super::shape::{Arch, Shape};
 
 /// What the generator knows about one architecture.
 pub struct ArchGen {
+    /// `general.architecture`: the name of its entry in llama's registry.
+    pub name: &'static str,
     /// Default `attention.layer_norm_rms_epsilon`.
     pub rms_eps: f32,
     /// Default `rope.freq_base`.
     pub rope_freq_base: f32,
+    /// Whether attn_q/k/v carry biases by default.
+    pub qkv_bias: bool,
     /// Writes the architecture's own keys.
     pub metadata: fn(&Shape, &mut Metadata),
-    /// Appends the tensors of block `il`.
-    pub block: fn(&mut Block<'_>),
+    /// Appends the tensors of block `il`; `None` for llama's block (with
+    /// q/k/v biases where the shape asks for them), which [`super::plan`]
+    /// writes itself.
+    pub block: Option<fn(&mut Block<'_>)>,
 }
 
-/// The generator entry of `arch`, None for llama and qwen2 (planned by
-/// [`super::plan`] itself).
+/// No keys of its own.
+fn no_metadata(_: &Shape, _: &mut Metadata) {}
+
+/// llama: RMS norm eps 1e-5, rope base 10000, no biases.
+static LLAMA: ArchGen = ArchGen {
+    name: "llama",
+    rms_eps: 1e-5,
+    rope_freq_base: 10_000.0,
+    qkv_bias: false,
+    metadata: no_metadata,
+    block: None,
+};
+
+/// qwen2: llama's block with q/k/v biases, RMS norm eps 1e-6, rope base
+/// 1000000.
+static QWEN2: ArchGen = ArchGen {
+    name: "qwen2",
+    rms_eps: 1e-6,
+    rope_freq_base: 1_000_000.0,
+    qkv_bias: true,
+    metadata: no_metadata,
+    block: None,
+};
+
+/// Every architecture the generator writes.
+static GENERATORS: &[&ArchGen] = &[
+    &LLAMA,
+    &QWEN2,
+    &qwen3::GEN,
+    &gemma2::GEN,
+    &gemma3::GEN,
+    &phi3::GEN,
+];
+
+/// The generator entry of `arch`, or `None` when gen-model cannot write it.
 pub fn generator(arch: Arch) -> Option<&'static ArchGen> {
-    match arch {
-        Arch::Llama | Arch::Qwen2 => None,
-        Arch::Qwen3 => Some(&qwen3::GEN),
-        Arch::Gemma2 => Some(&gemma2::GEN),
-        Arch::Gemma3 => Some(&gemma3::GEN),
-        Arch::Phi3 => Some(&phi3::GEN),
-    }
+    GENERATORS.iter().copied().find(|g| g.name == arch.name())
+}
+
+/// The names of the architectures the generator writes.
+pub fn names() -> impl Iterator<Item = &'static str> {
+    GENERATORS.iter().map(|g| g.name)
 }
 
 /// One block under construction.
@@ -108,8 +150,8 @@ impl Block<'_> {
     }
 }
 
-/// The tensors of every block of `shape` with `gen`'s layout.
-pub fn blocks(gen: &ArchGen, shape: &Shape, mix: &Mixture, out: &mut Vec<TensorPlan>) {
+/// The tensors of every block of `shape`, each appended by `block`.
+pub fn blocks(block: fn(&mut Block<'_>), shape: &Shape, mix: &Mixture, out: &mut Vec<TensorPlan>) {
     for il in 0..shape.n_layer {
         let mut b = Block {
             il,
@@ -117,21 +159,33 @@ pub fn blocks(gen: &ArchGen, shape: &Shape, mix: &Mixture, out: &mut Vec<TensorP
             mix,
             out,
         };
-        (gen.block)(&mut b);
+        block(&mut b);
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use clap::ValueEnum;
-
     use super::*;
 
     #[test]
     fn every_generated_architecture_is_one_llama_loads() {
-        for a in Arch::value_variants() {
-            let known = llama::Arch::from_name(a.name());
-            assert!(known.is_ok(), "{}: {:?}", a.name(), known.err());
+        for name in names() {
+            let known = llama::Arch::from_name(name);
+            assert!(known.is_ok(), "{name}: {:?}", known.err());
         }
+    }
+
+    #[test]
+    fn entries_are_found_by_their_registry_name() {
+        for arch in llama::Arch::all() {
+            if let Some(g) = generator(arch) {
+                assert_eq!(g.name, arch.name());
+            }
+        }
+        assert_eq!(names().count(), GENERATORS.len());
+        let mut seen: Vec<&str> = names().collect();
+        seen.sort_unstable();
+        seen.dedup();
+        assert_eq!(seen.len(), GENERATORS.len(), "a name is listed twice");
     }
 }

@@ -9,10 +9,12 @@ use crate::gen_model::shape::Shape;
 
 /// The generator entry.
 pub static GEN: ArchGen = ArchGen {
+    name: "phi3",
     rms_eps: 1e-5,
     rope_freq_base: 10_000.0,
+    qkv_bias: false,
     metadata,
-    block,
+    block: Some(block),
 };
 
 fn metadata(_: &Shape, _: &mut Metadata) {}

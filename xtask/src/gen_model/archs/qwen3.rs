@@ -7,10 +7,12 @@ use crate::gen_model::shape::Shape;
 
 /// The generator entry.
 pub static GEN: ArchGen = ArchGen {
+    name: "qwen3",
     rms_eps: 1e-6,
     rope_freq_base: 1_000_000.0,
+    qkv_bias: false,
     metadata,
-    block,
+    block: Some(block),
 };
 
 fn metadata(_: &Shape, _: &mut Metadata) {}
