@@ -179,10 +179,12 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
     let m32 = _mm256_set1_epi8(32);
     // Shuffle controls that put word 2k of a lane's 8 scales in every
     // word of the low lane and word 2k + 1 in every word of the high lane.
-    let pick: [__m256i; 4] = std::array::from_fn(|k| {
+    // Opaque to the compiler, which otherwise sees that the scales are the
+    // same 128 bits twice and replaces each shuffle by three.
+    let pick: [__m256i; 4] = std::hint::black_box(std::array::from_fn(|k| {
         let word = |w: i16| _mm_set1_epi16(((2 * w + 1) << 8) | (2 * w));
         _mm256_set_m128i(word(2 * k as i16 + 1), word(2 * k as i16))
-    });
+    }));
     let pf = crate::simd::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm256_setzero_ps(); R];
@@ -242,14 +244,19 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                         _mm256_and_si256(_mm256_srli_epi16::<2>(hb), m30),
                     ),
                 ];
-                // Scales 8h + 2k (low lane) and 8h + 2k + 1 (high lane).
-                let s: [__m256i; 4] = std::array::from_fn(|k| _mm256_shuffle_epi8(scales, pick[k]));
                 for c in 0..C {
+                    // Each row reads the activations again (from L1): the
+                    // compiler, seeing the same loads, would keep them in
+                    // registers it does not have and copy them to the stack.
+                    let yc = std::hint::black_box(yq[c]);
                     for k in 0..4 {
                         // SAFETY: 32 quants at 32k inside the half.
-                        let y = unsafe { load(yq[c].add(32 * k)) };
+                        let y = unsafe { load(yc.add(32 * k)) };
                         let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], y), ym[c][k]);
-                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s[k]));
+                        // Scales 8h + 2k (low lane) and 8h + 2k + 1 (high
+                        // lane).
+                        let s = _mm256_shuffle_epi8(scales, pick[k]);
+                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s));
                     }
                 }
             }
