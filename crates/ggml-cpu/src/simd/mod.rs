@@ -30,6 +30,8 @@ pub(crate) mod gemm_k;
 mod gemm_q;
 #[cfg(test)]
 mod gemm_tests;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod lane_tests;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 pub(crate) mod scalar;

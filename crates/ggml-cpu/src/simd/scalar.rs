@@ -186,9 +186,9 @@ fn bf16_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
 // -------------------------------------------------------- 32-blocks x Q8_0
 
 /// Decodes a 32-weight block into its scale and signed levels.
-type Decode32 = fn(&[u8], &mut [i8; 32]) -> f32;
+pub(super) type Decode32 = fn(&[u8], &mut [i8; 32]) -> f32;
 
-fn dec_q4_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
+pub(super) fn dec_q4_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
     for j in 0..16 {
         q[j] = (b[2 + j] & 15) as i8 - 8;
         q[j + 16] = (b[2 + j] >> 4) as i8 - 8;
@@ -196,7 +196,7 @@ fn dec_q4_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
     f16_at(b, 0)
 }
 
-fn dec_q5_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
+pub(super) fn dec_q5_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
     let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
     for j in 0..16 {
         let h0 = ((qh >> j) & 1) << 4;
@@ -207,14 +207,14 @@ fn dec_q5_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
     f16_at(b, 0)
 }
 
-fn dec_q8_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
+pub(super) fn dec_q8_0(b: &[u8], q: &mut [i8; 32]) -> f32 {
     for j in 0..32 {
         q[j] = b[2 + j] as i8;
     }
     f16_at(b, 0)
 }
 
-fn dec_iq4_nl(b: &[u8], q: &mut [i8; 32]) -> f32 {
+pub(super) fn dec_iq4_nl(b: &[u8], q: &mut [i8; 32]) -> f32 {
     for j in 0..16 {
         q[j] = KVALUES_IQ4NL[usize::from(b[2 + j] & 15)];
         q[j + 16] = KVALUES_IQ4NL[usize::from(b[2 + j] >> 4)];

@@ -6,7 +6,8 @@ use ggml_core::quants::KVALUES_IQ4NL;
 use ggml_core::Type;
 
 use super::{f16_at, hsum, load, nibbles};
-use crate::simd::scalar::{scale_min_k4, Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
+use crate::simd::avx512::k4_scale_bytes;
+use crate::simd::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use crate::simd::{by_tile, check_tile, Kernels};
 
 /// Installs the K-quant kernels.
@@ -19,19 +20,32 @@ pub(super) fn install(k: &mut Kernels) {
     k.set(Type::IQ4_XS, iq4_xs_row);
 }
 
-/// The scale and min of each group of 32 of a Q4_K / Q5_K block, and the
-/// mins duplicated per pair of 16-sums for `madd` with the Q8_K `bsums`.
+/// The scales and mins of a Q4_K / Q5_K block (its 12 bytes at `p`): the
+/// 8 scales as i16 in both 128-bit lanes, and the mins as i16 duplicated
+/// per pair of 16-sums (`m0, m0, m1, m1, ..`) for `madd` with the Q8_K
+/// `bsums`. The bytes are unpacked in general registers.
+///
+/// # Safety
+/// `p` must be readable for 12 bytes.
 #[inline]
-fn k4_scales(scales: &[u8]) -> ([i16; 8], [i16; 16]) {
-    let mut sc = [0i16; 8];
-    let mut m2 = [0i16; 16];
-    for g in 0..8 {
-        let (s, m) = scale_min_k4(g, scales);
-        sc[g] = i16::from(s);
-        m2[2 * g] = i16::from(m);
-        m2[2 * g + 1] = i16::from(m);
-    }
-    (sc, m2)
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k4_scales(p: *const u8) -> (__m256i, __m256i) {
+    // SAFETY: 12 readable bytes (caller).
+    let b = unsafe { std::slice::from_raw_parts(p, 12) };
+    let (sc, m) = k4_scale_bytes(b);
+    let sc = _mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64));
+    let dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    let m2 = _mm256_cvtepu8_epi16(_mm_shuffle_epi8(_mm_cvtsi64_si128(m as i64), dup));
+    (_mm256_set_m128i(sc, sc), m2)
+}
+
+/// A `VPSHUFB` control that puts word `g` of each 128-bit lane in every
+/// word of the lane.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn word_to_all(g: usize) -> __m256i {
+    let w = ((2 * g as i16 + 1) << 8) | (2 * g as i16);
+    _mm256_set1_epi16(w)
 }
 
 /// Q4_K / Q5_K: 8 groups of 32 with 6-bit scales and mins.
@@ -53,17 +67,17 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
     for ib in 0..nb {
         let mut d = [_mm256_setzero_ps(); R];
         let mut dmin = [_mm256_setzero_ps(); R];
-        let mut sc = [[0i16; 8]; R];
+        let mut sc = [_mm256_setzero_si256(); R];
         let mut mins = [_mm256_setzero_si256(); R];
         pf.ahead(xs, ib * bytes, bytes);
         for r in 0..R {
-            let xb = &xs[r][ib * bytes..(ib + 1) * bytes];
-            d[r] = _mm256_set1_ps(crate::simd::scalar::f16_at(xb, 0));
-            dmin[r] = _mm256_set1_ps(crate::simd::scalar::f16_at(xb, 2));
-            let (s, m2) = k4_scales(&xb[4..16]);
-            sc[r] = s;
-            // SAFETY: a 16-element local array.
-            mins[r] = unsafe { _mm256_loadu_si256(m2.as_ptr() as *const __m256i) };
+            // SAFETY: the 16-byte header of block ib of the row (checked).
+            unsafe {
+                let xb = xs[r].as_ptr().add(ib * bytes);
+                d[r] = _mm256_set1_ps(f16_at(xb));
+                dmin[r] = _mm256_set1_ps(f16_at(xb.add(2)));
+                (sc[r], mins[r]) = k4_scales(xb.add(4));
+            }
         }
         for c in 0..C {
             // SAFETY: the Q8_K block ib of every activation row (checked).
@@ -114,11 +128,11 @@ unsafe fn qk_tile<const R: usize, const C: usize, const FIVE: bool>(
                 for r in 0..R {
                     let pl = _mm256_madd_epi16(
                         _mm256_maddubs_epi16(lo[r], yl),
-                        _mm256_set1_epi16(sc[r][2 * j]),
+                        _mm256_shuffle_epi8(sc[r], word_to_all(2 * j)),
                     );
                     let ph = _mm256_madd_epi16(
                         _mm256_maddubs_epi16(hi[r], yh),
-                        _mm256_set1_epi16(sc[r][2 * j + 1]),
+                        _mm256_shuffle_epi8(sc[r], word_to_all(2 * j + 1)),
                     );
                     sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_add_epi32(pl, ph));
                 }
@@ -144,6 +158,12 @@ fn q5_k_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
 }
 
 /// Q6_K: 16 groups of 16, signed 8-bit scales, levels `q - 32`.
+///
+/// Per half block, each row is decoded and then multiplied by every
+/// column before the next row is decoded, so that a row's levels and
+/// scales (8 registers) stay in registers: decoding all the rows first
+/// spilled them. The columns' 32 x pair sums (`ym`) are computed once per
+/// half.
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_tile<const R: usize, const C: usize>(
     n: usize,
@@ -155,14 +175,16 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
     check_tile(nb, xs, 210, ys, Q8K_BYTES, out);
     let mut acc = [[_mm256_setzero_ps(); C]; R];
     let m4 = _mm256_set1_epi8(0x0f);
-    let m2 = _mm256_set1_epi8(0x03);
+    let m30 = _mm256_set1_epi8(0x30);
     let m32 = _mm256_set1_epi8(32);
     // Shuffle controls that put word 2k of a lane's 8 scales in every
     // word of the low lane and word 2k + 1 in every word of the high lane.
-    let pick: [__m256i; 4] = std::array::from_fn(|k| {
+    // Opaque to the compiler, which otherwise sees that the scales are the
+    // same 128 bits twice and replaces each shuffle by three.
+    let pick: [__m256i; 4] = std::hint::black_box(std::array::from_fn(|k| {
         let word = |w: i16| _mm_set1_epi16(((2 * w + 1) << 8) | (2 * w));
         _mm256_set_m128i(word(2 * k as i16 + 1), word(2 * k as i16))
-    });
+    }));
     let pf = crate::simd::RowPrefetch::new(xs);
     for ib in 0..nb {
         let mut d = [_mm256_setzero_ps(); R];
@@ -176,8 +198,17 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
         }
         let mut sumi = [[_mm256_setzero_si256(); C]; R];
         for h in 0..2 {
-            let mut q = [[_mm256_setzero_si256(); 4]; R];
-            let mut s = [[_mm256_setzero_si256(); 4]; R];
+            // SAFETY: 128 quants at 128h inside every Q8_K block ib
+            // (checked).
+            let yq: [*const u8; C] = std::array::from_fn(|c| unsafe {
+                ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 128 * h)
+            });
+            let ym: [[__m256i; 4]; C] = std::array::from_fn(|c| {
+                std::array::from_fn(|k| {
+                    // SAFETY: 32 quants at 32k inside that half.
+                    unsafe { _mm256_maddubs_epi16(m32, load(yq[c].add(32 * k))) }
+                })
+            });
             for r in 0..R {
                 // SAFETY: ql (64 bytes at 64h), qh (32 bytes at 128 + 32h)
                 // and the half's 8 scales (at 192 + 8h) are inside block
@@ -192,29 +223,40 @@ unsafe fn q6_k_tile<const R: usize, const C: usize>(
                     )
                 };
                 let scales = _mm256_set_m128i(scales, scales);
-                let h0 = _mm256_slli_epi16(_mm256_and_si256(hb, m2), 4);
-                let h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), m2), 4);
-                let h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), m2), 4);
-                let h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), m2), 4);
-                q[r] = [
-                    _mm256_or_si256(_mm256_and_si256(l0, m4), h0),
-                    _mm256_or_si256(_mm256_and_si256(l1, m4), h1),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), h2),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), h3),
+                // Bits 2i, 2i + 1 of each qh byte at bits 4, 5 (16-bit
+                // shifts: what crosses into the neighbouring byte is
+                // masked off).
+                let q = [
+                    _mm256_or_si256(
+                        _mm256_and_si256(l0, m4),
+                        _mm256_and_si256(_mm256_slli_epi16::<4>(hb), m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(l1, m4),
+                        _mm256_and_si256(_mm256_slli_epi16::<2>(hb), m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(l0), m4),
+                        _mm256_and_si256(hb, m30),
+                    ),
+                    _mm256_or_si256(
+                        _mm256_and_si256(_mm256_srli_epi16::<4>(l1), m4),
+                        _mm256_and_si256(_mm256_srli_epi16::<2>(hb), m30),
+                    ),
                 ];
-                // Scales 8h + 2k (low lane) and 8h + 2k + 1 (high lane).
-                s[r] = std::array::from_fn(|k| _mm256_shuffle_epi8(scales, pick[k]));
-            }
-            for c in 0..C {
-                // SAFETY: 128 quants at 128h inside the Q8_K block (checked).
-                let yq = unsafe { ys[c].as_ptr().add(ib * Q8K_BYTES + Q8K_QS + 128 * h) };
-                for k in 0..4 {
-                    // SAFETY: 32 quants at 32k inside that half.
-                    let y = unsafe { load(yq.add(32 * k)) };
-                    let ym = _mm256_maddubs_epi16(m32, y);
-                    for r in 0..R {
-                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[r][k], y), ym);
-                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s[r][k]));
+                for c in 0..C {
+                    // Each row reads the activations again (from L1): the
+                    // compiler, seeing the same loads, would keep them in
+                    // registers it does not have and copy them to the stack.
+                    let yc = std::hint::black_box(yq[c]);
+                    for k in 0..4 {
+                        // SAFETY: 32 quants at 32k inside the half.
+                        let y = unsafe { load(yc.add(32 * k)) };
+                        let p = _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], y), ym[c][k]);
+                        // Scales 8h + 2k (low lane) and 8h + 2k + 1 (high
+                        // lane).
+                        let s = _mm256_shuffle_epi8(scales, pick[k]);
+                        sumi[r][c] = _mm256_add_epi32(sumi[r][c], _mm256_madd_epi16(p, s));
                     }
                 }
             }

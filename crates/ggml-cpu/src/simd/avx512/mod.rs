@@ -15,7 +15,7 @@ mod float;
 mod kquant;
 mod legacy;
 
-#[cfg(test)]
+/// Also unpacks the Q4_K / Q5_K scales of the AVX2 row kernel.
 pub(super) use kquant::k4_scale_bytes;
 
 /// Installs the AVX-512 kernels over the AVX2 ones (the caller checked

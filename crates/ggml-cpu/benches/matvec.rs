@@ -1,0 +1,193 @@
+//! Matrix x vector (one activation column: token generation) through the
+//! CPU backend on one thread, at the shapes of real models, reported as
+//! GB/s of weight bytes read. The shared, loaded machines this runs on
+//! scatter a mean by tens of percent, so each case reports the fastest of
+//! its runs (and the median): the fastest run is the one least disturbed.
+//! Compare two builds by running their bench binaries alternately.
+//!
+//! Each case runs twice where the weight type can be stored repacked
+//! (`CPU_REPACK`, the default for model weights): `rows` reads ggml's row
+//! layout through the row kernel, `panels` the stored panels through the
+//! panel kernel. Each case also runs with as many of its rows as fit in
+//! 256 KiB, which stay in L2 from one run to the next: the kernel's own
+//! speed. A first line times a plain sum over as many bytes as the
+//! largest matrix: what one core reads from memory at best.
+//!
+//! Environment:
+//! * `GGML_BENCH_SECS=s`: seconds per case (default 1).
+//! * `GGML_BENCH_FILTER=text`: only the cases whose name contains `text`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ggml_core::backend::{Backend, Buffer, BufferType, Placement};
+use ggml_core::graph::{Graph, TensorId};
+use ggml_core::{quants, Type};
+use ggml_cpu::{cpu_buffer_type, repack_buffer_type, CpuBackend};
+
+/// (weight type, k, m, what it is): a matrix of m rows of k weights.
+const CASES: &[(Type, usize, usize, &str)] = &[
+    (
+        Type::Q8_0,
+        640,
+        262_144,
+        "gemma3-270m output (tied embedding)",
+    ),
+    (Type::Q5_0, 640, 2048, "gemma3-270m ffn_gate / ffn_up"),
+    (
+        Type::Q4_K,
+        2048,
+        768,
+        "qwen3-30b-a3b expert ffn_gate / ffn_up",
+    ),
+    (Type::Q4_K, 2048, 640, "gemma3-270m ffn_down"),
+    (Type::Q6_K, 2048, 32_000, "output of a 2048-wide model"),
+    (Type::Q6_K, 2048, 640, "gemma3-270m ffn_down"),
+    (Type::Q4_0, 2048, 8192, "a Q4_0 ffn_up"),
+];
+
+/// Weight bytes of the in-cache variant of each case.
+const HOT_BYTES: usize = 256 * 1024;
+
+struct Setup {
+    graph: Graph,
+    out: TensorId,
+    bytes: usize,
+    _buffers: Vec<Arc<dyn Buffer>>,
+}
+
+fn setup(ty: Type, k: usize, m: usize, repack: bool) -> Option<Setup> {
+    let mut g = Graph::new();
+    let w = g.new_tensor("w", ty, &[k, m]);
+    let x = g.input("x", Type::F32, &[k, 1]);
+    let y = g.mul_mat(w, x).expect("mul_mat");
+    let plain = cpu_buffer_type();
+    let packed = repack_buffer_type();
+    if repack && !packed.supports_weight(&g, y, w) {
+        return None;
+    }
+    let mut buffers = Vec::new();
+    for id in [w, x, y] {
+        let bt: &Arc<dyn BufferType> = if id == w && repack { &packed } else { &plain };
+        let desc = g.desc(id).clone();
+        let buf = bt.alloc_buffer(bt.alloc_size(&desc)).expect("alloc");
+        buf.init_tensor(&desc, 0).expect("init tensor");
+        g.node_mut(id).at = Some(Placement {
+            buffer: buf.clone(),
+            offset: 0,
+        });
+        buffers.push(buf);
+    }
+    // A few distinct quantized rows, repeated: the values do not change the
+    // speed, only the size does.
+    let row = quants::row_size(ty, k).expect("row size");
+    let distinct = 64.min(m);
+    let mut rows = vec![0u8; row * distinct];
+    quants::quantize_row(ty, &test_support::Rng(7).vec(k * distinct), &mut rows).expect("quantize");
+    let mut data = Vec::with_capacity(row * m);
+    while data.len() < row * m {
+        let take = (row * m - data.len()).min(rows.len());
+        data.extend_from_slice(&rows[..take]);
+    }
+    buffers[0].set_tensor(0, &data).expect("set weights");
+    let xs: Vec<u8> = test_support::Rng(3)
+        .vec(k)
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    buffers[1].set_tensor(0, &xs).expect("set activations");
+    Some(Setup {
+        graph: g,
+        out: y,
+        bytes: row * m,
+        _buffers: buffers,
+    })
+}
+
+/// Fastest and median of timing `f` for about `secs` seconds (5 runs at
+/// least), after one run to warm up.
+fn time(secs: f64, mut f: impl FnMut()) -> (f64, f64, usize) {
+    f();
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < 5 || start.elapsed() < Duration::from_secs_f64(secs) {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64());
+        if times.len() >= 10_000 {
+            break;
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    (times[0], times[times.len() / 2], times.len())
+}
+
+/// The ceiling from memory: a plain sum over as many bytes as the largest
+/// case's weights (larger than the last-level cache).
+fn read_ceiling(secs: f64) {
+    let words = 640 * 262_144 / 32 * 34 / 8;
+    let data: Vec<u64> = (0..words as u64).collect();
+    let (best, med, runs) = time(secs, || {
+        let s = data.iter().fold(0u64, |a, &b| a.wrapping_add(b));
+        std::hint::black_box(s);
+    });
+    let gbs = |t: f64| (8 * words) as f64 / t / 1e9;
+    println!(
+        "{:<8} {:>13} {:<7} {:>9.2} {:>9.2} {:>6}  sum of u64, the read ceiling",
+        "read",
+        format!("{} MB", 8 * words / 1_000_000),
+        "-",
+        gbs(best),
+        gbs(med),
+        runs
+    );
+}
+
+fn main() {
+    let secs: f64 = std::env::var("GGML_BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1.0);
+    let filter = std::env::var("GGML_BENCH_FILTER").unwrap_or_default();
+    let mut backend = CpuBackend::new(1).expect("backend");
+    println!(
+        "{:<8} {:>13} {:<7} {:>9} {:>9} {:>6}  model tensor",
+        "type", "k x m", "layout", "best GB/s", "med GB/s", "runs"
+    );
+    if "read".contains(&filter) {
+        read_ceiling(secs);
+    }
+    for &(ty, k, m_full, what) in CASES {
+        // The real shape, then as many of its rows as fit in a share of
+        // L2 (the kernel's own speed, without memory or L3 around it).
+        let row = quants::row_size(ty, k).expect("row size");
+        let m_hot = (HOT_BYTES / row / 16 * 16).clamp(16, m_full);
+        for (m, layout, repack) in [
+            (m_full, "rows", false),
+            (m_full, "panels", true),
+            (m_hot, "rows", false),
+            (m_hot, "panels", true),
+        ] {
+            let name = format!("{} {k}x{m} {layout}", ty.name());
+            if !name.contains(&filter) {
+                continue;
+            }
+            let Some(s) = setup(ty, k, m, repack) else {
+                continue;
+            };
+            let (best, med, runs) = time(secs, || {
+                backend.graph_compute(&s.graph, &[s.out]).expect("compute")
+            });
+            let gbs = |t: f64| s.bytes as f64 / t / 1e9;
+            println!(
+                "{:<8} {:>13} {:<7} {:>9.2} {:>9.2} {:>6}  {what}",
+                ty.name(),
+                format!("{k}x{m}"),
+                layout,
+                gbs(best),
+                gbs(med),
+                runs
+            );
+        }
+    }
+}
