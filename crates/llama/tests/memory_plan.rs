@@ -77,6 +77,17 @@ fn planned_bytes_equal_allocated_bytes() {
             },
             &format!("{name} on the CPU, read"),
         );
+        for use_extra_bufts in [false, true] {
+            check(
+                &path,
+                &ModelParams {
+                    load_mode: llama::LoadMode::Dio,
+                    use_extra_bufts,
+                    ..ModelParams::default()
+                },
+                &format!("{name} on the CPU, direct I/O, repack {use_extra_bufts}"),
+            );
+        }
         if let Some(dev) = &gpu {
             for ngl in [99, 2] {
                 let mp = ModelParams {

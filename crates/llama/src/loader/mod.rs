@@ -121,6 +121,11 @@ pub struct LoadStats {
     pub bytes_read: u64,
     /// Bytes copied to device buffers (both ways).
     pub bytes_uploaded: u64,
+    /// Of the bytes read with direct I/O, those copied out of a bounce
+    /// buffer rather than read straight into place (the partial blocks at
+    /// the ends of a tensor; more when a destination is aligned unlike its
+    /// file offset).
+    pub bytes_bounced: u64,
     /// Bytes stored repacked in a CPU buffer type of its own layout
     /// (`CPU_REPACK`).
     pub bytes_repacked: u64,
@@ -374,6 +379,7 @@ pub fn load_weights_with(
     }
     let mut stats = fill.stats;
     stats.n_buffers = al.buffers.len();
+    stats.bytes_bounced = fill.reader.bounced();
     let placements = reqs
         .iter()
         .zip(std::mem::take(&mut al.placements))

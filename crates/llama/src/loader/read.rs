@@ -88,6 +88,9 @@ pub(super) struct Reader<'f> {
     direct: bool,
     refuse_direct: bool,
     handles: Vec<Option<Handle>>,
+    /// Bytes copied out of the bounce buffers of handles since fallen
+    /// back to buffered reads.
+    bounced_before: u64,
 }
 
 fn is_unsupported(e: &std::io::Error) -> bool {
@@ -186,6 +189,7 @@ impl<'f> Reader<'f> {
             direct,
             refuse_direct,
             handles: (0..files.files().len()).map(|_| None).collect(),
+            bounced_before: 0,
         }
     }
 
@@ -271,6 +275,18 @@ impl<'f> Reader<'f> {
         Ok(align)
     }
 
+    /// Bytes of direct reads that were copied out of a bounce buffer
+    /// rather than read straight into place.
+    pub(super) fn bounced(&self) -> u64 {
+        self.bounced_before
+            + self
+                .handles
+                .iter()
+                .flatten()
+                .filter_map(|h| h.dio.as_ref().map(|(_, b)| b.copied()))
+                .sum::<u64>()
+    }
+
     /// Switches file `fi` to buffered reads after a refused direct read.
     fn fall_back(&mut self, fi: usize, e: &std::io::Error) -> Result<()> {
         let path = self.path(fi)?;
@@ -283,6 +299,10 @@ impl<'f> Reader<'f> {
             source,
         })?;
         advise_sequential(&f);
+        self.bounced_before += self.handles[fi]
+            .as_ref()
+            .and_then(|h| h.dio.as_ref())
+            .map_or(0, |(_, b)| b.copied());
         let h = self.handles[fi].as_mut().expect("open");
         h.file = f;
         h.pos = u64::MAX;
