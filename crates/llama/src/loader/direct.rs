@@ -246,34 +246,35 @@ fn read_job(
     Ok(())
 }
 
-/// Reads `dst` (aligned to `a.memory`, a whole number of blocks) from
-/// `at` (a multiple of the block size) with direct I/O, the chunks on up
-/// to [`READERS`] threads; the file may end inside `dst`, but not before
-/// its first `need` bytes. Used for the widened spans read straight into
-/// staging buffers.
+/// Reads each span `(at, dst, need)` of `spans`: `dst` (aligned to
+/// `a.memory`, a whole number of blocks) from `at` (a multiple of the block
+/// size) with direct I/O; the file may end inside `dst`, but not before its
+/// first `need` bytes. The chunks of all the spans are read in one pass on
+/// up to [`READERS`] threads. Used for the widened spans read straight into
+/// staging buffers; an error carries the index of its span.
 pub(super) fn direct_read_blocks(
     file: &File,
     a: DioAlign,
     bounces: &mut Bounces,
-    at: u64,
-    dst: &mut [u8],
-    need: usize,
-) -> std::io::Result<()> {
-    let mut jobs = Vec::with_capacity(dst.len().div_ceil(CHUNK));
-    let mut off = 0usize;
-    for d in dst.chunks_mut(CHUNK) {
-        let n = d.len();
-        jobs.push(Job {
-            at: at + off as u64,
-            skip: 0,
-            // Chunks past the file's end read nothing: only the bytes
-            // needed must be there.
-            need: need.saturating_sub(off).min(n),
-            dst: d,
-            direct: true,
-            tag: 0,
-        });
-        off += n;
+    spans: Vec<(u64, &mut [u8], usize)>,
+) -> std::result::Result<(), SpanError> {
+    let mut jobs = Vec::new();
+    for (tag, (at, dst, need)) in spans.into_iter().enumerate() {
+        let mut off = 0usize;
+        for d in dst.chunks_mut(CHUNK) {
+            let n = d.len();
+            jobs.push(Job {
+                at: at + off as u64,
+                skip: 0,
+                // Chunks past the file's end read nothing: only the bytes
+                // needed must be there.
+                need: need.saturating_sub(off).min(n),
+                dst: d,
+                direct: true,
+                tag,
+            });
+            off += n;
+        }
     }
-    run(file, a, bounces, jobs).map_err(|(_, e)| e)
+    run(file, a, bounces, jobs)
 }

@@ -18,7 +18,9 @@
 //!   copied from the mapping) into the next free staging buffer and an
 //!   asynchronous copy to the tensor is queued on a backend of the device,
 //!   so that reading the next piece overlaps the transfer; an event per
-//!   staging buffer says when it may be refilled. Otherwise `set_tensor`
+//!   staging buffer says when it may be refilled. Direct reads (which have
+//!   no read-ahead) fill half the ring at once, several reads in flight,
+//!   while the copies out of the other half run. Otherwise `set_tensor`
 //!   copies synchronously, piece by piece. A CPU buffer type that is not a
 //!   plain host type (`CPU_REPACK`, which stores weights repacked for the
 //!   CPU's matrix kernels) takes each tensor in one `set_tensor`, from the
@@ -340,6 +342,7 @@ pub fn load_weights_with(
             bytes: 0,
         },
         batch: Vec::new(),
+        staged: Vec::new(),
     };
     #[cfg(unix)]
     let release = mode.use_mmap().then(|| Release::new(reqs, &al.routes));
@@ -362,6 +365,7 @@ pub fn load_weights_with(
         }
     }
     fill.flush_direct()?;
+    fill.flush_staged(&mut al.uploaders)?;
     fill.checks.flush(reqs)?;
     for u in &mut al.uploaders {
         if let Uploader::Async(ring) = u {
