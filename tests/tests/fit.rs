@@ -243,6 +243,17 @@ fn fitted_moe_layers_keep_experts_in_cpu_memory_as_needed() {
                 free - MARGIN - used
             );
         }
+        // The flags llama-fit-params prints give the same plan.
+        let flags = llama::fit::fitted_flags(&plan, &mp);
+        let mut argv = vec!["-m".to_string(), path.display().to_string()];
+        argv.extend(flags.split(' ').map(|a| a.trim_matches('"').to_string()));
+        let mut parsed = llama::cli::CommonArgs::parse(argv).unwrap();
+        parsed.model_params.devices = mp.devices.clone();
+        assert_eq!(
+            Model::plan(&path, &parsed.model_params, &cp).unwrap(),
+            plan,
+            "{mib} MiB: {flags}"
+        );
         kinds.insert((all, mp.tensor_buft_overrides.len()));
         eprintln!(
             "{mib} MiB: {}/{} layers, {} layers' experts in CPU memory",

@@ -269,6 +269,27 @@ pub fn fit_params_for(
     )))
 }
 
+/// The parameters a fit settled on (`plan` and `mp`) as flags of the
+/// tools, as llama.cpp's `llama-fit-params` prints them: `-c N -ngl N`,
+/// then `-ts LIST` and `-ot "PATTERN=BUFFER_TYPE,..."` where there are
+/// any.
+pub fn fitted_flags(plan: &MemoryPlan, mp: &ModelParams) -> String {
+    let mut out = format!("-c {} -ngl {}", plan.n_ctx, mp.n_gpu_layers);
+    if !mp.tensor_split.is_empty() {
+        let ts: Vec<String> = mp.tensor_split.iter().map(|f| f.to_string()).collect();
+        out += &format!(" -ts {}", ts.join(","));
+    }
+    if !mp.tensor_buft_overrides.is_empty() {
+        let ot: Vec<String> = mp
+            .tensor_buft_overrides
+            .iter()
+            .map(|o| format!("{}={}", o.pattern.as_str(), o.buft))
+            .collect();
+        out += &format!(" -ot \"{}\"", ot.join(","));
+    }
+    out
+}
+
 /// What of the first layer whose expert tensors are not all on the GPU
 /// goes to CPU memory (llama.cpp's layer fractions).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
