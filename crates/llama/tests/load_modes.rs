@@ -296,3 +296,49 @@ fn dio_reads_straight_into_cpu_buffers() {
         }
     }
 }
+
+/// Direct reads of weights the CPU stores repacked go straight into
+/// aligned staging memory: none of their bytes is bounced, and the
+/// greedy tokens are those of the mapping.
+#[test]
+fn dio_with_repacking_reads_straight_into_staging() {
+    let Some(fx) = fixtures() else { return };
+    let path = fx.join("models/tiny-q4_0.gguf");
+    let params = |load_mode| ModelParams {
+        load_mode,
+        devices: Some(Vec::new()),
+        ..ModelParams::default()
+    };
+    let m = Model::load(&path, &params(LoadMode::Dio)).unwrap();
+    let s = &m.stats;
+    if s.bytes_repacked == 0 {
+        eprintln!("skipped: this CPU repacks no weight of {}", path.display());
+        return;
+    }
+    assert!(
+        s.bytes_bounced <= s.bytes_read,
+        "{} bytes bounced, {} read into host buffers, {} repacked",
+        s.bytes_bounced,
+        s.bytes_read,
+        s.bytes_repacked
+    );
+    let tokens = |m: &Model| {
+        let cp = ContextParams {
+            n_ctx: 64,
+            n_threads: 2,
+            n_threads_batch: 2,
+            ..ContextParams::default()
+        };
+        let mut ctx = Context::new(m, cp).unwrap();
+        let mut t = vec![1, 300, 301];
+        ctx.decode(&Batch::get_one(&t)).unwrap();
+        for _ in 0..8 {
+            let next = argmax(ctx.logits_ith(-1).unwrap());
+            t.push(next);
+            ctx.decode(&Batch::get_one(&[next])).unwrap();
+        }
+        t
+    };
+    let mapped = Model::load(&path, &params(LoadMode::Mmap)).unwrap();
+    assert_eq!(tokens(&m), tokens(&mapped));
+}

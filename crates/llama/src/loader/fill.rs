@@ -2,6 +2,7 @@
 //! by the route its buffer took (used in place, read into host memory,
 //! uploaded synchronously or through the staging ring).
 
+use super::read::AlignedBuf;
 use super::*;
 
 /// What moves the data: the source files, progress, statistics and the
@@ -26,6 +27,8 @@ pub(super) struct Fill<'a> {
     /// staging buffer of its own, read at once when half the ring is
     /// taken (or another route or file comes), then queued for upload.
     pub(super) staged: Vec<StagedItem>,
+    /// Room a staging buffer of direct reads needs past its data.
+    pub(super) slack: usize,
 }
 
 /// A piece of an upload read with direct I/O, waiting in `staged`.
@@ -97,9 +100,13 @@ impl<'a> Fill<'a> {
             Route::Device(u) => {
                 let r = &self.reqs[i];
                 match &mut uploaders[u] {
-                    Uploader::Sync { staging, whole } => {
+                    Uploader::Sync {
+                        staging,
+                        aligned,
+                        whole,
+                    } => {
                         let whole = *whole;
-                        self.upload_sync(i, p, src, staging, whole)?;
+                        self.upload_sync(i, p, src, (staging, aligned), whole)?;
                         if whole {
                             self.stats.bytes_repacked += r.size as u64;
                         } else {
@@ -239,10 +246,11 @@ impl<'a> Fill<'a> {
         i: usize,
         p: &Placement,
         src: Option<&[u8]>,
-        staging: &mut Vec<u8>,
+        (staging, aligned): (&mut Vec<u8>, &mut Option<AlignedBuf>),
         whole: bool,
     ) -> Result<()> {
-        let r = &self.reqs[i];
+        let reqs = self.reqs;
+        let r = &reqs[i];
         let piece = if whole {
             r.size.max(1)
         } else {
@@ -251,6 +259,19 @@ impl<'a> Fill<'a> {
         for (s, n) in pieces(&r.desc, r.size, piece) {
             let data: &[u8] = match src {
                 Some(m) => &m[s..s + n],
+                // Direct reads go straight into aligned staging memory with
+                // room for the widening to whole blocks.
+                None if self.reader.is_direct(r.file) => {
+                    let cap = n + self.slack;
+                    if aligned.as_ref().is_none_or(|b| b.capacity() < cap) {
+                        *aligned = Some(AlignedBuf::new(cap, MIN_PIECE_SIZE)?);
+                    }
+                    let buf = aligned.as_mut().expect("made above").as_mut_slice();
+                    let from = self
+                        .reader
+                        .read_spans(r.file, &mut [(r, s, n, &mut *buf)])?[0];
+                    &buf[from..from + n]
+                }
                 None => {
                     staging.resize(n, 0);
                     self.reader.read(r, s, &mut staging[..n])?;

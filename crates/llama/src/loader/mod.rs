@@ -343,6 +343,7 @@ pub fn load_weights_with(
         },
         batch: Vec::new(),
         staged: Vec::new(),
+        slack,
     };
     #[cfg(unix)]
     let release = mode.use_mmap().then(|| Release::new(reqs, &al.routes));

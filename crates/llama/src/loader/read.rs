@@ -51,6 +51,11 @@ impl AlignedBuf {
         Ok(AlignedBuf { ptr, layout })
     }
 
+    /// Bytes of the buffer.
+    pub(super) fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
     pub(super) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the allocation holds `layout.size()` initialised bytes,
         // borrowed exclusively through `self`.

@@ -187,8 +187,13 @@ impl Drop for Ring {
 /// How a device buffer group is filled.
 pub(super) enum Uploader {
     /// `set_tensor`, piece by piece (or the whole tensor at once when
-    /// `whole`), from the mapping or a staging vector.
-    Sync { staging: Vec<u8>, whole: bool },
+    /// `whole`), from the mapping or a staging vector (`aligned`, made
+    /// when first needed, for direct reads straight into it).
+    Sync {
+        staging: Vec<u8>,
+        aligned: Option<super::read::AlignedBuf>,
+        whole: bool,
+    },
     /// Through a ring of pinned staging buffers.
     Async(Ring),
 }
@@ -200,6 +205,7 @@ impl Uploader {
     pub(super) fn new(entry: &BuftEntry, opts: &LoadOptions, slack: usize) -> Uploader {
         let sync = |whole| Uploader::Sync {
             staging: Vec::new(),
+            aligned: None,
             whole,
         };
         // A CPU type that is not plain host memory transforms what it
