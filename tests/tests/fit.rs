@@ -149,3 +149,132 @@ fn without_the_fit_a_small_budget_is_a_clear_out_of_memory_error() {
         "{e}"
     );
 }
+
+/// A Mixtral-layout model: 6 layers of 8 experts (n_embd 512, n_ff 1024,
+/// Q8_0), about 14 MiB a layer, nearly all of it expert tensors.
+fn mixtral_q8_0(dir: &Path) -> PathBuf {
+    use xtask::gen_model::moe::{Layout, MoeArgs};
+    let overrides = ShapeOverrides {
+        n_layer: Some(6),
+        n_vocab: Some(4096),
+        n_embd: Some(512),
+        n_head: Some(8),
+        n_head_kv: Some(2),
+        n_ff: Some(1024),
+        n_ctx: Some(512),
+        ..ShapeOverrides::default()
+    };
+    let shape = Shape::resolve(Preset::Tinyllama1_1b, &overrides).expect("shape");
+    let args = MoeArgs {
+        n_expert: Some(8),
+        n_expert_used: Some(2),
+        moe_layout: Some(Layout::Mixtral),
+        ..MoeArgs::default()
+    };
+    let spec = ModelSpec {
+        experts: args.resolve(&shape).expect("experts"),
+        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
+        shape,
+        ty: "q8_0".parse::<OutType>().expect("type").pure(),
+        seed: 7,
+        name: "mixtral-shaped q8_0".into(),
+        alignment: None,
+    };
+    let path = dir.join("mixtral-6l-q8_0.gguf");
+    generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
+    path
+}
+
+/// `--fit` of a mixture-of-experts model: small budgets offload layers
+/// with their expert tensors in CPU memory, larger ones bring the experts
+/// of the first layers back; every fit loads, runs and stays within the
+/// budget, and leaves less than one layer's bytes unused on the device.
+#[test]
+fn fitted_moe_layers_keep_experts_in_cpu_memory_as_needed() {
+    if budgeted(64).is_none() {
+        let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
+        eprintln!("skipped: no Vulkan device");
+        return;
+    }
+    let dir = scratch_dir("fit-moe");
+    let path = mixtral_q8_0(&dir);
+    // One layer's bytes: the most a fit may leave unused.
+    let file = gguf::GgufFile::open(&path).unwrap();
+    let layer: usize = file
+        .tensors()
+        .iter()
+        .filter(|t| t.name.starts_with("blk.0."))
+        .map(|t| t.size as usize)
+        .sum();
+    drop(file);
+    let opts = FitOptions {
+        margin: MARGIN,
+        ctx_set: true,
+        ..FitOptions::default()
+    };
+    let mut kinds = std::collections::BTreeSet::new();
+    for mib in [24, 32, 48, 64, 80, 96, 200] {
+        let (_reg, dev) = budgeted(mib).unwrap();
+        let name = dev.name().to_string();
+        let free = dev.props().memory_free;
+        let mut mp = ModelParams {
+            devices: Some(vec![dev.clone()]),
+            n_gpu_layers: -1,
+            ..ModelParams::default()
+        };
+        let mut cp = cparams();
+        let plan =
+            fit_params(&path, &mut mp, &mut cp, &opts).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        let used = plan.device_total(&name);
+        assert!(
+            used + MARGIN <= free,
+            "{mib} MiB: {used} bytes planned\n{plan}"
+        );
+        let all = plan.n_offloaded == plan.n_layer;
+        let experts_on_cpu = !mp.tensor_buft_overrides.is_empty();
+        // Anything left in CPU memory would have taken the unused bytes.
+        if experts_on_cpu {
+            assert!(
+                free - MARGIN - used < layer,
+                "{mib} MiB: {} bytes left unused, a layer is {layer}\n{plan}",
+                free - MARGIN - used
+            );
+        }
+        // The flags llama-fit-params prints give the same plan.
+        let flags = llama::fit::fitted_flags(&plan, &mp);
+        let mut argv = vec!["-m".to_string(), path.display().to_string()];
+        argv.extend(flags.split(' ').map(|a| a.trim_matches('"').to_string()));
+        let mut parsed = llama::cli::CommonArgs::parse(argv).unwrap();
+        parsed.model_params.devices = mp.devices.clone();
+        assert_eq!(
+            Model::plan(&path, &parsed.model_params, &cp).unwrap(),
+            plan,
+            "{mib} MiB: {flags}"
+        );
+        kinds.insert((all, mp.tensor_buft_overrides.len()));
+        eprintln!(
+            "{mib} MiB: {}/{} layers, {} layers' experts in CPU memory",
+            plan.n_offloaded,
+            plan.n_layer,
+            mp.tensor_buft_overrides.len()
+        );
+        let model = Model::load(&path, &mp).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        let mut ctx = Context::new(&model, cp.clone()).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        assert_eq!(greedy(&mut ctx, &[1, 300, 301], 3).len(), 3);
+        assert!(dev.props().memory_free <= free);
+        assert_eq!(
+            llama::MemoryPlan::of(&model, &ctx),
+            plan,
+            "{mib} MiB: the fitted plan is what loads"
+        );
+    }
+    // Partial offloads with every expert in CPU memory, all layers with
+    // the experts of some, and everything on the GPU.
+    assert!(kinds.contains(&(true, 0)), "{kinds:?}");
+    assert!(
+        kinds.iter().any(|&(all, n)| all && n > 0 && n < 6),
+        "{kinds:?}"
+    );
+    assert!(kinds.contains(&(false, 6)), "{kinds:?}");
+}

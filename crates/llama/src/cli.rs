@@ -72,12 +72,9 @@ impl Default for CommonArgs {
             file: None,
             n_predict: -1,
             n_keep: 0,
-            // llama.cpp's tools offload every layer by default, and
-            // `--fit` brings the count down to what fits.
-            model_params: ModelParams {
-                n_gpu_layers: -1,
-                ..ModelParams::default()
-            },
+            // Every layer offloaded, as the library's default; `--fit`
+            // brings the count down to what fits.
+            model_params: ModelParams::default(),
             ctx_params: ContextParams {
                 n_ctx: 4096,
                 ..ContextParams::default()

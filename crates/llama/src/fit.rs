@@ -1,7 +1,10 @@
 //! `--fit`: changing the parameters the user left at their defaults so
 //! that the model and its context fit the free memory of every device,
 //! less a margin, in llama.cpp's order: the context first (down to a
-//! minimum), then the number of offloaded layers.
+//! minimum), then the number of offloaded layers; for a mixture-of-experts
+//! model, the layers with their expert tensors in CPU memory first, then
+//! the expert tensors back on the GPU from the first layer on (see
+//! [`fit_moe`]).
 //!
 //! llama.cpp measures each candidate by loading the model and a context
 //! in a no-allocation mode and adds a fixed margin for what it cannot
@@ -13,8 +16,8 @@
 //!
 //! Out of scope for now, with a warning and the parameters left as given:
 //! several GPUs (llama.cpp then fills layers from the last device back
-//! through the tensor split) and expert tensors of mixture-of-experts
-//! models (this engine does not run those models yet).
+//! through the tensor split, and lets a layer's expert tensors overflow to
+//! the next device).
 
 use std::path::Path;
 
@@ -23,7 +26,7 @@ use crate::devices::{cpu_device, select_devices};
 use crate::error::{LlamaError, Result};
 use crate::memory_plan::MemoryPlan;
 use crate::model::Model;
-use crate::params::ModelParams;
+use crate::params::{ModelParams, TensorBuftOverride, FFN_EXPS_PATTERN};
 
 const MIB: usize = 1 << 20;
 
@@ -203,6 +206,9 @@ pub fn fit_params_for(
             "fit_params: fitting layers over {} GPUs is not implemented yet: parameters left as given",
             gpus.len()
         );
+    } else if fits_with_ngl && plan.n_expert > 0 && mp.tensor_buft_overrides.is_empty() {
+        let n_max = plan_quiet(path, mp, cp)?.n_layer;
+        fit_moe(path, mp, cp, &budgets, margin, n_max)?;
     } else if fits_with_ngl {
         let n_max = plan_quiet(path, mp, cp)?.n_layer;
         let mut at = |n: usize| {
@@ -263,6 +269,125 @@ pub fn fit_params_for(
     )))
 }
 
+/// The parameters a fit settled on (`plan` and `mp`) as flags of the
+/// tools, as llama.cpp's `llama-fit-params` prints them: `-c N -ngl N`,
+/// then `-ts LIST` and `-ot "PATTERN=BUFFER_TYPE,..."` where there are
+/// any.
+pub fn fitted_flags(plan: &MemoryPlan, mp: &ModelParams) -> String {
+    let mut out = format!("-c {} -ngl {}", plan.n_ctx, mp.n_gpu_layers);
+    if !mp.tensor_split.is_empty() {
+        let ts: Vec<String> = mp.tensor_split.iter().map(|f| f.to_string()).collect();
+        out += &format!(" -ts {}", ts.join(","));
+    }
+    if !mp.tensor_buft_overrides.is_empty() {
+        let ot: Vec<String> = mp
+            .tensor_buft_overrides
+            .iter()
+            .map(|o| format!("{}={}", o.pattern.as_str(), o.buft))
+            .collect();
+        out += &format!(" -ot \"{}\"", ot.join(","));
+    }
+    out
+}
+
+/// What of the first layer whose expert tensors are not all on the GPU
+/// goes to CPU memory (llama.cpp's layer fractions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MoeSplit {
+    /// The expert tensors.
+    Experts,
+    /// The gate and down projections (expert and shared): the up
+    /// projections stay on the GPU.
+    GateDown,
+    /// The down projections: the up and gate projections stay.
+    Down,
+}
+
+/// The overrides that keep the expert tensors of layers `full..n_layer` in
+/// CPU memory, and of layer `full` (when it is one) what `split` says.
+pub fn moe_overrides(full: usize, n_layer: usize, split: MoeSplit) -> Vec<TensorBuftOverride> {
+    let cpu = |pattern: String| TensorBuftOverride {
+        pattern: regex::Regex::new(&pattern).expect("constant pattern"),
+        buft: "CPU".into(),
+    };
+    (full..n_layer)
+        .map(|il| match (il == full, split) {
+            (true, MoeSplit::GateDown) => cpu(format!(r"blk\.{il}\.ffn_(gate|gate_up|down)")),
+            (true, MoeSplit::Down) => cpu(format!(r"blk\.{il}\.ffn_down")),
+            _ => cpu(format!(r"blk\.{il}{FFN_EXPS_PATTERN}")),
+        })
+        .collect()
+}
+
+/// llama.cpp's steps for a mixture-of-experts model on one GPU, each
+/// candidate measured by its exact plan: first the layers offloaded
+/// without their expert tensors (which stay in CPU memory), as many as
+/// fit from the last one back; when all of them fit so, the expert tensors
+/// come back to the GPU from the first layer on, as many layers as fit;
+/// then, of the next layer, its up projections, and then its gate
+/// projections too, when they fit. (llama.cpp's last resort of moving a
+/// layer's whole FFN to the CPU only serves a layer moved to another
+/// device; with one GPU it would only move more to the CPU.)
+fn fit_moe(
+    path: &Path,
+    mp: &mut ModelParams,
+    cp: &ContextParams,
+    budgets: &[(String, usize)],
+    margin: usize,
+    n_max: usize,
+) -> Result<()> {
+    let n_layer = n_max.saturating_sub(1);
+    let fits = |p: &ModelParams| -> Result<bool> {
+        Ok(overflow(&plan_quiet(path, p, cp)?, budgets, margin).is_empty())
+    };
+    let with = |ngl: usize, overrides: Vec<TensorBuftOverride>| ModelParams {
+        n_gpu_layers: ngl as i32,
+        tensor_buft_overrides: overrides,
+        ..mp.clone()
+    };
+    let dense_only = |ngl: usize| with(ngl, moe_overrides(0, n_layer, MoeSplit::Experts));
+    if !fits(&dense_only(n_max))? {
+        let n = largest(0, n_max, |n| fits(&dense_only(n)))?;
+        *mp = dense_only(n);
+        crate::info!(
+            "fit_params: offloading {n}/{n_max} layers to fit, their expert tensors in CPU memory"
+        );
+        return Ok(());
+    }
+    let full = |f: usize, split: MoeSplit| with(n_max, moe_overrides(f, n_layer, split));
+    let f = if fits(&full(n_layer, MoeSplit::Experts))? {
+        n_layer
+    } else {
+        largest(0, n_layer, |f| fits(&full(f, MoeSplit::Experts)))?
+    };
+    let mut best = full(f, MoeSplit::Experts);
+    let mut part = "";
+    if f < n_layer {
+        for (split, what) in [
+            (MoeSplit::GateDown, ", and the up projections of layer"),
+            (MoeSplit::Down, ", and the up and gate projections of layer"),
+        ] {
+            let p = full(f, split);
+            if !fits(&p)? {
+                break;
+            }
+            best = p;
+            part = what;
+        }
+    }
+    *mp = best;
+    let part = if part.is_empty() {
+        String::new()
+    } else {
+        format!("{part} {f}")
+    };
+    crate::info!(
+        "fit_params: offloading {n_max}/{n_max} layers to fit, the expert tensors of {f}/{n_layer} \
+         layers on the GPU{part}; the others in CPU memory"
+    );
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -274,5 +399,46 @@ mod tests {
             assert_eq!(got, edge);
         }
         assert_eq!(largest(5, 5, |_| Ok(false)).unwrap(), 5);
+    }
+
+    #[test]
+    fn moe_overrides_cover_the_layers_after_the_full_ones() {
+        let names = |il: usize| {
+            [
+                "ffn_gate_exps",
+                "ffn_up_exps",
+                "ffn_down_exps",
+                "ffn_gate_inp",
+                "ffn_up_shexp",
+                "ffn_down_shexp",
+                "attn_q",
+            ]
+            .map(|t| format!("blk.{il}.{t}.weight"))
+        };
+        let on_cpu =
+            |o: &[TensorBuftOverride], name: &str| o.iter().any(|o| o.pattern.is_match(name));
+        let o = moe_overrides(2, 12, MoeSplit::Experts);
+        assert_eq!(o.len(), 10);
+        for il in 0..12 {
+            let n = names(il);
+            let experts = il >= 2;
+            for e in &n[..3] {
+                assert_eq!(on_cpu(&o, e), experts, "{e}");
+            }
+            for e in &n[3..] {
+                assert!(!on_cpu(&o, e), "{e}");
+            }
+        }
+        // Layer 2 in part: its up projections stay, then its gate ones too.
+        let o = moe_overrides(2, 12, MoeSplit::GateDown);
+        let n = names(2);
+        let got: Vec<bool> = n.iter().map(|e| on_cpu(&o, e)).collect();
+        assert_eq!(got, [true, false, true, true, false, true, false]);
+        let o = moe_overrides(2, 12, MoeSplit::Down);
+        let got: Vec<bool> = n.iter().map(|e| on_cpu(&o, e)).collect();
+        assert_eq!(got, [false, false, true, false, false, true, false]);
+        assert!(on_cpu(&o, "blk.3.ffn_up_exps.weight"));
+        assert!(!on_cpu(&o, "blk.12.ffn_up_exps.weight"));
+        assert!(moe_overrides(12, 12, MoeSplit::GateDown).is_empty());
     }
 }

@@ -54,6 +54,8 @@ pub struct MemoryPlan {
     pub n_offloaded: usize,
     /// n_layer + 1.
     pub n_layer: usize,
+    /// Experts per layer of a mixture-of-experts model (0 for a dense one).
+    pub n_expert: usize,
 }
 
 impl MemoryPlan {
@@ -108,6 +110,7 @@ impl MemoryPlan {
             n_ctx: ctx.n_ctx(),
             n_offloaded: model.plan.n_offloaded + usize::from(model.plan.output_offloaded),
             n_layer: model.hparams.n_layer + 1,
+            n_expert: model.hparams.n_expert,
             ..MemoryPlan::default()
         };
         // Weights: the loader's sizes per buffer type name; the device is

@@ -301,7 +301,9 @@ impl Default for ModelParams {
     fn default() -> ModelParams {
         ModelParams {
             devices: None,
-            n_gpu_layers: 0,
+            // llama_model_default_params: every layer, where there is a
+            // GPU (the tools' --fit brings it down to what fits).
+            n_gpu_layers: -1,
             split_mode: SplitMode::Layer,
             main_gpu: 0,
             tensor_split: Vec::new(),
@@ -345,6 +347,19 @@ impl fmt::Debug for ModelParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// llama_model_default_params (llama.cpp 0c1e570): every layer on the
+    /// GPUs, mapped, with the CPU's extra buffer types.
+    #[test]
+    fn defaults_are_llama_cpps() {
+        let p = ModelParams::default();
+        assert_eq!(p.n_gpu_layers, -1);
+        assert_eq!(p.split_mode, SplitMode::Layer);
+        assert_eq!(p.main_gpu, 0);
+        assert_eq!(p.load_mode, LoadMode::Auto);
+        assert!(p.use_extra_bufts && !p.check_tensors && !p.vocab_only);
+        assert!(p.devices.is_none() && p.tensor_buft_overrides.is_empty());
+    }
 
     #[test]
     fn parses_overrides() {

@@ -12,7 +12,11 @@ use llama::{Batch, Context, ContextParams, Model, ModelParams, Perf};
 use test_support::greedy_token;
 
 fn load(fx: &std::path::Path) -> Model {
-    Model::load(fx.join("models/stories260K.gguf"), &ModelParams::default()).expect("load")
+    let cpu = ModelParams {
+        devices: Some(Vec::new()),
+        ..ModelParams::default()
+    };
+    Model::load(fx.join("models/stories260K.gguf"), &cpu).expect("load")
 }
 
 fn params(reuse: bool) -> ContextParams {

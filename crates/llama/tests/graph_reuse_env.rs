@@ -11,8 +11,14 @@ use llama::{Batch, Context, ContextParams, Model, ModelParams};
 #[test]
 fn the_environment_switch_turns_reuse_off() {
     let Some(fx) = fixtures() else { return };
-    let model =
-        Model::load(fx.join("models/stories260K.gguf"), &ModelParams::default()).expect("load");
+    let model = Model::load(
+        fx.join("models/stories260K.gguf"),
+        &ModelParams {
+            devices: Some(Vec::new()),
+            ..ModelParams::default()
+        },
+    )
+    .expect("load");
     let run = |model: &Model| {
         let mut ctx = Context::new(
             model,

@@ -178,3 +178,155 @@ fn dio_on_a_truncated_file_is_a_bounds_error() {
     let e = Model::load(&p, &params).unwrap_err().to_string();
     assert!(e.contains("not within the file bounds"), "{e}");
 }
+
+/// Writes a GGUF file of tensors of odd sizes and types, aligned to
+/// `alignment` bytes, with bytes that differ everywhere; returns its path.
+fn odd_file(name: &str, alignment: u32) -> std::path::PathBuf {
+    use gguf::{GgmlType, GgufWriter, Metadata, TensorInfo};
+    let shapes: [(&str, GgmlType, u64); 9] = [
+        ("a", GgmlType::F32, 7),
+        ("b", GgmlType::F32, 1000),
+        ("c", GgmlType::Q8_0, 32 * 3001),
+        // Several chunks of the direct readers.
+        ("d", GgmlType::F32, 3_146_001),
+        // Skipped by some request sets: a gap that starts a new buffer.
+        ("e", GgmlType::F32, 300_001),
+        ("f", GgmlType::F32, 1_500_003),
+        ("g", GgmlType::F32, 5),
+        ("h", GgmlType::Q8_0, 32 * 100_001),
+        ("i", GgmlType::F32, 9),
+    ];
+    let mut md = Metadata::new();
+    md.set("general.architecture", "llama");
+    md.set("general.alignment", alignment);
+    let infos: Vec<TensorInfo> = shapes
+        .iter()
+        .map(|&(n, ty, len)| TensorInfo::new(n, ty, &[len]).unwrap())
+        .collect();
+    let p = scratch(name).join("odd.gguf");
+    let out = std::io::BufWriter::new(std::fs::File::create(&p).unwrap());
+    let mut w = GgufWriter::new(out, &md, &infos).unwrap();
+    let mut seed = u64::from(alignment);
+    for t in &infos {
+        let bytes: Vec<u8> = (0..t.size)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                (seed >> 56) as u8
+            })
+            .collect();
+        w.write_tensor(&t.name, &bytes).unwrap();
+    }
+    w.finish().unwrap();
+    p
+}
+
+/// Direct reads into the CPU's buffers: every byte is the file's, for
+/// files aligned to 8 and 32 bytes and request sets with gaps; the buffers
+/// are laid out as the file is, so that only the partial blocks at the
+/// ends of each tensor are copied through a bounce buffer; and the memory
+/// plan of a direct-I/O load has the same buffers as the load.
+#[test]
+fn dio_reads_straight_into_cpu_buffers() {
+    let Some(fx) = fixtures() else { return };
+    // A model only to reach the CPU device.
+    let model = Model::load(fx.join("models/stories260K.gguf"), &ModelParams::default()).unwrap();
+    let params = ModelParams {
+        load_mode: LoadMode::Dio,
+        use_extra_bufts: false,
+        ..ModelParams::default()
+    };
+    for alignment in [8, 32] {
+        let p = odd_file(&format!("dio-odd-{alignment}"), alignment);
+        let files = gguf::GgufModel::open(&p).unwrap();
+        let all = cpu_requests(&model, &files);
+        let block = std::os::unix::fs::MetadataExt::blksize(&std::fs::metadata(&p).unwrap());
+        let block = (block as usize).max(4096);
+        let subsets: [Vec<WeightRequest>; 3] = [
+            all.clone(),
+            all.iter().filter(|r| r.desc.name != "e").cloned().collect(),
+            all.iter().step_by(2).cloned().collect(),
+        ];
+        for (k, reqs) in subsets.iter().enumerate() {
+            let what = format!("alignment {alignment}, requests {k}");
+            let lw = load_weights_with(&files, reqs, &params, &LoadOptions::default())
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let mut allowed = 0u64;
+            for (r, w) in reqs.iter().zip(&lw.placements) {
+                let mut got = vec![0u8; r.size];
+                w.at.buffer.get_tensor(w.at.offset, &mut got).unwrap();
+                let m = files.files()[r.file].mmap().unwrap();
+                let at = r.file_offset as usize;
+                assert!(got == m[at..at + r.size], "{what}: {} differs", r.desc.name);
+                // Buffers from 4 MiB up start on a huge page: only the
+                // blocks at the ends of a tensor are bounced there.
+                allowed += if w.at.buffer.size() >= 4 << 20 {
+                    (2 * block).min(r.size) as u64
+                } else {
+                    r.size as u64
+                };
+            }
+            assert!(
+                lw.stats.bytes_bounced <= allowed,
+                "{what}: {} bytes bounced, at most {allowed} expected",
+                lw.stats.bytes_bounced
+            );
+            let plan = llama::loader::plan_weights(&files, reqs, &params).unwrap();
+            assert_eq!(plan.sizes, lw.sizes, "{what}: planned sizes");
+            let sizes = |v: &llama::loader::LoadedWeights| -> Vec<usize> {
+                v.buffers.iter().map(|b| b.size()).collect()
+            };
+            assert_eq!(sizes(&plan), sizes(&lw), "{what}: planned buffers");
+            if k == 1 {
+                assert!(lw.buffers.len() >= 2, "{what}: the gap starts a buffer");
+            }
+        }
+    }
+}
+
+/// Direct reads of weights the CPU stores repacked go straight into
+/// aligned staging memory: none of their bytes is bounced, and the
+/// greedy tokens are those of the mapping.
+#[test]
+fn dio_with_repacking_reads_straight_into_staging() {
+    let Some(fx) = fixtures() else { return };
+    let path = fx.join("models/tiny-q4_0.gguf");
+    let params = |load_mode| ModelParams {
+        load_mode,
+        devices: Some(Vec::new()),
+        ..ModelParams::default()
+    };
+    let m = Model::load(&path, &params(LoadMode::Dio)).unwrap();
+    let s = &m.stats;
+    if s.bytes_repacked == 0 {
+        eprintln!("skipped: this CPU repacks no weight of {}", path.display());
+        return;
+    }
+    assert!(
+        s.bytes_bounced <= s.bytes_read,
+        "{} bytes bounced, {} read into host buffers, {} repacked",
+        s.bytes_bounced,
+        s.bytes_read,
+        s.bytes_repacked
+    );
+    let tokens = |m: &Model| {
+        let cp = ContextParams {
+            n_ctx: 64,
+            n_threads: 2,
+            n_threads_batch: 2,
+            ..ContextParams::default()
+        };
+        let mut ctx = Context::new(m, cp).unwrap();
+        let mut t = vec![1, 300, 301];
+        ctx.decode(&Batch::get_one(&t)).unwrap();
+        for _ in 0..8 {
+            let next = argmax(ctx.logits_ith(-1).unwrap());
+            t.push(next);
+            ctx.decode(&Batch::get_one(&[next])).unwrap();
+        }
+        t
+    };
+    let mapped = Model::load(&path, &params(LoadMode::Mmap)).unwrap();
+    assert_eq!(tokens(&m), tokens(&mapped));
+}

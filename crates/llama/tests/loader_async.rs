@@ -243,11 +243,13 @@ fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
         async_upload: true,
         ..LoadOptions::default()
     };
-    for use_mmap in [true, false] {
+    // Direct reads fill several staging buffers at once: progress still
+    // moves one piece at a time, and a cancel stops at the refused piece.
+    for load_mode in [LoadMode::Mmap, LoadMode::None, LoadMode::Dio] {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let s = seen.clone();
         let params = ModelParams {
-            load_mode: LoadMode::from_flags(use_mmap, false),
+            load_mode,
             progress_callback: Some(Arc::new(move |f| {
                 s.lock().unwrap().push(f);
                 true
@@ -263,7 +265,7 @@ fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
         let calls = Arc::new(AtomicUsize::new(0));
         let c = calls.clone();
         let params = ModelParams {
-            load_mode: LoadMode::from_flags(use_mmap, false),
+            load_mode,
             progress_callback: Some(Arc::new(move |_| c.fetch_add(1, Ordering::Relaxed) < 4)),
             ..ModelParams::default()
         };
@@ -488,4 +490,44 @@ fn mlock_under_a_tiny_limit_only_warns() {
         assert_eq!(m.stats.bytes_lock_failed, 0, "{:?}", m.stats);
         assert!(m.stats.bytes_locked > 0, "{:?}", m.stats);
     }
+}
+
+/// Direct reads into the staging ring of a file cut short after it was
+/// opened: the bounds error names the last tensor, whose piece is in the
+/// batch read last; nothing is left in flight.
+#[test]
+fn dio_uploads_of_a_truncated_file_name_the_tensor() {
+    let Some(fx) = fixtures() else { return };
+    let Some(dev) = vulkan() else { return };
+    let bytes = std::fs::read(fx.join("models/stories260K.gguf")).unwrap();
+    let p = scratch("dio-trunc-gpu").join("t.gguf");
+    std::fs::write(&p, &bytes).unwrap();
+    let files = GgufModel::open(&p).unwrap();
+    let reqs = requests_to(&dev, &files);
+    // The mapping's pages past the new end are never touched: direct
+    // reads go to the file.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_len(bytes.len() as u64 - 100)
+        .unwrap();
+    let last = reqs.last().unwrap().desc.name.clone();
+    let params = ModelParams {
+        load_mode: LoadMode::Dio,
+        ..ModelParams::default()
+    };
+    let opts = LoadOptions {
+        staging_size: 4096,
+        staging_count: 8,
+        ..LoadOptions::default()
+    };
+    let e = load_weights_with(&files, &reqs, &params, &opts)
+        .err()
+        .expect("truncated")
+        .to_string();
+    assert!(
+        e.contains("not within the file bounds") && e.contains(&last),
+        "{e}"
+    );
 }

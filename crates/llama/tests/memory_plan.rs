@@ -64,19 +64,31 @@ fn planned_bytes_equal_allocated_bytes() {
         "tiny-q8_0-split-00001-of-00003.gguf",
     ] {
         let path = fx.join("models").join(name);
-        check(
-            &path,
-            &ModelParams::default(),
-            &format!("{name} on the CPU"),
-        );
+        // The CPU alone, whatever GPU is visible.
+        let cpu = ModelParams {
+            devices: Some(Vec::new()),
+            ..ModelParams::default()
+        };
+        check(&path, &cpu, &format!("{name} on the CPU"));
         check(
             &path,
             &ModelParams {
                 load_mode: llama::LoadMode::None,
-                ..ModelParams::default()
+                ..cpu.clone()
             },
             &format!("{name} on the CPU, read"),
         );
+        for use_extra_bufts in [false, true] {
+            check(
+                &path,
+                &ModelParams {
+                    load_mode: llama::LoadMode::Dio,
+                    use_extra_bufts,
+                    ..cpu.clone()
+                },
+                &format!("{name} on the CPU, direct I/O, repack {use_extra_bufts}"),
+            );
+        }
         if let Some(dev) = &gpu {
             for ngl in [99, 2] {
                 let mp = ModelParams {

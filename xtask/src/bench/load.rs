@@ -430,9 +430,11 @@ impl Suite for CpuLoad {
                 (LoadMode::Dio, _) => (
                     "CPU, direct I/O, no repack",
                     format!(
-                        "{:.0} MiB read with O_DIRECT into host buffers (the page cache is \
-                         bypassed: warm is read from the disk again)",
-                        t.stats.bytes_read as f64 / MIB
+                        "{:.0} MiB read with O_DIRECT into host buffers ({:.2} MiB through \
+                         bounce buffers; the page cache is bypassed: warm is read from the \
+                         disk again)",
+                        t.stats.bytes_read as f64 / MIB,
+                        t.stats.bytes_bounced as f64 / MIB
                     ),
                 ),
                 (_, false) => (

@@ -1,7 +1,31 @@
 //! The first phase of loading: the buffers of every buffer type group
 //! (mapped ranges, allocations, staging rings), before any data moves.
+//!
+//! With direct I/O, the tensors of the CPU's own buffer type are laid out
+//! as the file lays them out (the layout a mapping would give them, which
+//! the CPU uses in place): each buffer holds a run of consecutive tensors
+//! of one file, at their distance from the run's first byte, and starts
+//! [`DIO_MIRROR_ALIGN`]-congruent with that byte's file offset. Every
+//! address of a tensor is then congruent with its file offset modulo the
+//! memory alignment direct reads ask for, so that the whole blocks of each
+//! tensor are read straight into place: only the partial blocks at either
+//! end of a tensor go through a bounce buffer. A GGUF file aligns tensor
+//! data to 32 bytes only, which a layout of its own (the linear
+//! allocator's) never matches modulo a block.
 
 use super::*;
+
+/// The modulus of the congruence between the addresses of a mirrored
+/// buffer and the file offsets of its bytes: the block size of direct reads
+/// on common file systems, and a multiple of any smaller memory alignment
+/// they ask for. A file system that asks for more alignment gets correct
+/// but bounced reads. (Buffers from 4 MiB up start on a huge page, so
+/// their base is aligned to it; a smaller buffer's may not be.)
+pub(super) const DIO_MIRROR_ALIGN: usize = 4096;
+/// A gap of file bytes between two tensors of a group larger than this
+/// (tensors of other buffer types in between) starts a new mirrored buffer
+/// rather than leave the gap unused in memory.
+pub(super) const DIO_MIRROR_GAP: u64 = 64 << 10;
 
 /// Every buffer of the weights, where each request lands and how its
 /// bytes get there. Fields drop in order: the staging rings first (they
@@ -38,6 +62,7 @@ pub(super) fn allocate(
         buffers: Vec::new(),
     };
     let mmap = params.load_mode.use_mmap();
+    let dio = params.load_mode.use_direct_io();
     let mlock = params.load_mode.use_mlock() && !planning;
     let all_mapped = files.files().iter().all(|f| f.mmap().is_some());
     // Group by buffer type, keeping request order inside each group.
@@ -55,8 +80,15 @@ pub(super) fn allocate(
         let is_default_cpu = dev.kind() == DeviceKind::Cpu
             && dev.buffer_type().name() == entry.buft.name()
             && dev.props().caps.buffer_from_host_ptr;
+        // The file's layout holds a tensor only where its bytes in the
+        // buffer type are its bytes in the file.
+        let file_layout = idxs
+            .iter()
+            .all(|&i| entry.buft.alloc_size(&reqs[i].desc) == reqs[i].size);
         if mmap && is_default_cpu && all_mapped {
             a.map_group(files, reqs, idxs, buft_name, mlock, planning, stats)?;
+        } else if dio && is_default_cpu && file_layout {
+            a.mirror_group(reqs, idxs, buft_name, planning, &mut host_bufs)?;
         } else if planning {
             a.plan_group(reqs, idxs, buft_name)?;
         } else {
@@ -159,6 +191,88 @@ impl Allocated {
             });
             self.routes[i] = Some(route);
         }
+    }
+
+    /// Allocates the group as the file lays it out (see the module's
+    /// documentation): one buffer per run of tensors of one file with no
+    /// gap over [`DIO_MIRROR_GAP`] and no overlap, within the buffer
+    /// type's largest buffer; planned buffers when `planning`.
+    fn mirror_group(
+        &mut self,
+        reqs: &[WeightRequest],
+        idxs: &[usize],
+        buft_name: &str,
+        planning: bool,
+        host_bufs: &mut Vec<Arc<dyn Buffer>>,
+    ) -> Result<()> {
+        let buft = reqs[idxs[0]].entry.buft.clone();
+        let max = buft.max_size();
+        let mut order = idxs.to_vec();
+        order.sort_by_key(|&i| (reqs[i].file, reqs[i].file_offset));
+        let mut runs: Vec<Vec<usize>> = Vec::new();
+        let (mut lo, mut hi) = (0u64, 0u64);
+        for i in order {
+            let r = &reqs[i];
+            let (start, end) = (r.file_offset, r.file_offset + r.size as u64);
+            let lead = (start % DIO_MIRROR_ALIGN as u64) as usize;
+            if lead + r.size > max {
+                return Err(LlamaError::Tensor(format!(
+                    "tensor '{}' of {} bytes does not fit in a {buft_name} buffer of at most \
+                     {max} bytes",
+                    r.desc.name, r.size
+                )));
+            }
+            let joins = runs.last().is_some_and(|run| {
+                let first = &reqs[run[0]];
+                first.file == r.file
+                    && start >= hi
+                    && start - hi <= DIO_MIRROR_GAP
+                    && (lo % DIO_MIRROR_ALIGN as u64 + (end - lo)) as usize <= max
+            });
+            if joins {
+                hi = hi.max(end);
+                runs.last_mut().expect("a run").push(i);
+            } else {
+                (lo, hi) = (start, end);
+                runs.push(vec![i]);
+            }
+        }
+        for run in runs {
+            let lo = reqs[run[0]].file_offset;
+            let hi = run
+                .iter()
+                .map(|&i| reqs[i].file_offset + reqs[i].size as u64)
+                .max()
+                .unwrap_or(lo);
+            let lead = (lo % DIO_MIRROR_ALIGN as u64) as usize;
+            let size = lead + (hi - lo) as usize;
+            let buf = if planning {
+                PlannedBuffer::shared(buft.clone(), size, BufferUsage::Weights)
+            } else {
+                buft.alloc_buffer(size)?
+            };
+            buf.set_usage(BufferUsage::Weights);
+            if !planning && (buf.base().is_none() || buf.is_read_only()) {
+                return Err(LlamaError::Tensor(format!(
+                    "a {buft_name} buffer has no writable host memory to read weights into"
+                )));
+            }
+            for &i in &run {
+                let offset = lead + (reqs[i].file_offset - lo) as usize;
+                buf.init_tensor(&reqs[i].desc, offset)?;
+                self.placements[i] = Some(Placement {
+                    buffer: buf.clone(),
+                    offset,
+                });
+                self.routes[i] = Some(Route::Host);
+            }
+            *self.sizes.entry(buft_name.to_string()).or_default() += size;
+            if !planning {
+                host_bufs.push(buf.clone());
+            }
+            self.buffers.push(buf);
+        }
+        Ok(())
     }
 
     /// Lays the group out over planned buffers, exactly as

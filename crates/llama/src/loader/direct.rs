@@ -18,7 +18,7 @@
 
 use super::read::{read_at_most, AlignedBuf, DioAlign};
 use super::*;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 /// Bytes of one chunk (a multiple of any block size a file system uses).
@@ -44,12 +44,25 @@ struct Job<'d> {
     tag: usize,
 }
 
-/// The bounce buffers of the readers of one file, made when first needed.
-pub(super) struct Bounces(Vec<Option<AlignedBuf>>);
+/// The bounce buffers of the readers of one file, made when first needed,
+/// and the bytes copied out of them.
+pub(super) struct Bounces {
+    bufs: Vec<Option<AlignedBuf>>,
+    copied: AtomicU64,
+}
 
 impl Bounces {
     pub(super) fn new() -> Bounces {
-        Bounces((0..READERS).map(|_| None).collect())
+        Bounces {
+            bufs: (0..READERS).map(|_| None).collect(),
+            copied: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes of destinations filled by a copy out of a bounce buffer
+    /// rather than read straight into place.
+    pub(super) fn copied(&self) -> u64 {
+        self.copied.load(Ordering::Relaxed)
     }
 }
 
@@ -145,12 +158,14 @@ fn run(
     bounces: &mut Bounces,
     jobs: Vec<Job>,
 ) -> std::result::Result<(), SpanError> {
-    let n = jobs.len().min(bounces.0.len()).max(1);
+    let Bounces { bufs, copied } = bounces;
+    let copied = &*copied;
+    let n = jobs.len().min(bufs.len()).max(1);
     if n == 1 {
-        let bounce = &mut bounces.0[0];
+        let bounce = &mut bufs[0];
         return jobs.into_iter().try_for_each(|j| {
             let tag = j.tag;
-            read_job(file, a, bounce, j).map_err(|e| (tag, e))
+            read_job(file, a, bounce, copied, j).map_err(|e| (tag, e))
         });
     }
     let queue = Mutex::new(jobs.into_iter());
@@ -166,7 +181,7 @@ fn run(
                 return Ok(());
             };
             let tag = j.tag;
-            if let Err(e) = read_job(file, a, bounce, j) {
+            if let Err(e) = read_job(file, a, bounce, copied, j) {
                 failed.store(true, Ordering::Relaxed);
                 return Err((tag, e));
             }
@@ -174,7 +189,7 @@ fn run(
     };
     let reader = &reader;
     std::thread::scope(|s| {
-        let handles: Vec<_> = bounces.0[..n]
+        let handles: Vec<_> = bufs[..n]
             .iter_mut()
             .map(|bounce| s.spawn(move || reader(bounce)))
             .collect();
@@ -196,6 +211,7 @@ fn read_job(
     file: &File,
     a: DioAlign,
     bounce: &mut Option<AlignedBuf>,
+    copied: &AtomicU64,
     j: Job,
 ) -> std::io::Result<()> {
     if j.direct {
@@ -226,37 +242,39 @@ fn read_job(
     }
     let len = j.dst.len();
     j.dst.copy_from_slice(&buf[j.skip..j.skip + len]);
+    copied.fetch_add(len as u64, Ordering::Relaxed);
     Ok(())
 }
 
-/// Reads `dst` (aligned to `a.memory`, a whole number of blocks) from
-/// `at` (a multiple of the block size) with direct I/O, the chunks on up
-/// to [`READERS`] threads; the file may end inside `dst`, but not before
-/// its first `need` bytes. Used for the widened spans read straight into
-/// staging buffers.
+/// Reads each span `(at, dst, need)` of `spans`: `dst` (aligned to
+/// `a.memory`, a whole number of blocks) from `at` (a multiple of the block
+/// size) with direct I/O; the file may end inside `dst`, but not before its
+/// first `need` bytes. The chunks of all the spans are read in one pass on
+/// up to [`READERS`] threads. Used for the widened spans read straight into
+/// staging buffers; an error carries the index of its span.
 pub(super) fn direct_read_blocks(
     file: &File,
     a: DioAlign,
     bounces: &mut Bounces,
-    at: u64,
-    dst: &mut [u8],
-    need: usize,
-) -> std::io::Result<()> {
-    let mut jobs = Vec::with_capacity(dst.len().div_ceil(CHUNK));
-    let mut off = 0usize;
-    for d in dst.chunks_mut(CHUNK) {
-        let n = d.len();
-        jobs.push(Job {
-            at: at + off as u64,
-            skip: 0,
-            // Chunks past the file's end read nothing: only the bytes
-            // needed must be there.
-            need: need.saturating_sub(off).min(n),
-            dst: d,
-            direct: true,
-            tag: 0,
-        });
-        off += n;
+    spans: Vec<(u64, &mut [u8], usize)>,
+) -> std::result::Result<(), SpanError> {
+    let mut jobs = Vec::new();
+    for (tag, (at, dst, need)) in spans.into_iter().enumerate() {
+        let mut off = 0usize;
+        for d in dst.chunks_mut(CHUNK) {
+            let n = d.len();
+            jobs.push(Job {
+                at: at + off as u64,
+                skip: 0,
+                // Chunks past the file's end read nothing: only the bytes
+                // needed must be there.
+                need: need.saturating_sub(off).min(n),
+                dst: d,
+                direct: true,
+                tag,
+            });
+            off += n;
+        }
     }
-    run(file, a, bounces, jobs).map_err(|(_, e)| e)
+    run(file, a, bounces, jobs)
 }

@@ -2,6 +2,7 @@
 //! by the route its buffer took (used in place, read into host memory,
 //! uploaded synchronously or through the staging ring).
 
+use super::read::AlignedBuf;
 use super::*;
 
 /// What moves the data: the source files, progress, statistics and the
@@ -21,6 +22,26 @@ pub(super) struct Fill<'a> {
     /// one pass once they add up to [`DIRECT_PIECE_SIZE`] (or another
     /// route or file comes).
     pub(super) batch: Vec<BatchItem<'a>>,
+    /// Direct reads into staging buffers not yet made: pieces of
+    /// consecutive requests of one file and one uploader, each in a
+    /// staging buffer of its own, read at once when half the ring is
+    /// taken (or another route or file comes), then queued for upload.
+    pub(super) staged: Vec<StagedItem>,
+    /// Room a staging buffer of direct reads needs past its data.
+    pub(super) slack: usize,
+}
+
+/// A piece of an upload read with direct I/O, waiting in `staged`.
+pub(super) struct StagedItem {
+    req: usize,
+    /// Where the piece starts in the request's data, and its bytes.
+    start: usize,
+    len: usize,
+    /// The uploader, and its staging buffer that the piece takes.
+    uploader: usize,
+    slot: usize,
+    /// Where the piece goes.
+    dst: Placement,
 }
 
 /// A piece of a direct read into host memory, waiting in the batch.
@@ -59,19 +80,33 @@ impl<'a> Fill<'a> {
     ) -> Result<()> {
         let src = self.mapped(i)?;
         let r = &self.reqs[i];
-        if route == Route::Host && src.is_none() && self.reader.is_direct(r.file) {
-            return self.host_direct(i, p);
+        let direct = src.is_none() && self.reader.is_direct(r.file);
+        match route {
+            Route::Host if direct => {
+                self.flush_staged(uploaders)?;
+                return self.host_direct(i, p);
+            }
+            Route::Device(u) if direct && matches!(uploaders[u], Uploader::Async(_)) => {
+                self.flush_direct()?;
+                return self.staged_direct(i, p, u, uploaders);
+            }
+            _ => {}
         }
         self.flush_direct()?;
+        self.flush_staged(uploaders)?;
         match route {
             Route::Mapped => self.mapped_in_place(i, src),
             Route::Host => self.host(i, p, src),
             Route::Device(u) => {
                 let r = &self.reqs[i];
                 match &mut uploaders[u] {
-                    Uploader::Sync { staging, whole } => {
+                    Uploader::Sync {
+                        staging,
+                        aligned,
+                        whole,
+                    } => {
                         let whole = *whole;
-                        self.upload_sync(i, p, src, staging, whole)?;
+                        self.upload_sync(i, p, src, (staging, aligned), whole)?;
                         if whole {
                             self.stats.bytes_repacked += r.size as u64;
                         } else {
@@ -211,10 +246,11 @@ impl<'a> Fill<'a> {
         i: usize,
         p: &Placement,
         src: Option<&[u8]>,
-        staging: &mut Vec<u8>,
+        (staging, aligned): (&mut Vec<u8>, &mut Option<AlignedBuf>),
         whole: bool,
     ) -> Result<()> {
-        let r = &self.reqs[i];
+        let reqs = self.reqs;
+        let r = &reqs[i];
         let piece = if whole {
             r.size.max(1)
         } else {
@@ -223,6 +259,19 @@ impl<'a> Fill<'a> {
         for (s, n) in pieces(&r.desc, r.size, piece) {
             let data: &[u8] = match src {
                 Some(m) => &m[s..s + n],
+                // Direct reads go straight into aligned staging memory with
+                // room for the widening to whole blocks.
+                None if self.reader.is_direct(r.file) => {
+                    let cap = n + self.slack;
+                    if aligned.as_ref().is_none_or(|b| b.capacity() < cap) {
+                        *aligned = Some(AlignedBuf::new(cap, MIN_PIECE_SIZE)?);
+                    }
+                    let buf = aligned.as_mut().expect("made above").as_mut_slice();
+                    let from = self
+                        .reader
+                        .read_spans(r.file, &mut [(r, s, n, &mut *buf)])?[0];
+                    &buf[from..from + n]
+                }
                 None => {
                     staging.resize(n, 0);
                     self.reader.read(r, s, &mut staging[..n])?;
@@ -263,9 +312,8 @@ impl<'a> Fill<'a> {
         Ok(())
     }
 
-    /// Asynchronous upload from reads: each piece is read straight into the
-    /// next free staging buffer (with direct I/O, widened to whole blocks,
-    /// the transfer starting past the padding) and its transfer queued.
+    /// Asynchronous upload from plain reads: each piece is read into the
+    /// next free staging buffer and its transfer queued.
     fn upload_async_read(&mut self, i: usize, p: &Placement, ring: &mut Ring) -> Result<()> {
         let r = &self.reqs[i];
         let name = &r.desc.name;
@@ -274,13 +322,94 @@ impl<'a> Fill<'a> {
                 .acquire()
                 .map_err(|e| tensor_err(name, "staging buffer", e))?;
             let slot = ring.slot_mut(k);
-            let from = self.reader.read_span(r, s, n, slot)?;
+            self.reader.read(r, s, &mut slot[..n])?;
             if self.checks.on {
-                check_piece(&mut self.checks, self.reqs, i, &slot[from..from + n], s)?;
+                check_piece(&mut self.checks, self.reqs, i, &slot[..n], s)?;
             }
-            ring.submit(k, from, &at(p, s), n)
+            ring.submit(k, 0, &at(p, s), n)
                 .map_err(|e| tensor_err(name, "upload", e))?;
             self.progress.advance(n as u64)?;
+        }
+        Ok(())
+    }
+
+    /// Asynchronous upload from direct reads: each piece takes the next
+    /// free staging buffer and joins `staged`, read once half the ring is
+    /// taken, so that several reads are in flight while the copies of the
+    /// other half run.
+    fn staged_direct(
+        &mut self,
+        i: usize,
+        p: &Placement,
+        u: usize,
+        uploaders: &mut [Uploader],
+    ) -> Result<()> {
+        let reqs = self.reqs;
+        let r = &reqs[i];
+        if self
+            .staged
+            .first()
+            .is_some_and(|b| b.uploader != u || reqs[b.req].file != r.file)
+        {
+            self.flush_staged(uploaders)?;
+        }
+        let Uploader::Async(ring) = &uploaders[u] else {
+            return Err(tensor_err(&r.desc.name, "upload", "no staging ring"));
+        };
+        for (s, n) in pieces(&r.desc, r.size, ring.size) {
+            let Uploader::Async(ring) = &mut uploaders[u] else {
+                return Err(tensor_err(&r.desc.name, "upload", "no staging ring"));
+            };
+            let k = ring
+                .acquire()
+                .map_err(|e| tensor_err(&r.desc.name, "staging buffer", e))?;
+            let full = self.staged.len() + 1 >= ring.read_depth();
+            self.staged.push(StagedItem {
+                req: i,
+                start: s,
+                len: n,
+                uploader: u,
+                slot: k,
+                dst: at(p, s),
+            });
+            if full {
+                self.flush_staged(uploaders)?;
+            }
+        }
+        self.stats.bytes_uploaded += r.size as u64;
+        self.stats.bytes_uploaded_async += r.size as u64;
+        Ok(())
+    }
+
+    /// Reads the pieces waiting in `staged` into their staging buffers at
+    /// once, then checks, queues and reports each in order.
+    pub(super) fn flush_staged(&mut self, uploaders: &mut [Uploader]) -> Result<()> {
+        if self.staged.is_empty() {
+            return Ok(());
+        }
+        let batch = std::mem::take(&mut self.staged);
+        let reqs = self.reqs;
+        let first = &reqs[batch[0].req];
+        let Uploader::Async(ring) = &mut uploaders[batch[0].uploader] else {
+            return Err(tensor_err(&first.desc.name, "upload", "no staging ring"));
+        };
+        let ks: Vec<usize> = batch.iter().map(|b| b.slot).collect();
+        let mut items: Vec<(&WeightRequest, usize, usize, &mut [u8])> = batch
+            .iter()
+            .zip(ring.slots_mut(&ks))
+            .map(|(b, buf)| (&reqs[b.req], b.start, b.len, buf))
+            .collect();
+        let froms = self.reader.read_spans(first.file, &mut items)?;
+        drop(items);
+        for (b, from) in batch.iter().zip(froms) {
+            let name = &reqs[b.req].desc.name;
+            if self.checks.on {
+                let data = &ring.slot_mut(b.slot)[from..from + b.len];
+                check_piece(&mut self.checks, reqs, b.req, data, b.start)?;
+            }
+            ring.submit(b.slot, from, &b.dst, b.len)
+                .map_err(|e| tensor_err(name, "upload", e))?;
+            self.progress.advance(b.len as u64)?;
         }
         Ok(())
     }

@@ -18,7 +18,9 @@
 //!   copied from the mapping) into the next free staging buffer and an
 //!   asynchronous copy to the tensor is queued on a backend of the device,
 //!   so that reading the next piece overlaps the transfer; an event per
-//!   staging buffer says when it may be refilled. Otherwise `set_tensor`
+//!   staging buffer says when it may be refilled. Direct reads (which have
+//!   no read-ahead) fill half the ring at once, several reads in flight,
+//!   while the copies out of the other half run. Otherwise `set_tensor`
 //!   copies synchronously, piece by piece. A CPU buffer type that is not a
 //!   plain host type (`CPU_REPACK`, which stores weights repacked for the
 //!   CPU's matrix kernels) takes each tensor in one `set_tensor`, from the
@@ -121,6 +123,11 @@ pub struct LoadStats {
     pub bytes_read: u64,
     /// Bytes copied to device buffers (both ways).
     pub bytes_uploaded: u64,
+    /// Of the bytes read with direct I/O, those copied out of a bounce
+    /// buffer rather than read straight into place (the partial blocks at
+    /// the ends of a tensor; more when a destination is aligned unlike its
+    /// file offset).
+    pub bytes_bounced: u64,
     /// Bytes stored repacked in a CPU buffer type of its own layout
     /// (`CPU_REPACK`).
     pub bytes_repacked: u64,
@@ -335,6 +342,8 @@ pub fn load_weights_with(
             bytes: 0,
         },
         batch: Vec::new(),
+        staged: Vec::new(),
+        slack,
     };
     #[cfg(unix)]
     let release = mode.use_mmap().then(|| Release::new(reqs, &al.routes));
@@ -357,6 +366,7 @@ pub fn load_weights_with(
         }
     }
     fill.flush_direct()?;
+    fill.flush_staged(&mut al.uploaders)?;
     fill.checks.flush(reqs)?;
     for u in &mut al.uploaders {
         if let Uploader::Async(ring) = u {
@@ -374,6 +384,7 @@ pub fn load_weights_with(
     }
     let mut stats = fill.stats;
     stats.n_buffers = al.buffers.len();
+    stats.bytes_bounced = fill.reader.bounced();
     let placements = reqs
         .iter()
         .zip(std::mem::take(&mut al.placements))

@@ -7,9 +7,10 @@
 //! size). Tensor data starts and ends anywhere, so a read is widened to
 //! whole blocks:
 //!
-//! * into a staging buffer of an upload ([`Reader::read_span`]), the widened
-//!   span is read straight into the aligned staging memory and the copy to
-//!   the device starts past the leading padding;
+//! * into a staging buffer of an upload ([`Reader::read_spans`]), the
+//!   widened span is read straight into the aligned staging memory and the
+//!   copy to the device starts past the leading padding; the pieces of
+//!   several staging buffers are read at once;
 //! * into a destination of its own ([`Reader::read`], CPU buffers), the
 //!   whole blocks inside the tensor are read straight into the destination
 //!   when its address is aligned like the file offset, and the partial
@@ -50,6 +51,11 @@ impl AlignedBuf {
         Ok(AlignedBuf { ptr, layout })
     }
 
+    /// Bytes of the buffer.
+    pub(super) fn capacity(&self) -> usize {
+        self.layout.size()
+    }
+
     pub(super) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: the allocation holds `layout.size()` initialised bytes,
         // borrowed exclusively through `self`.
@@ -88,6 +94,9 @@ pub(super) struct Reader<'f> {
     direct: bool,
     refuse_direct: bool,
     handles: Vec<Option<Handle>>,
+    /// Bytes copied out of the bounce buffers of handles since fallen
+    /// back to buffered reads.
+    bounced_before: u64,
 }
 
 fn is_unsupported(e: &std::io::Error) -> bool {
@@ -186,6 +195,7 @@ impl<'f> Reader<'f> {
             direct,
             refuse_direct,
             handles: (0..files.files().len()).map(|_| None).collect(),
+            bounced_before: 0,
         }
     }
 
@@ -271,6 +281,18 @@ impl<'f> Reader<'f> {
         Ok(align)
     }
 
+    /// Bytes of direct reads that were copied out of a bounce buffer
+    /// rather than read straight into place.
+    pub(super) fn bounced(&self) -> u64 {
+        self.bounced_before
+            + self
+                .handles
+                .iter()
+                .flatten()
+                .filter_map(|h| h.dio.as_ref().map(|(_, b)| b.copied()))
+                .sum::<u64>()
+    }
+
     /// Switches file `fi` to buffered reads after a refused direct read.
     fn fall_back(&mut self, fi: usize, e: &std::io::Error) -> Result<()> {
         let path = self.path(fi)?;
@@ -283,6 +305,10 @@ impl<'f> Reader<'f> {
             source,
         })?;
         advise_sequential(&f);
+        self.bounced_before += self.handles[fi]
+            .as_ref()
+            .and_then(|h| h.dio.as_ref())
+            .map_or(0, |(_, b)| b.copied());
         let h = self.handles[fi].as_mut().expect("open");
         h.file = f;
         h.pos = u64::MAX;
@@ -382,53 +408,65 @@ impl<'f> Reader<'f> {
         }
     }
 
-    /// Reads `len` bytes of request `r`'s data from byte `start` of it into
-    /// `buf`, a staging buffer with room for the data widened to whole
-    /// blocks plus one alignment of slack: with direct I/O, the widened
-    /// span goes straight into `buf`. Returns where in `buf` the data starts.
-    pub(super) fn read_span(
+    /// Reads pieces `(request, start, len, buf)` of requests' data, all
+    /// from file `fi`, into staging buffers `buf` with room for the data
+    /// widened to whole blocks plus one alignment of slack: with direct I/O,
+    /// the widened spans go straight into the buffers, read in one pass by
+    /// several threads. Returns where in each `buf` its data starts.
+    pub(super) fn read_spans(
         &mut self,
-        r: &WeightRequest,
-        start: usize,
-        len: usize,
-        buf: &mut [u8],
-    ) -> Result<usize> {
-        let at = r.file_offset + start as u64;
-        let h = self.handle(r.file)?;
-        if at + len as u64 > h.len {
-            return Err(bounds_err(&r.desc.name));
-        }
-        let Some((a, bounces)) = &mut h.dio else {
-            self.read(r, start, &mut buf[..len])?;
-            return Ok(0);
-        };
-        let lo = at & !(a.offset as u64 - 1);
-        let head = (at - lo) as usize;
-        let span = (head + len).next_multiple_of(a.offset);
-        let skip = buf.as_ptr().align_offset(a.memory);
-        if skip + span > buf.len() {
-            return Err(tensor_err(
-                &r.desc.name,
-                "staging buffer",
-                format!("{} bytes cannot hold a direct read of {span}", buf.len()),
-            ));
-        }
-        let got = direct_read_blocks(
-            &h.file,
-            *a,
-            bounces,
-            lo,
-            &mut buf[skip..skip + span],
-            head + len,
-        );
-        match got {
-            Ok(()) => Ok(skip + head),
-            Err(e) if is_unsupported(&e) => {
-                self.fall_back(r.file, &e)?;
-                self.read(r, start, &mut buf[..len])?;
-                Ok(0)
+        fi: usize,
+        items: &mut [(&WeightRequest, usize, usize, &mut [u8])],
+    ) -> Result<Vec<usize>> {
+        let h = self.handle(fi)?;
+        for (r, start, len, _) in items.iter() {
+            if r.file != fi {
+                return Err(tensor_err(&r.desc.name, "read", "not in the file read"));
             }
-            Err(e) => Err(self.io_err(r, e)),
+            if r.file_offset + (start + len) as u64 > h.len {
+                return Err(bounds_err(&r.desc.name));
+            }
+        }
+        let res = match &mut h.dio {
+            Some((a, bounces)) => {
+                let a = *a;
+                let mut froms = Vec::with_capacity(items.len());
+                let mut spans = Vec::with_capacity(items.len());
+                for (r, start, len, buf) in items.iter_mut() {
+                    let at = r.file_offset + *start as u64;
+                    let lo = at & !(a.offset as u64 - 1);
+                    let head = (at - lo) as usize;
+                    let span = (head + *len).next_multiple_of(a.offset);
+                    let skip = buf.as_ptr().align_offset(a.memory);
+                    if skip.saturating_add(span) > buf.len() {
+                        return Err(tensor_err(
+                            &r.desc.name,
+                            "staging buffer",
+                            format!("{} bytes cannot hold a direct read of {span}", buf.len()),
+                        ));
+                    }
+                    froms.push(skip + head);
+                    spans.push((lo, &mut buf[skip..skip + span], head + *len));
+                }
+                direct_read_blocks(&h.file, a, bounces, spans).map(|()| froms)
+            }
+            None => Err((0, std::io::Error::from(std::io::ErrorKind::Unsupported))),
+        };
+        match res {
+            Ok(froms) => Ok(froms),
+            Err((k, e)) if self.is_direct(fi) && !is_unsupported(&e) => {
+                Err(self.io_err(items[k].0, e))
+            }
+            // Buffered reads, or the fall-back after a refused direct read.
+            Err((_, e)) => {
+                if self.is_direct(fi) {
+                    self.fall_back(fi, &e)?;
+                }
+                for (r, start, len, buf) in items.iter_mut() {
+                    self.read(r, *start, &mut buf[..*len])?;
+                }
+                Ok(vec![0; items.len()])
+            }
         }
     }
 }
@@ -484,10 +522,11 @@ mod tests {
             let need = span.min((n - lo) as usize);
             let d = &mut dst.as_mut_slice()[..span];
             d.fill(0xAA);
-            direct_read_blocks(file, a, &mut bounce, lo, d, need)
-                .unwrap_or_else(|e| panic!("blocks at {lo}: {e}"));
+            direct_read_blocks(file, a, &mut bounce, vec![(lo, &mut *d, need)])
+                .unwrap_or_else(|(_, e)| panic!("blocks at {lo}: {e}"));
             assert!(d[..need] == bytes[lo as usize..lo as usize + need]);
-            let e = direct_read_blocks(file, a, &mut bounce, lo, d, need + 1).unwrap_err();
+            let (_, e) =
+                direct_read_blocks(file, a, &mut bounce, vec![(lo, d, need + 1)]).unwrap_err();
             assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "at {lo}");
         }
     }

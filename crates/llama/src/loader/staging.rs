@@ -4,6 +4,11 @@
 
 use super::*;
 
+/// Staging buffers of a ring filled by direct reads: direct I/O has no
+/// read-ahead, so half of them are read at once to keep the disk busy
+/// (see `direct.rs`) while the other half's copies run.
+pub(super) const DIO_STAGING_COUNT: usize = 2 * super::direct::READERS;
+
 /// A ring of pinned staging buffers of one device, each with an event,
 /// and the backend that queues the copies out of them.
 pub(super) struct Ring {
@@ -97,6 +102,33 @@ impl Ring {
         unsafe { std::slice::from_raw_parts_mut(s.base.as_ptr(), self.capacity) }
     }
 
+    /// Staging buffers `ks` (distinct, each from [`Ring::acquire`]) at once,
+    /// for reads that fill several of them together.
+    pub(super) fn slots_mut(&mut self, ks: &[usize]) -> Vec<&mut [u8]> {
+        let mut taken = vec![false; self.slots.len()];
+        ks.iter()
+            .map(|&k| {
+                // Two slices of one buffer would alias: the callers take
+                // each buffer once.
+                assert!(
+                    !std::mem::replace(&mut taken[k], true),
+                    "staging buffer {k} taken twice"
+                );
+                let s = &self.slots[k];
+                debug_assert!(!s.busy);
+                // SAFETY: as in `slot_mut`; the buffers are distinct
+                // (checked above), so the slices do not overlap.
+                unsafe { std::slice::from_raw_parts_mut(s.base.as_ptr(), self.capacity) }
+            })
+            .collect()
+    }
+
+    /// Staging buffers that reads fill at once: half the ring, so that
+    /// the other half's copies run while they are read.
+    pub(super) fn read_depth(&self) -> usize {
+        (self.slots.len() / 2).max(1)
+    }
+
     /// Queues the copy of the `len` bytes at `from` in staging buffer `k`
     /// to `dst`, then records the slot's event.
     pub(super) fn submit(
@@ -155,18 +187,25 @@ impl Drop for Ring {
 /// How a device buffer group is filled.
 pub(super) enum Uploader {
     /// `set_tensor`, piece by piece (or the whole tensor at once when
-    /// `whole`), from the mapping or a staging vector.
-    Sync { staging: Vec<u8>, whole: bool },
+    /// `whole`), from the mapping or a staging vector (`aligned`, made
+    /// when first needed, for direct reads straight into it).
+    Sync {
+        staging: Vec<u8>,
+        aligned: Option<super::read::AlignedBuf>,
+        whole: bool,
+    },
     /// Through a ring of pinned staging buffers.
     Async(Ring),
 }
 
 impl Uploader {
     /// How `entry`'s group is filled; `slack`: extra bytes per staging
-    /// buffer for direct reads.
+    /// buffer for direct reads (which also ask for a ring of at least
+    /// [`DIO_STAGING_COUNT`] buffers, half of them read at once).
     pub(super) fn new(entry: &BuftEntry, opts: &LoadOptions, slack: usize) -> Uploader {
         let sync = |whole| Uploader::Sync {
             staging: Vec::new(),
+            aligned: None,
             whole,
         };
         // A CPU type that is not plain host memory transforms what it
@@ -180,12 +219,17 @@ impl Uploader {
         let Some(dev) = owning_device(entry) else {
             return sync(false);
         };
-        match Ring::new(&dev, opts.staging_size, opts.staging_count, slack) {
+        let count = if slack > 0 {
+            opts.staging_count.max(DIO_STAGING_COUNT)
+        } else {
+            opts.staging_count
+        };
+        match Ring::new(&dev, opts.staging_size, count, slack) {
             Ok(r) => {
                 crate::debug!(
                     "load_tensors: {}: asynchronous uploads through {} pinned buffers of {} KiB",
                     dev.name(),
-                    opts.staging_count,
+                    count,
                     opts.staging_size / 1024
                 );
                 Uploader::Async(r)
