@@ -10,6 +10,7 @@ const ENV: &[(&str, &str)] = &[
     ("REQUIRE_FIXTURES", "1"),
     ("REQUIRE_GLSLC", "1"),
     ("CARGO_TERM_COLOR", "never"),
+    ("CARGO_INCREMENTAL", "0"),
     ("REQUIRE_REAL_MODELS", "1"),
     ("REQUIRE_OPENAI_CLIENT", "1"),
     ("REQUIRE_CHROMIUM", "1"),

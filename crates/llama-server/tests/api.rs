@@ -105,6 +105,36 @@ async fn parallel_requests_equal_their_solo_runs() {
     srv.stop().await.unwrap();
 }
 
+/// More requests than slots: the ones queued behind a running request
+/// start when its slot frees, with no later request to wake the engine.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queued_requests_run_when_a_slot_frees() {
+    let Some(srv) = start("stories260K.gguf", "-c 512 -np 1").await else {
+        return;
+    };
+    let handles: Vec<_> = (0..3)
+        .map(|i| {
+            let addr = srv.addr;
+            let b =
+                json!({"prompt": "Once upon a time", "n_predict": 24 + 8 * i, "temperature": 0});
+            tokio::spawn(async move { post(addr, "/completion", &b).await })
+        })
+        .collect();
+    for (i, h) in handles.into_iter().enumerate() {
+        let r = tokio::time::timeout(std::time::Duration::from_secs(120), h)
+            .await
+            .unwrap_or_else(|_| panic!("request {i} never ran"))
+            .unwrap();
+        assert_eq!(r.status, 200, "request {i}: {}", r.text());
+        assert_eq!(
+            r.json()["tokens_predicted"],
+            24 + 8 * i as u64,
+            "request {i}"
+        );
+    }
+    srv.stop().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn chat_completion_streams_and_counts() {
     let Some(srv) = start("stories260K.gguf", "-c 512").await else {

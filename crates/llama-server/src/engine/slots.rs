@@ -118,6 +118,9 @@ impl<'m> Engine<'m> {
     /// Takes new tasks; blocks while there is nothing to do. False when the
     /// channel is closed and no work is left.
     fn intake(&mut self, rx: &Receiver<Task>) -> bool {
+        // Slots the last step freed take the tasks queued behind them
+        // first: those must not wait for the next request to arrive.
+        self.assign();
         loop {
             let msg = if self.busy() {
                 match rx.try_recv() {
