@@ -164,22 +164,22 @@ fn mixtral_q8_0(dir: &Path) -> PathBuf {
         n_ctx: Some(512),
         ..ShapeOverrides::default()
     };
-    let shape = Shape::resolve(Preset::Tinyllama1_1b, &overrides).expect("shape");
     let args = MoeArgs {
         n_expert: Some(8),
         n_expert_used: Some(2),
         moe_layout: Some(Layout::Mixtral),
         ..MoeArgs::default()
     };
-    let spec = ModelSpec {
-        experts: args.resolve(&shape).expect("experts"),
-        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
-        shape,
-        ty: "q8_0".parse::<OutType>().expect("type").pure(),
-        seed: 7,
-        name: "mixtral-shaped q8_0".into(),
-        alignment: None,
-    };
+    let ty = "q8_0".parse::<OutType>().expect("type").pure();
+    let mut spec = ModelSpec::synthetic(
+        Preset::Tinyllama1_1b,
+        &overrides,
+        ty,
+        7,
+        "mixtral-shaped q8_0",
+    )
+    .expect("spec");
+    spec.experts = args.resolve(&spec.shape).expect("experts");
     let path = dir.join("mixtral-6l-q8_0.gguf");
     generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
     path

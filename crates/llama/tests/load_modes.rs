@@ -321,7 +321,7 @@ fn dio_with_repacking_reads_straight_into_staging() {
         let mut t = vec![1, 300, 301];
         ctx.decode(&Batch::get_one(&t)).unwrap();
         for _ in 0..8 {
-            let next = argmax(ctx.logits_ith(-1).unwrap());
+            let next = greedy_token(ctx.logits_ith(-1).unwrap());
             t.push(next);
             ctx.decode(&Batch::get_one(&[next])).unwrap();
         }
