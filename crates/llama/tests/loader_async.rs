@@ -15,10 +15,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use common::{fixtures, scratch};
-use ggml_core::{registry, Device, DeviceKind, TensorDesc};
+use ggml_core::{registry, Device, DeviceKind};
 use gguf::{GgufFile, GgufModel};
 use llama::loader::{load_weights_with, LoadOptions, LoadedWeights, WeightRequest};
-use llama::placement::BuftEntry;
 use llama::{LlamaError, LoadMode, Model, ModelParams, TensorKind};
 
 /// The first Vulkan device, or `None` after printing why (a failure with
@@ -111,30 +110,6 @@ fn assert_weights_match(m: &Model, files: &GgufModel, what: &str) {
     assert!(n > 0, "{what}: no weights compared");
 }
 
-/// One request per tensor of the files, all into `dev`'s own buffer type.
-fn requests_to(dev: &Arc<dyn Device>, files: &GgufModel) -> Vec<WeightRequest> {
-    let mut reqs: Vec<WeightRequest> = files
-        .tensors()
-        .map(|(fi, info)| {
-            let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
-            WeightRequest {
-                kind: TensorKind::AttnQ,
-                layer: None,
-                desc: TensorDesc::new(info.name.clone(), info.ty, &ne),
-                file: fi,
-                file_offset: files.files()[fi].tensor_file_offset(info),
-                size: info.size as usize,
-                entry: BuftEntry {
-                    buft: dev.buffer_type(),
-                    dev: dev.clone(),
-                },
-            }
-        })
-        .collect();
-    reqs.sort_by_key(|r| (r.file, r.file_offset));
-    reqs
-}
-
 /// Compares every loaded weight with the file.
 fn assert_loaded_match(files: &GgufModel, reqs: &[WeightRequest], lw: &LoadedWeights, what: &str) {
     for (r, w) in reqs.iter().zip(&lw.placements) {
@@ -185,7 +160,7 @@ fn staging_ring_uploads_tensors_larger_than_a_staging_buffer() {
     ] {
         let path = fx.join("models").join(name);
         let files = GgufModel::open(&path).unwrap();
-        let reqs = requests_to(&dev, &files);
+        let reqs = WeightRequest::all_to(&dev, &files);
         let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
         assert!(
             reqs.iter().any(|r| r.size > 3 * 4096),
@@ -230,7 +205,7 @@ fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
     let path = fx.join("models/stories260K.gguf");
     let files = GgufModel::open(&path).unwrap();
     // One large tensor alone: its pieces are the only progress steps.
-    let reqs: Vec<WeightRequest> = requests_to(&dev, &files)
+    let reqs: Vec<WeightRequest> = WeightRequest::all_to(&dev, &files)
         .into_iter()
         .filter(|r| r.desc.name == "token_embd.weight")
         .collect();
@@ -369,7 +344,7 @@ fn check_tensors_names_the_first_bad_tensor_in_file_order() {
     }
     if let Some(dev) = vulkan() {
         let files = GgufModel::open(&p2).unwrap();
-        let reqs = requests_to(&dev, &files);
+        let reqs = WeightRequest::all_to(&dev, &files);
         let opts = LoadOptions {
             staging_size: 4096,
             staging_count: 2,
@@ -503,7 +478,7 @@ fn dio_uploads_of_a_truncated_file_name_the_tensor() {
     let p = scratch("dio-trunc-gpu").join("t.gguf");
     std::fs::write(&p, &bytes).unwrap();
     let files = GgufModel::open(&p).unwrap();
-    let reqs = requests_to(&dev, &files);
+    let reqs = WeightRequest::all_to(&dev, &files);
     // The mapping's pages past the new end are never touched: direct
     // reads go to the file.
     std::fs::OpenOptions::new()

@@ -8,14 +8,12 @@
 //! error with `--vulkan`).
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use ggml_core::{registry, Device, DeviceKind, TensorDesc};
+use ggml_core::{registry, DeviceKind};
 use gguf::GgufModel;
 use llama::loader::{load_weights_with, LoadOptions, WeightRequest};
-use llama::placement::BuftEntry;
-use llama::{LoadMode, Model, ModelParams, TensorKind};
+use llama::{LoadMode, Model, ModelParams};
 
 use super::report::Row;
 use super::{load, BenchOptions, Suite};
@@ -59,32 +57,6 @@ fn cpu_seconds() -> f64 {
     {
         0.0
     }
-}
-
-/// One request per tensor of the file, all for `dev`'s buffer type, in
-/// file order (the order the loader reads in).
-fn requests_to(dev: &Arc<dyn Device>, files: &GgufModel) -> Vec<WeightRequest> {
-    let mut reqs: Vec<WeightRequest> = files
-        .tensors()
-        .map(|(fi, info)| {
-            let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
-            WeightRequest {
-                // The loader does not look at the kind; placement does.
-                kind: TensorKind::AttnQ,
-                layer: None,
-                desc: TensorDesc::new(info.name.clone(), info.ty, &ne),
-                file: fi,
-                file_offset: files.files()[fi].tensor_file_offset(info),
-                size: info.size as usize,
-                entry: BuftEntry {
-                    buft: dev.buffer_type(),
-                    dev: dev.clone(),
-                },
-            }
-        })
-        .collect();
-    reqs.sort_by_key(|r| (r.file, r.file_offset));
-    reqs
 }
 
 /// Times one load of `route`; returns the wall time and the CPU seconds. What was
@@ -137,7 +109,7 @@ impl Suite for UploadPaths {
         llama::log::set_level(llama::log::Level::Warn);
         let path = load::model_path(opts)?;
         let files = GgufModel::open(&path)?;
-        let reqs = requests_to(&dev, &files);
+        let reqs = WeightRequest::all_to(&dev, &files);
         let total: u64 = reqs.iter().map(|r| r.size as u64).sum();
         let configs: Vec<(LoadMode, Route)> = [LoadMode::Mmap, LoadMode::None]
             .into_iter()

@@ -114,6 +114,35 @@ pub struct WeightRequest {
     pub entry: BuftEntry,
 }
 
+impl WeightRequest {
+    /// One request per tensor of `files`, every one into `dev`'s own
+    /// buffer type, in file order (the order the loader reads in): the
+    /// whole files through one route, for loader tests and benches. The
+    /// kind is a placeholder: the loader does not look at it.
+    pub fn all_to(dev: &Arc<dyn Device>, files: &GgufModel) -> Vec<WeightRequest> {
+        let mut reqs: Vec<WeightRequest> = files
+            .tensors()
+            .map(|(fi, info)| {
+                let ne: Vec<usize> = info.dims.iter().map(|&d| d as usize).collect();
+                WeightRequest {
+                    kind: TensorKind::AttnQ,
+                    layer: None,
+                    desc: TensorDesc::new(info.name.clone(), info.ty, &ne),
+                    file: fi,
+                    file_offset: files.files()[fi].tensor_file_offset(info),
+                    size: info.size as usize,
+                    entry: BuftEntry {
+                        buft: dev.buffer_type(),
+                        dev: dev.clone(),
+                    },
+                }
+            })
+            .collect();
+        reqs.sort_by_key(|r| (r.file, r.file_offset));
+        reqs
+    }
+}
+
 /// What the loader did.
 #[derive(Clone, Debug, Default)]
 pub struct LoadStats {
