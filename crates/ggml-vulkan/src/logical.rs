@@ -38,6 +38,9 @@ pub(crate) struct Limits {
     pub(crate) subgroup_size: u32,
     /// Subgroup arithmetic in compute shaders.
     pub(crate) subgroup_arith: bool,
+    /// Nanoseconds per timestamp tick and the valid bits of a timestamp,
+    /// when the compute queue writes timestamps.
+    pub(crate) timestamps: Option<(f32, u32)>,
 }
 
 /// A device-visible buffer and its memory.
@@ -197,6 +200,10 @@ impl DeviceShared {
                 && sg.supported_operations.contains(
                     vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC,
                 ),
+            timestamps: {
+                let bits = families[queue_family as usize].timestamp_valid_bits;
+                (bits > 0 && l.timestamp_period > 0.0).then_some((l.timestamp_period, bits))
+            },
         };
 
         let priorities = [1.0f32];

@@ -28,6 +28,10 @@ pub struct Options {
     /// allocations beyond it with an out-of-memory error:
     /// `GGML_VK_MAX_MEMORY_MIB` (in MiB).
     pub max_memory: Option<usize>,
+    /// Time every dispatch on the GPU (timestamp queries) and print, when
+    /// the backend is dropped, the time per shader with the bytes it
+    /// touched, and the host's share of each graph: `GGML_VK_PERF_LOGGER=1`.
+    pub perf_logger: bool,
 }
 
 fn flag(name: &str) -> bool {
@@ -69,6 +73,7 @@ impl Options {
                 .and_then(|s| s.trim().parse().ok()),
             force_staging: flag("GGML_VK_FORCE_STAGING"),
             disable_subgroups: flag("GGML_VK_DISABLE_SUBGROUPS"),
+            perf_logger: flag("GGML_VK_PERF_LOGGER"),
             max_memory: std::env::var("GGML_VK_MAX_MEMORY_MIB").ok().and_then(|s| {
                 match s.trim().parse::<usize>() {
                     Ok(mib) => Some(mib.saturating_mul(1 << 20)),

@@ -80,6 +80,29 @@ void reduce_rows(inout float acc[NUM_ROWS]) {
 #endif
 }
 
+#if QK != 1
+#define UNROLL 4u
+// Adds elements k..k+3 (k a multiple of 4) of each row times b's.
+void mmv_step(uint k, uint b0, uint arow[NUM_ROWS], inout float acc[NUM_ROWS]) {
+    const uint kb = b0 + k;
+    const vec4 bv = vec4(float(data_b[kb]), float(data_b[kb + 1u]), float(data_b[kb + 2u]),
+                         float(data_b[kb + 3u]));
+    const uint e = k % QK;
+    [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
+        const uint ib = arow[r] + k / QK;
+        const vec2 s = dq_scale(ib, e);
+        acc[r] += dot(dq4(ib, e, s), bv);
+#if defined(A_Q4_1) || defined(A_Q5_1)
+        // The min times the block's sum of b, once per block; b is dense:
+        // its block of this column is block (b0 - b_off + k) / 32.
+        if (e == 0u) {
+            acc[r] += s.y * data_b[p.sums_off + (b0 - p.b_off + k) / 32u];
+        }
+#endif
+    }
+}
+#endif
+
 void main() {
     uint g = wg_linear();
     if (g >= p.tiles_m * p.N * p.n_batch) {
@@ -137,35 +160,21 @@ void main() {
         }
     }
 #else
-    // One 32-element chunk (a block, or part of a K-quant block) per step;
-    // each half of it shares one scale.
-    const uint n_chunks = p.K / 32u;
-    for (uint c = tid; c < n_chunks; c += WG) {
-        const uint k0 = c * 32u;
-        const uint e0 = k0 % QK;
-        uint ib[NUM_ROWS];
-        vec2 s0[NUM_ROWS];
-        vec2 s1[NUM_ROWS];
-        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
-            ib[r] = arow[r] + k0 / QK;
-            s0[r] = dq_scale(ib[r], e0);
-            s1[r] = dq_scale(ib[r], e0 + 16u);
+    // Each invocation takes 4 consecutive elements and the workgroup 4 WG
+    // consecutive ones, so that neighbouring invocations read neighbouring
+    // b values and neighbouring bytes of a (on a GPU, one memory
+    // transaction serves the whole subgroup). K is a whole number of
+    // blocks, so no group of 4 straddles two. The loop is unrolled UNROLL
+    // times so that the loads of several steps are in flight together.
+    const uint step = 4u * WG;
+    uint k0 = 4u * tid;
+    for (; k0 + (UNROLL - 1u) * step < p.K; k0 += UNROLL * step) {
+        [[unroll]] for (uint u = 0u; u < UNROLL; u++) {
+            mmv_step(k0 + u * step, b0, arow, acc);
         }
-        [[unroll]] for (uint v = 0u; v < 8u; v++) {
-            const uint kb = b0 + k0 + 4u * v;
-            const vec4 bv = vec4(float(data_b[kb]), float(data_b[kb + 1u]), float(data_b[kb + 2u]),
-                                 float(data_b[kb + 3u]));
-            [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
-                acc[r] += dot(dq4(ib[r], e0 + 4u * v, v < 4u ? s0[r] : s1[r]), bv);
-            }
-        }
-#if defined(A_Q4_1) || defined(A_Q5_1)
-        // b is dense: its block c of this column is block (b0 - b_off) / 32 + c.
-        const float bsum = data_b[p.sums_off + (b0 - p.b_off) / 32u + c];
-        [[unroll]] for (uint r = 0u; r < NUM_ROWS; r++) {
-            acc[r] += s0[r].y * bsum;
-        }
-#endif
+    }
+    for (; k0 < p.K; k0 += step) {
+        mmv_step(k0, b0, arow, acc);
     }
 #endif
     reduce_rows(acc);

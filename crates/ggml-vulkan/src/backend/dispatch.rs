@@ -4,7 +4,7 @@
 use ash::vk;
 use ggml_core::{Graph, TensorId};
 
-use super::{Bound, Rounded, Span, VulkanBackend, SCRATCH_MIN, SETS_PER_POOL};
+use super::{Bound, Queries, Rounded, Span, VulkanBackend, SCRATCH_MIN, SETS_PER_POOL};
 use crate::buffer::VkBuffer;
 use crate::error::{Error, Result, VkContext};
 use crate::pipeline::{N_BINDINGS, PUSH_CONSTANT_BYTES};
@@ -229,7 +229,13 @@ impl VulkanBackend {
             .collect();
         let [gx, gy, gz] = split_groups(groups, self.shared.limits.max_groups)?;
         let layout = self.shared.pipelines.layout;
-        let cmd = self.recording()?.cmd;
+        let timed = self.perf.is_some();
+        let rec = self.recording()?;
+        let cmd = rec.cmd;
+        if timed && rec.queries.is_none() {
+            // The first timestamp, before the recording's first dispatch.
+            rec.queries = Some(Queries::start(&dev, cmd)?);
+        }
         let bytes: Vec<u8> = push.iter().flat_map(|w| w.to_ne_bytes()).collect();
         // SAFETY: the set, pipeline and layout are live; the buffers are
         // kept alive until the work completes; the push constants fit the
@@ -247,6 +253,16 @@ impl VulkanBackend {
             );
             dev.cmd_push_constants(cmd, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
             dev.cmd_dispatch(cmd, gx, gy, gz);
+        }
+        if self.perf.is_some() {
+            let bytes = reads
+                .iter()
+                .chain([&dst.span])
+                .map(|s| s.end - s.start)
+                .sum();
+            if let Some(q) = &mut self.recording()?.queries {
+                q.after(&dev, cmd, shader, bytes);
+            }
         }
         Ok(())
     }

@@ -16,6 +16,9 @@ use crate::logical::{DeviceShared, RawBuffer};
 use crate::transfer::{begin_barrier, end_barrier};
 
 mod dispatch;
+mod perf;
+
+use perf::{PerfLog, Queries};
 
 /// Bytes of a pooled staging chunk of asynchronous uploads.
 const STAGING_CHUNK: usize = 4 << 20;
@@ -77,6 +80,8 @@ struct Recording {
     /// What the activation scratch holds, while neither it nor its source
     /// was written since.
     rounded: Option<Rounded>,
+    /// The dispatches' timestamps, with the perf logger.
+    queries: Option<Queries>,
 }
 
 /// The source and the dispatch (shader and push constants) that wrote the
@@ -97,6 +102,7 @@ struct Submitted {
     retired: Vec<RawBuffer>,
     _keep: Vec<Arc<dyn Buffer>>,
     _waits: Vec<(Arc<Timeline>, u64)>,
+    queries: Option<Queries>,
 }
 
 /// An execution stream of a [`VulkanDevice`].
@@ -114,6 +120,8 @@ pub struct VulkanBackend {
     waits: Vec<(Arc<Timeline>, u64)>,
     /// Scratch of MUL_MAT's rounded activations, grown on demand.
     act: Option<RawBuffer>,
+    /// GPU time per shader, with `GGML_VK_PERF_LOGGER`.
+    perf: Option<PerfLog>,
 }
 
 impl VulkanBackend {
@@ -136,6 +144,17 @@ impl VulkanBackend {
                 }
             }
         };
+        let perf = match (shared.opts.perf_logger, shared.limits.timestamps) {
+            (false, _) => None,
+            (true, Some((period, bits))) => Some(PerfLog::new(period, bits)),
+            (true, None) => {
+                eprintln!(
+                    "ggml_vulkan: {}: GGML_VK_PERF_LOGGER: the compute queue writes no timestamps; no GPU times",
+                    shared.name
+                );
+                None
+            }
+        };
         Ok(VulkanBackend {
             device,
             shared,
@@ -149,7 +168,18 @@ impl VulkanBackend {
             free_staging: Vec::new(),
             waits: Vec::new(),
             act: None,
+            perf,
         })
+    }
+
+    /// With `GGML_VK_PERF_LOGGER` (see [`crate::Options::perf_logger`]):
+    /// the GPU time per shader of the work completed so far, and the host's
+    /// share of each graph (the report printed when the backend is dropped).
+    pub fn perf_report(&mut self) -> Option<String> {
+        // Completed submissions are read in when their resources are
+        // released.
+        let _ = self.recycle(false);
+        self.perf.as_ref().map(|l| l.report(&self.shared.name))
     }
 
     pub(crate) fn shared(&self) -> &Arc<DeviceShared> {
@@ -192,6 +222,7 @@ impl VulkanBackend {
                 writes: Vec::new(),
                 retired: Vec::new(),
                 rounded: None,
+                queries: None,
             });
         }
         Ok(self.rec.as_mut().expect("recording was just started"))
@@ -234,15 +265,16 @@ impl VulkanBackend {
             .signal_semaphores(&signal)
             .push_next(&mut ts);
         let res = ended.and_then(|()| self.shared.submit(&[submit], vk::Fence::null()));
-        let (cmd, pools, staging, retired, keep) = match rec {
+        let (cmd, pools, staging, retired, keep, queries) = match rec {
             Some(r) => (
                 Some(r.cmd),
                 r.pools,
                 r.staging.into_iter().map(|s| s.0).collect(),
                 r.retired,
                 r.keep,
+                r.queries,
             ),
-            None => (None, Vec::new(), Vec::new(), Vec::new(), Vec::new()),
+            None => (None, Vec::new(), Vec::new(), Vec::new(), Vec::new(), None),
         };
         let sub = Submitted {
             value,
@@ -252,6 +284,7 @@ impl VulkanBackend {
             retired,
             _keep: keep,
             _waits: waits,
+            queries,
         };
         match res {
             Ok(()) => {
@@ -293,6 +326,12 @@ impl VulkanBackend {
         }
         for b in s.retired {
             self.shared.destroy_buffer(b);
+        }
+        if let Some(q) = s.queries {
+            match &mut self.perf {
+                Some(log) => q.collect(dev, log),
+                None => q.discard(dev),
+            }
         }
     }
 
@@ -459,10 +498,16 @@ impl Drop for VulkanBackend {
         if self.flush(None).is_err() || self.recycle(true).is_err() {
             self.shared.wait_idle();
         }
+        if let Some(log) = self.perf.take().filter(|l| !l.is_empty()) {
+            eprint!("{}", log.report(&self.shared.name));
+        }
         let dev = &self.shared.device;
         for s in std::mem::take(&mut self.in_flight) {
             for b in s.staging.into_iter().chain(s.retired) {
                 self.shared.destroy_buffer(b);
+            }
+            if let Some(q) = s.queries {
+                q.discard(dev);
             }
             // SAFETY: the device is idle; pools are destroyed below with their sets.
             unsafe {
@@ -589,6 +634,7 @@ impl Backend for VulkanBackend {
     /// Records every node into one command buffer, submits it and waits
     /// for it, so that the results can be read through any path afterwards.
     fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> ggml_core::Result<()> {
+        let t0 = std::time::Instant::now();
         let mut res = Ok(());
         for &id in nodes {
             let op = &graph.node(id).op;
@@ -600,7 +646,11 @@ impl Backend for VulkanBackend {
                 break;
             }
         }
+        let recorded = t0.elapsed();
         let flushed = self.flush(None).and_then(|()| self.recycle(true));
+        if let Some(log) = &mut self.perf {
+            log.graph(recorded, t0.elapsed());
+        }
         res?;
         Ok(flushed?)
     }

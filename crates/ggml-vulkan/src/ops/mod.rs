@@ -209,10 +209,10 @@ fn unsupported(graph: &Graph, id: TensorId, s: &DeviceShared) -> ggml_core::Erro
 }
 
 /// Push constants of the element-wise shaders (`pc_4d.glsl`).
-struct Pc4d([u32; 30]);
+pub(crate) struct Pc4d(pub(crate) [u32; 30]);
 
 impl Pc4d {
-    fn new(n: u64) -> Result<Pc4d> {
+    pub(crate) fn new(n: u64) -> Result<Pc4d> {
         let n =
             u32::try_from(n).map_err(|_| Error::Other(format!("{n} work items exceed 32 bits")))?;
         let mut w = [0u32; 30];
@@ -220,7 +220,7 @@ impl Pc4d {
         Ok(Pc4d(w))
     }
     /// Sets tensor slot `k` (0 = a, 1 = b, 2 = d).
-    fn tensor(mut self, k: usize, b: &Bound, d: &TensorDesc) -> Pc4d {
+    pub(crate) fn tensor(mut self, k: usize, b: &Bound, d: &TensorDesc) -> Pc4d {
         self.0[1 + k] = b.off;
         self.0[4 + 8 * k..8 + 8 * k].copy_from_slice(&ne(d));
         self.0[8 + 8 * k..12 + 8 * k].copy_from_slice(&strides(d).unwrap_or_default());
