@@ -4,7 +4,8 @@
 // stride over the rows (b is loaded once for all rows), dequantizing a on
 // the fly, then reduce.
 // Specialization constant 0: workgroup size (a power of two); with
-// SUBGROUP, the subgroup size, so that one subgroup reduction suffices.
+// SUBGROUP, a multiple of the subgroup size (subgroup reductions, then one
+// across the subgroups in shared memory).
 // Defines: an A type (see dequant.glsl); B_F16 for f16 b (else f32);
 // SUBGROUP to reduce with subgroup arithmetic; MUL_MAT_ID for MUL_MAT_ID
 // (see below).

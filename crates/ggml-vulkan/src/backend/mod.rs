@@ -29,6 +29,10 @@ const ASYNC_UPLOAD_MAX: usize = 64 << 20;
 const STAGING_POOL: usize = 4;
 /// Smallest size of the activation scratch.
 const SCRATCH_MIN: usize = 1 << 20;
+/// Nodes recorded into one command buffer before it is submitted: the GPU
+/// starts on a graph while the host records the rest (a submission costs
+/// the host tens of microseconds, recording a node a few).
+const SUBMIT_NODES: usize = 64;
 /// Descriptor sets per descriptor pool.
 const SETS_PER_POOL: u32 = 256;
 
@@ -631,11 +635,14 @@ impl Backend for VulkanBackend {
         Ok(self.recycle(true)?)
     }
 
-    /// Records every node into one command buffer, submits it and waits
-    /// for it, so that the results can be read through any path afterwards.
+    /// Records the nodes into command buffers of [`SUBMIT_NODES`] nodes,
+    /// submitting each as it is full so that the GPU works while the rest
+    /// is recorded, and waits for the last, so that the results can be read
+    /// through any path afterwards.
     fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> ggml_core::Result<()> {
         let t0 = std::time::Instant::now();
         let mut res = Ok(());
+        let mut recorded = 0;
         for &id in nodes {
             let op = &graph.node(id).op;
             if *op == Op::None || op.is_view() {
@@ -644,6 +651,13 @@ impl Backend for VulkanBackend {
             if let Err(e) = crate::ops::record(self, graph, id) {
                 res = Err(e);
                 break;
+            }
+            recorded += 1;
+            if recorded % SUBMIT_NODES == 0 {
+                if let Err(e) = self.flush(None).and_then(|()| self.recycle(false)) {
+                    res = Err(e.into());
+                    break;
+                }
             }
         }
         let recorded = t0.elapsed();

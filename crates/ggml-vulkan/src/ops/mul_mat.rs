@@ -27,6 +27,10 @@ pub(crate) const MMV_MAX_COLS: usize = 8;
 const TILE: usize = 64;
 /// Rows of a per workgroup of the matrix x vector kernel.
 pub(super) const MMV_ROWS: usize = 2;
+/// Subgroups per workgroup of the matrix x vector kernel: one is too few
+/// loads in flight to keep a GPU's memory busy (an H100 read weights at a
+/// quarter of its bandwidth with one).
+const MMV_SUBGROUPS: u32 = 4;
 /// Workgroup size of the matrix x vector kernel without subgroups.
 pub(super) const MMV_WG: u32 = 64;
 
@@ -91,13 +95,10 @@ fn rounded_bytes(variant: &str, n: usize) -> usize {
     }
 }
 
-/// Workgroup size of the rounding pre-pass: blocks, or single values.
+/// Blocks per workgroup of the rounding pre-pass (`round_act.comp`): one
+/// value per invocation, 256 invocations per workgroup.
 fn rounding_wg(block: usize) -> u64 {
-    if block > 1 {
-        64
-    } else {
-        256
-    }
+    (256 / block.clamp(1, 256)) as u64
 }
 
 /// b as the kernels read it: its binding, its strides in elements and
@@ -281,12 +282,14 @@ fn b_name(ty: Type) -> &'static str {
 }
 
 /// The matrix x vector shader `{kind}_{a}_{b}` (`kind`: "mul_mat_vec" or
-/// "mul_mat_vec_id") and its workgroup size: with subgroup arithmetic, one
-/// subgroup per workgroup (a single reduction).
+/// "mul_mat_vec_id") and its workgroup size: with subgroup arithmetic,
+/// [`MMV_SUBGROUPS`] subgroups per workgroup (subgroup reductions, then one
+/// across them in shared memory).
 pub(super) fn mmv_shader(be: &VulkanBackend, kind: &str, a: Type, b: Type) -> (String, u32) {
     let lim = be.shared().limits;
     let (sg, wg) = if lim.subgroup_arith {
-        ("_sg", lim.subgroup_size.clamp(4, 128).next_power_of_two())
+        let sg = lim.subgroup_size.clamp(4, 128).next_power_of_two();
+        ("_sg", (sg * MMV_SUBGROUPS).min(256))
     } else {
         ("", MMV_WG)
     };
