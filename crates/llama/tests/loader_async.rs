@@ -290,6 +290,27 @@ fn poison(src: &Path, out: &Path, bad: &[(&str, isize)]) {
     std::fs::write(out, &bytes).unwrap();
 }
 
+/// The errors of loading `path` with `check_tensors` on every path: mmap
+/// on and off, on the CPU and (with a Vulkan device) with every layer on
+/// the GPU, each with the path it took.
+fn checked_load_errors(path: &Path) -> Vec<(String, LlamaError)> {
+    let gpu = vulkan().is_some();
+    let mut errs = Vec::new();
+    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
+        for use_mmap in [true, false] {
+            let params = ModelParams {
+                check_tensors: true,
+                load_mode: LoadMode::from_flags(use_mmap, false),
+                n_gpu_layers,
+                ..ModelParams::default()
+            };
+            let e = Model::load(path, &params).unwrap_err();
+            errs.push((format!("ngl {n_gpu_layers} mmap {use_mmap}"), e));
+        }
+    }
+    errs
+}
+
 #[test]
 fn check_tensors_names_the_first_bad_tensor_in_file_order() {
     let Some(fx) = fixtures() else { return };
@@ -312,35 +333,15 @@ fn check_tensors_names_the_first_bad_tensor_in_file_order() {
     // The earlier tensor is large and bad near its end; the later is small
     // and bad at once: a parallel check finds the later one first.
     poison(&src, &p, &[(first, -8), (later, 0)]);
-    let gpu = vulkan().is_some();
-    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
-        for use_mmap in [true, false] {
-            let params = ModelParams {
-                check_tensors: true,
-                load_mode: LoadMode::from_flags(use_mmap, false),
-                n_gpu_layers,
-                ..ModelParams::default()
-            };
-            let e = Model::load(&p, &params).unwrap_err();
-            let what = format!("ngl {n_gpu_layers} mmap {use_mmap}");
-            assert!(matches!(e, LlamaError::TensorData { .. }), "{what}: {e}");
-            assert!(e.to_string().contains(first), "{what}: {e}");
-        }
+    for (what, e) in checked_load_errors(&p) {
+        assert!(matches!(e, LlamaError::TensorData { .. }), "{what}: {e}");
+        assert!(e.to_string().contains(first), "{what}: {e}");
     }
     // Only the later one bad: named on every path, also in pieces.
     let p2 = dir.join("one-bad.gguf");
     poison(&src, &p2, &[(later, -4)]);
-    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
-        for use_mmap in [true, false] {
-            let params = ModelParams {
-                check_tensors: true,
-                load_mode: LoadMode::from_flags(use_mmap, false),
-                n_gpu_layers,
-                ..ModelParams::default()
-            };
-            let e = Model::load(&p2, &params).unwrap_err();
-            assert!(e.to_string().contains(later), "{e}");
-        }
+    for (what, e) in checked_load_errors(&p2) {
+        assert!(e.to_string().contains(later), "{what}: {e}");
     }
     if let Some(dev) = vulkan() {
         let files = GgufModel::open(&p2).unwrap();
