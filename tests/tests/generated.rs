@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 
 use llama::{Context, ContextParams, Model, ModelParams};
 use tests::{argmax, cpu_params, greedy, logit_diff, scratch_dir, teacher_forced_logits};
-use xtask::bench::e2e::mean_std;
+use llama::stats::mean_std;
 use xtask::gen_model::shape::{parse_arch, Arch, Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
