@@ -69,6 +69,21 @@ pub fn cpu_params() -> llama::ModelParams {
     }
 }
 
+/// The context of a comparison with llama.cpp's references: context,
+/// batch and micro-batch of `n` tokens, 2 threads, and flash attention
+/// off, as llama.cpp made the references.
+pub fn reference_ctx(n: usize) -> llama::ContextParams {
+    llama::ContextParams {
+        n_ctx: n,
+        n_batch: n,
+        n_ubatch: n,
+        n_threads: 2,
+        n_threads_batch: 2,
+        flash_attn_type: llama::context::FlashAttnType::Disabled,
+        ..llama::ContextParams::default()
+    }
+}
+
 /// The CPU device, after registering the compiled-in backends.
 pub fn cpu_device() -> std::sync::Arc<dyn ggml_core::Device> {
     llama::backend_init();
@@ -171,6 +186,18 @@ macro_rules! logits_tests {
         #[test]
         fn $test() {
             check_logits($name, $file);
+        }
+    )*};
+}
+
+/// One test a line of [`ppl_fixtures!`], calling `check_perplexity(name,
+/// file, ppl_tolerance(name))` as the invoking file defines them.
+#[macro_export]
+macro_rules! ppl_tests {
+    ($($test:ident: $name:expr, $file:expr;)*) => {$(
+        #[test]
+        fn $test() {
+            check_perplexity($name, $file, ppl_tolerance($name));
         }
     )*};
 }

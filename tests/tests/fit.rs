@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ggml_core::Device;
 use ggml_vulkan::{Options, VulkanReg};
 use llama::fit::{fit_params, FitOptions};
-use llama::{Context, ContextParams, Model, ModelParams};
+use llama::{Context, ContextParams, MemoryPlan, Model, ModelParams};
 use tests::{greedy, scratch_dir};
 use xtask::gen_model::shape::{Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
@@ -53,6 +53,84 @@ fn budgeted(mib: usize) -> Option<(VulkanReg, Arc<dyn Device>)> {
     Some((reg, dev))
 }
 
+/// The model `make` writes in a scratch folder `name`, when a Vulkan
+/// device is there; without one the test is skipped (an error under
+/// `REQUIRE_VULKAN=1`).
+fn vulkan_model(name: &str, make: fn(&Path) -> PathBuf) -> Option<PathBuf> {
+    if budgeted(64).is_none() {
+        let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
+        assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
+        eprintln!("skipped: no Vulkan device");
+        return None;
+    }
+    Some(make(&scratch_dir(name)))
+}
+
+/// `--fit` of one model to a device of one budget.
+struct Fit {
+    dev: Arc<dyn Device>,
+    /// The fitted plan.
+    plan: MemoryPlan,
+    /// The parameters the fit set.
+    mp: ModelParams,
+    cp: ContextParams,
+    /// The device's free bytes before loading.
+    free: usize,
+    /// The bytes the plan puts on the device.
+    used: usize,
+    /// The registry that owns the device.
+    _reg: VulkanReg,
+}
+
+/// Fits `path` to a device with `mib` MiB (every layer asked for, the
+/// context size free to shrink), and checks the plan leaves the margin
+/// free.
+fn fit_to(path: &Path, mib: usize) -> Fit {
+    let (reg, dev) = budgeted(mib).unwrap();
+    let free = dev.props().memory_free;
+    let mut mp = ModelParams {
+        devices: Some(vec![dev.clone()]),
+        n_gpu_layers: -1,
+        ..ModelParams::default()
+    };
+    let mut cp = cparams();
+    let opts = FitOptions {
+        margin: MARGIN,
+        ctx_set: true,
+        ..FitOptions::default()
+    };
+    let plan =
+        fit_params(path, &mut mp, &mut cp, &opts).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+    let used = plan.device_total(dev.name());
+    assert!(
+        used + MARGIN <= free,
+        "{mib} MiB: {used} bytes planned\n{plan}"
+    );
+    Fit {
+        dev,
+        plan,
+        mp,
+        cp,
+        free,
+        used,
+        _reg: reg,
+    }
+}
+
+impl Fit {
+    /// Loads `path` with the fitted parameters and generates a few tokens,
+    /// within the budget (`mib` MiB); `check` then sees the model and its
+    /// context.
+    fn load_and_run(&self, path: &Path, mib: usize, check: impl FnOnce(&Model, &Context<'_>)) {
+        let model = Model::load(path, &self.mp).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        let mut ctx =
+            Context::new(&model, self.cp.clone()).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        assert_eq!(greedy(&mut ctx, &[1, 300, 301], 3).len(), 3);
+        assert!(self.dev.props().memory_free <= self.free);
+        check(&model, &ctx);
+    }
+}
+
 fn cparams() -> ContextParams {
     ContextParams {
         n_ctx: 256,
@@ -65,62 +143,35 @@ fn cparams() -> ContextParams {
 
 #[test]
 fn fitted_layers_fit_every_budget_and_leave_no_layer_unused() {
-    if budgeted(64).is_none() {
-        let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
-        eprintln!("skipped: no Vulkan device");
+    let Some(path) = vulkan_model("fit", tinyllama_q4_0) else {
         return;
-    }
-    let dir = scratch_dir("fit");
-    let path = tinyllama_q4_0(&dir);
-    let opts = FitOptions {
-        margin: MARGIN,
-        ctx_set: true,
-        ..FitOptions::default()
     };
     let mut seen = std::collections::BTreeSet::new();
     for mib in [32, 48, 64, 96, 128, 160, 200, 320] {
-        let (_reg, dev) = budgeted(mib).unwrap();
-        let name = dev.name().to_string();
-        let free = dev.props().memory_free;
-        let mut mp = ModelParams {
-            devices: Some(vec![dev.clone()]),
-            n_gpu_layers: -1,
-            ..ModelParams::default()
-        };
-        let mut cp = cparams();
-        let plan =
-            fit_params(&path, &mut mp, &mut cp, &opts).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
+        let fit = fit_to(&path, mib);
+        let plan = &fit.plan;
         // -1 (all) when everything fits as asked.
         let ngl = plan.n_offloaded as i32;
-        let used = plan.device_total(&name);
-        assert!(
-            used + MARGIN <= free,
-            "{mib} MiB: {used} bytes planned\n{plan}"
-        );
         // The fit is the largest: one more layer passes the budget.
         if plan.n_offloaded < plan.n_layer {
             let more = ModelParams {
                 n_gpu_layers: ngl + 1,
-                ..mp.clone()
+                ..fit.mp.clone()
             };
-            let next = Model::plan(&path, &more, &cp).unwrap();
+            let next = Model::plan(&path, &more, &fit.cp).unwrap();
             assert!(
-                next.device_total(&name) + MARGIN > free,
+                next.device_total(fit.dev.name()) + MARGIN > fit.free,
                 "{mib} MiB: {ngl} layers fitted, but {} fit too\n{next}",
                 ngl + 1
             );
         }
         seen.insert(ngl);
-        // It loads and runs within the budget.
-        let model = Model::load(&path, &mp).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
-        assert_eq!(
-            model.plan.n_offloaded + usize::from(model.plan.output_offloaded),
-            plan.n_offloaded
-        );
-        let mut ctx = Context::new(&model, cp.clone()).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
-        assert_eq!(greedy(&mut ctx, &[1, 300, 301], 3).len(), 3);
-        assert!(dev.props().memory_free <= free);
+        fit.load_and_run(&path, mib, |model, _| {
+            assert_eq!(
+                model.plan.n_offloaded + usize::from(model.plan.output_offloaded),
+                plan.n_offloaded
+            );
+        });
     }
     assert!(
         seen.len() >= 4,
@@ -191,14 +242,9 @@ fn mixtral_q8_0(dir: &Path) -> PathBuf {
 /// budget, and leaves less than one layer's bytes unused on the device.
 #[test]
 fn fitted_moe_layers_keep_experts_in_cpu_memory_as_needed() {
-    if budgeted(64).is_none() {
-        let required = std::env::var("REQUIRE_VULKAN").is_ok_and(|v| v == "1");
-        assert!(!required, "REQUIRE_VULKAN=1 but there is no Vulkan device");
-        eprintln!("skipped: no Vulkan device");
+    let Some(path) = vulkan_model("fit-moe", mixtral_q8_0) else {
         return;
-    }
-    let dir = scratch_dir("fit-moe");
-    let path = mixtral_q8_0(&dir);
+    };
     // One layer's bytes: the most a fit may leave unused.
     let file = gguf::GgufFile::open(&path).unwrap();
     let layer: usize = file
@@ -208,29 +254,10 @@ fn fitted_moe_layers_keep_experts_in_cpu_memory_as_needed() {
         .map(|t| t.size as usize)
         .sum();
     drop(file);
-    let opts = FitOptions {
-        margin: MARGIN,
-        ctx_set: true,
-        ..FitOptions::default()
-    };
     let mut kinds = std::collections::BTreeSet::new();
     for mib in [24, 32, 48, 64, 80, 96, 200] {
-        let (_reg, dev) = budgeted(mib).unwrap();
-        let name = dev.name().to_string();
-        let free = dev.props().memory_free;
-        let mut mp = ModelParams {
-            devices: Some(vec![dev.clone()]),
-            n_gpu_layers: -1,
-            ..ModelParams::default()
-        };
-        let mut cp = cparams();
-        let plan =
-            fit_params(&path, &mut mp, &mut cp, &opts).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
-        let used = plan.device_total(&name);
-        assert!(
-            used + MARGIN <= free,
-            "{mib} MiB: {used} bytes planned\n{plan}"
-        );
+        let fit = fit_to(&path, mib);
+        let (plan, mp, free, used) = (&fit.plan, &fit.mp, fit.free, fit.used);
         let all = plan.n_offloaded == plan.n_layer;
         let experts_on_cpu = !mp.tensor_buft_overrides.is_empty();
         // Anything left in CPU memory would have taken the unused bytes.
@@ -242,13 +269,13 @@ fn fitted_moe_layers_keep_experts_in_cpu_memory_as_needed() {
             );
         }
         // The flags llama-fit-params prints give the same plan.
-        let flags = llama::fit::fitted_flags(&plan, &mp);
+        let flags = llama::fit::fitted_flags(plan, mp);
         let mut argv = vec!["-m".to_string(), path.display().to_string()];
         argv.extend(flags.split(' ').map(|a| a.trim_matches('"').to_string()));
         let mut parsed = llama::cli::CommonArgs::parse(argv).unwrap();
         parsed.model_params.devices = mp.devices.clone();
         assert_eq!(
-            Model::plan(&path, &parsed.model_params, &cp).unwrap(),
+            &Model::plan(&path, &parsed.model_params, &fit.cp).unwrap(),
             plan,
             "{mib} MiB: {flags}"
         );
@@ -259,15 +286,13 @@ fn fitted_moe_layers_keep_experts_in_cpu_memory_as_needed() {
             plan.n_layer,
             mp.tensor_buft_overrides.len()
         );
-        let model = Model::load(&path, &mp).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
-        let mut ctx = Context::new(&model, cp.clone()).unwrap_or_else(|e| panic!("{mib} MiB: {e}"));
-        assert_eq!(greedy(&mut ctx, &[1, 300, 301], 3).len(), 3);
-        assert!(dev.props().memory_free <= free);
-        assert_eq!(
-            llama::MemoryPlan::of(&model, &ctx),
-            plan,
-            "{mib} MiB: the fitted plan is what loads"
-        );
+        fit.load_and_run(&path, mib, |model, ctx| {
+            assert_eq!(
+                &llama::MemoryPlan::of(model, ctx),
+                plan,
+                "{mib} MiB: the fitted plan is what loads"
+            );
+        });
     }
     // Partial offloads with every expert in CPU memory, all layers with
     // the experts of some, and everything on the GPU.

@@ -3,7 +3,8 @@
 
 use llama::{Context, ContextParams, Model};
 use tests::{
-    cpu_params, expected, fixtures, greedy, ids, logit_diff, read_f32, teacher_forced_logits,
+    cpu_params, expected, fixtures, greedy, ids, logit_diff, read_f32, reference_ctx,
+    teacher_forced_logits,
 };
 
 fn check_greedy(model_file: &str, json: &str, kv_f32: bool, n_ubatch: usize) {
@@ -136,16 +137,7 @@ fn check_logits_with(name: &str, model_file: &str, mp: &llama::ModelParams) {
     let want = read_f32(&fx.join(exp["logits"]["file"].as_str().expect("logits file")));
     let model = Model::load(fx.join("models").join(model_file), mp).expect("load");
     let n_vocab = model.hparams.n_vocab;
-    let cp = ContextParams {
-        n_ctx: 512,
-        n_batch: 512,
-        n_ubatch: 512,
-        n_threads: 2,
-        n_threads_batch: 2,
-        // llama.cpp made these references with flash attention off.
-        flash_attn_type: llama::context::FlashAttnType::Disabled,
-        ..ContextParams::default()
-    };
+    let cp = reference_ctx(512);
     let mut ctx = Context::new(&model, cp).expect("context");
     let got = teacher_forced_logits(&mut ctx, &toks);
     assert_eq!(got.len(), want.len(), "{name}: logits size");
@@ -199,16 +191,7 @@ fn check_perplexity(name: &str, model_file: &str, rel_tol: f64) {
     let text = std::fs::read_to_string(fx.join("texts/story.txt")).expect("story");
     let model = Model::load(fx.join("models").join(model_file), &cpu_params()).expect("load");
     let toks = model.vocab.tokenize(&text, true, false);
-    let cp = ContextParams {
-        n_ctx: 128,
-        n_batch: 128,
-        n_ubatch: 128,
-        n_threads: 2,
-        n_threads_batch: 2,
-        // llama.cpp made these references with flash attention off.
-        flash_attn_type: llama::context::FlashAttnType::Disabled,
-        ..ContextParams::default()
-    };
+    let cp = reference_ctx(128);
     let mut ctx = Context::new(&model, cp).expect("context");
     let res =
         llama::perplexity::perplexity(&mut ctx, &toks, 128, None, |_, _| {}).expect("perplexity");
@@ -240,13 +223,5 @@ fn ppl_tolerance(name: &str) -> f64 {
     }
 }
 
-macro_rules! ppl_tests {
-    ($($test:ident: $name:expr, $file:expr;)*) => {$(
-        #[test]
-        fn $test() {
-            check_perplexity($name, $file, ppl_tolerance($name));
-        }
-    )*};
-}
-
+use tests::ppl_tests;
 tests::ppl_fixtures!(ppl_tests);

@@ -12,9 +12,11 @@
 
 use std::path::{Path, PathBuf};
 
+use llama::stats::mean_std;
 use llama::{Context, ContextParams, Model, ModelParams};
-use tests::{argmax, cpu_params, greedy, logit_diff, scratch_dir, teacher_forced_logits};
-use xtask::bench::e2e::mean_std;
+use tests::{
+    argmax, cpu_params, greedy, logit_diff, reference_ctx, scratch_dir, teacher_forced_logits,
+};
 use xtask::gen_model::shape::{parse_arch, Arch, Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
@@ -68,17 +70,7 @@ fn write_model(dir: &Path, arch: Arch, ty: &str) -> PathBuf {
 }
 
 fn ctx_params() -> ContextParams {
-    let n = PROMPT.len() + N_GEN;
-    ContextParams {
-        n_ctx: n,
-        n_batch: n,
-        n_ubatch: n,
-        n_threads: 2,
-        n_threads_batch: 2,
-        // llama.cpp made these references with flash attention off.
-        flash_attn_type: llama::context::FlashAttnType::Disabled,
-        ..ContextParams::default()
-    }
+    reference_ctx(PROMPT.len() + N_GEN)
 }
 
 /// What one device and placement computed.

@@ -16,7 +16,9 @@ use std::sync::Arc;
 use ggml_core::Device;
 use llama::context::FlashAttnType;
 use llama::{Batch, Context, ContextParams, Model, ModelParams, Perf};
-use tests::{argmax, cpu_params, expected, fixtures, ids, scratch_dir, vulkan_device};
+use tests::{
+    argmax, cpu_params, expected, fixtures, ids, reference_ctx, scratch_dir, vulkan_device,
+};
 use xtask::gen_model::shape::{parse_arch, Preset, ShapeOverrides};
 use xtask::gen_model::types::OutType;
 use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
@@ -125,13 +127,8 @@ fn check(what: &str, model: &Model, cp: ContextParams, prompt: &[i32], n: usize)
 
 fn ctx_params(flash: FlashAttnType) -> ContextParams {
     ContextParams {
-        n_ctx: 256,
-        n_batch: 256,
-        n_ubatch: 256,
-        n_threads: 2,
-        n_threads_batch: 2,
         flash_attn_type: flash,
-        ..ContextParams::default()
+        ..reference_ctx(256)
     }
 }
 

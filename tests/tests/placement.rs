@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use ggml_core::Device;
 use llama::{Context, ContextParams, LlamaError, Model, ModelParams, SplitMode, TensorKind};
-use tests::{cpu_device, fixtures, vulkan_device};
+use tests::{cpu_device, fixtures, reference_ctx, vulkan_device};
 
 /// Every fixture model file (the split model by its first file).
 const MODELS: [&str; 18] = [
@@ -442,15 +442,8 @@ fn kv_cache_follows_the_layers() {
     let m = load(&fx.join("models/stories260K.gguf"), &on(&gpu, 2));
     for offload_kqv in [true, false] {
         let cp = ContextParams {
-            n_ctx: 64,
-            n_batch: 64,
-            n_ubatch: 64,
-            n_threads: 2,
-            n_threads_batch: 2,
             offload_kqv,
-            // llama.cpp made these references with flash attention off.
-            flash_attn_type: llama::context::FlashAttnType::Disabled,
-            ..ContextParams::default()
+            ..reference_ctx(64)
         };
         let ctx = Context::new(&m, cp).expect("context");
         assert!(ctx.kv.swa.is_none());

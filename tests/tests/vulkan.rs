@@ -205,19 +205,35 @@ fn check_logits(name: &str, file: &str) {
     let n_vocab = model.hparams.n_vocab;
     let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
     let got = teacher_forced_logits(&mut ctx, &toks);
-    let (max_diff, agree) = compare_logits(&got, &want, n_vocab);
-    eprintln!(
-        "{name} on Vulkan: max |dlogit| = {max_diff:.3e}, top-1 agreement {agree}/{}",
-        toks.len()
-    );
     let (tol, min_agree) = logit_tolerance(name);
-    assert!(
-        max_diff <= tol,
-        "{name}: max |dlogit| {max_diff} exceeds {tol}"
+    assert_logits_close(
+        &format!("{name} on Vulkan"),
+        &got,
+        &want,
+        n_vocab,
+        tol,
+        min_agree,
     );
+}
+
+/// Compares the logits `got` with `want` (rows of `n_vocab`) and prints the
+/// figures under `label`: the largest difference must be within `tol`, the
+/// top-1 tokens agree on at least `min_agree` rows.
+fn assert_logits_close(
+    label: &str,
+    got: &[f32],
+    want: &[f32],
+    n_vocab: usize,
+    tol: f32,
+    min_agree: usize,
+) {
+    let (d, agree) = compare_logits(got, want, n_vocab);
+    let rows = got.len() / n_vocab.max(1);
+    eprintln!("{label}: max |dlogit| = {d:.3e}, top-1 agreement {agree}/{rows}");
+    assert!(d <= tol, "{label}: max |dlogit| {d} exceeds {tol}");
     assert!(
         agree >= min_agree,
-        "{name}: top-1 agrees on {agree} rows, fewer than {min_agree}"
+        "{label}: top-1 agrees on {agree} rows, fewer than {min_agree}"
     );
 }
 
@@ -240,13 +256,14 @@ fn check_logits_kv_f32(name: &str, file: &str) {
     };
     let mut ctx = Context::new(&model, cp).expect("context");
     let got = teacher_forced_logits(&mut ctx, &toks);
-    let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
-    eprintln!("{name} (F32 KV) on Vulkan: max |dlogit| = {d:.3e}, top-1 agreement {agree}/64");
-    assert!(
-        d <= F32_TOL,
-        "{name} (F32 KV): max |dlogit| {d} exceeds {F32_TOL}"
+    assert_logits_close(
+        &format!("{name} (F32 KV) on Vulkan"),
+        &got,
+        &want,
+        model.hparams.n_vocab,
+        F32_TOL,
+        toks.len(),
     );
-    assert_eq!(agree, toks.len(), "{name} (F32 KV): top-1 agreement");
 }
 
 /// Logits of all-F32 computations differ only in summation order.
@@ -424,16 +441,17 @@ fn unsupported_weight_type_falls_back_to_the_cpu() {
     let mut cpu_ctx = Context::new(&cpu_model, kv_f32).expect("context");
     let want = teacher_forced_logits(&mut cpu_ctx, &toks);
     let _ = std::fs::remove_dir_all(&dir);
-    let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
-    eprintln!("MXFP4 fallback: max |dlogit| = {d:.3e} against the CPU alone, top-1 {agree}/64");
     // The CPU runs the MXFP4 products in both cases, rounding their inputs
     // to Q8_0; inputs computed on the GPU differ in the last bits, which can
     // move one rounding step (lavapipe: 1.0e-2).
-    assert!(
-        d <= MXFP4_TOL,
-        "MXFP4 fallback: max |dlogit| {d} exceeds {MXFP4_TOL}"
+    assert_logits_close(
+        "MXFP4 fallback against the CPU alone",
+        &got,
+        &want,
+        model.hparams.n_vocab,
+        MXFP4_TOL,
+        toks.len(),
     );
-    assert_eq!(agree, toks.len(), "MXFP4 fallback: top-1 agreement");
 }
 
 /// With every weight on the CPU and op_offload on, a 64-token batch runs its
@@ -463,15 +481,14 @@ fn op_offload_of_cpu_weights_gives_the_same_logits() {
         } else {
             assert_eq!(splits, 1, "op_offload off: everything on the CPU");
         }
-        let (d, agree) = compare_logits(&got, &want, model.hparams.n_vocab);
-        eprintln!(
-            "op_offload {op_offload}: {splits} splits, max |dlogit| {d:.3e}, top-1 {agree}/64"
-        );
         let (tol, min_agree) = logit_tolerance("stories260K");
-        assert!(d <= tol, "op_offload {op_offload}: max |dlogit| {d}");
-        assert!(
-            agree >= min_agree,
-            "op_offload {op_offload}: top-1 {agree}/64"
+        assert_logits_close(
+            &format!("op_offload {op_offload}, {splits} splits"),
+            &got,
+            &want,
+            model.hparams.n_vocab,
+            tol,
+            min_agree,
         );
     }
 }
@@ -509,15 +526,6 @@ fn check_perplexity(name: &str, file: &str, rel_tol: f64) {
     );
 }
 
-macro_rules! ppl_tests {
-    ($($test:ident: $name:expr, $file:expr;)*) => {$(
-        #[test]
-        fn $test() {
-            check_perplexity($name, $file, ppl_tolerance($name));
-        }
-    )*};
-}
-
 /// Relative tolerance of the running perplexity: 0.1% for the float types,
 /// 1% for the quantized ones (Q8_0 included, see above).
 fn ppl_tolerance(name: &str) -> f64 {
@@ -527,4 +535,5 @@ fn ppl_tolerance(name: &str) -> f64 {
     }
 }
 
+use tests::ppl_tests;
 tests::ppl_fixtures!(ppl_tests);

@@ -67,6 +67,14 @@ impl Error {
             source,
         }
     }
+
+    /// The command `line` could not be started.
+    pub fn not_started(line: &str, source: std::io::Error) -> Error {
+        Error::Command {
+            command: line.to_string(),
+            reason: format!("could not start: {source}"),
+        }
+    }
 }
 
 /// Result with the task error.

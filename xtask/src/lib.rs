@@ -31,7 +31,7 @@ pub use error::{Error, Result};
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, ExitStatus};
 
 /// The workspace root (the parent of this crate's folder).
 pub fn workspace_root() -> PathBuf {
@@ -71,10 +71,13 @@ pub fn cargo_env(
         .envs(envs.iter().copied())
         .current_dir(root)
         .status()
-        .map_err(|e| Error::Command {
-            command: line.clone(),
-            reason: format!("could not start: {e}"),
-        })?;
+        .map_err(|e| Error::not_started(&line, e))?;
+    exited_ok(line, status)
+}
+
+/// `Ok` when the command `line` exited with success, else the error that
+/// names it and its status.
+pub(crate) fn exited_ok(line: String, status: ExitStatus) -> Result<()> {
     if status.success() {
         Ok(())
     } else {

@@ -98,30 +98,29 @@ fn check(arch: Arch, ty: &str) {
     );
 }
 
+/// [`check`] of `arch` in F32, Q8_0 and Q4_K_M.
+fn check_types(arch: &str) {
+    for ty in ["f32", "q8_0", "q4_k_m"] {
+        check(parse_arch(arch).unwrap(), ty);
+    }
+}
+
 #[test]
 fn qwen3_loads_and_decodes() {
-    for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(parse_arch("qwen3").unwrap(), ty);
-    }
+    check_types("qwen3");
 }
 
 #[test]
 fn gemma2_loads_and_decodes() {
-    for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(parse_arch("gemma2").unwrap(), ty);
-    }
+    check_types("gemma2");
 }
 
 #[test]
 fn gemma3_loads_and_decodes() {
-    for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(parse_arch("gemma3").unwrap(), ty);
-    }
+    check_types("gemma3");
 }
 
 #[test]
 fn phi3_loads_and_decodes() {
-    for ty in ["f32", "q8_0", "q4_k_m"] {
-        check(parse_arch("phi3").unwrap(), ty);
-    }
+    check_types("phi3");
 }

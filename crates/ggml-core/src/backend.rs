@@ -24,6 +24,13 @@ pub struct Placement {
     pub offset: usize,
 }
 
+impl Placement {
+    /// Byte `offset` of `buffer`.
+    pub fn new(buffer: Arc<dyn Buffer>, offset: usize) -> Placement {
+        Placement { buffer, offset }
+    }
+}
+
 impl fmt::Debug for Placement {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}+{}", self.buffer.buffer_type().name(), self.offset)

@@ -155,6 +155,23 @@ impl Case {
             build: Box::new(build),
         }
     }
+
+    /// MUL_MAT of random `ta` weights of shape `a` times random `tb`
+    /// activations of shape `b`, checked as [`mul_mat_check`] of `ta`
+    /// says; named `MUL_MAT {ta} [a] x {tb} [b]`.
+    pub fn mul_mat(ta: Type, a: &[usize], tb: Type, b: &[usize]) -> Case {
+        let dims = |ne: &[usize]| {
+            let v: Vec<String> = ne.iter().map(|n| n.to_string()).collect();
+            format!("[{}]", v.join(","))
+        };
+        let name = format!("MUL_MAT {ta} {} x {tb} {}", dims(a), dims(b));
+        let (a, b) = (a.to_vec(), b.to_vec());
+        Case::new(name, mul_mat_check(ta), move |c| {
+            let x = c.rand("a", ta, &a);
+            let y = c.rand("b", tb, &b);
+            c.g.mul_mat(x, y)
+        })
+    }
 }
 
 /// What happened to one case.

@@ -344,14 +344,8 @@ impl Graph {
 
     /// `a` with shape `ne` (same element count; `a` must be contiguous).
     pub fn reshape(&mut self, a: TensorId, ne: &[usize]) -> Result<TensorId> {
+        let ne4 = self.same_count("RESHAPE", a, ne)?;
         let src = self.desc(a);
-        let ne4 = pad_ne(ne);
-        if ne4.iter().product::<usize>() != src.n_elements() {
-            return shape_err(
-                "RESHAPE",
-                format!("'{}' {:?} cannot become {:?}", src.name, src.ne, ne4),
-            );
-        }
         if !src.is_contiguous() {
             return shape_err(
                 "RESHAPE",
@@ -360,6 +354,20 @@ impl Graph {
         }
         let desc = TensorDesc::new(self.derived_name(a, "reshaped"), src.ty, &ne4);
         self.add_view(desc, Op::Reshape, &[a], a, 0)
+    }
+
+    /// `ne` padded to four axes, when it holds as many elements as `a` (the
+    /// new shape of `op`, which keeps the elements).
+    fn same_count(&self, op: &'static str, a: TensorId, ne: &[usize]) -> Result<[usize; MAX_DIMS]> {
+        let src = self.desc(a);
+        let ne4 = pad_ne(ne);
+        if ne4.iter().product::<usize>() != src.n_elements() {
+            return shape_err(
+                op,
+                format!("'{}' {:?} cannot become {:?}", src.name, src.ne, ne4),
+            );
+        }
+        Ok(ne4)
     }
 
     /// `a` with axes permuted: source axis i becomes axis `axes[i]` (ggml_permute).
@@ -411,14 +419,8 @@ impl Graph {
 
     /// A contiguous copy of `a` with shape `ne` (same element count).
     pub fn cont_shape(&mut self, a: TensorId, ne: &[usize]) -> Result<TensorId> {
+        let ne4 = self.same_count("CONT", a, ne)?;
         let src = self.desc(a);
-        let ne4 = pad_ne(ne);
-        if ne4.iter().product::<usize>() != src.n_elements() {
-            return shape_err(
-                "CONT",
-                format!("'{}' {:?} cannot become {:?}", src.name, src.ne, ne4),
-            );
-        }
         let desc = TensorDesc::new(self.derived_name(a, "cont"), src.ty, &ne4);
         self.add_checked(desc, Op::Cont, &[a])
     }

@@ -324,39 +324,26 @@ fn validation_names_block_and_problem() {
         assert!(msg.contains("infinite"), "{ty}: {msg}");
     }
     // The min of Q4_1 and dmin of the K-quants are checked too.
-    let mut q = quantize(Type::Q4_K, &x);
-    q[144 + 2..144 + 4].copy_from_slice(&0xfc00u16.to_le_bytes());
-    let msg = validate_row_data(Type::Q4_K, &q).unwrap_err().to_string();
+    // Each row of `x` in a type with `bad` written at byte `at`: the error
+    // names what the bytes held and where.
+    let error_with = |ty: Type, at: usize, bad: &[u8]| {
+        let mut q = quantize(ty, &x);
+        q[at..at + bad.len()].copy_from_slice(bad);
+        validate_row_data(ty, &q).unwrap_err().to_string()
+    };
+    let msg = error_with(Type::Q4_K, 144 + 2, &0xfc00u16.to_le_bytes());
     assert!(
         msg.contains("block 1") && msg.contains("dmin is infinite"),
         "{msg}"
     );
-
-    let mut f = quantize(Type::F32, &x);
-    f[12..16].copy_from_slice(&f32::NAN.to_le_bytes());
-    let msg = validate_row_data(Type::F32, &f).unwrap_err().to_string();
+    let msg = error_with(Type::F32, 12, &f32::NAN.to_le_bytes());
     assert!(msg.contains("element 3") && msg.contains("NaN"), "{msg}");
-
-    let mut h = quantize(Type::F16, &x);
-    h[10..12].copy_from_slice(&0xfc00u16.to_le_bytes());
-    assert!(validate_row_data(Type::F16, &h)
-        .unwrap_err()
-        .to_string()
-        .contains("element 5"));
-
-    let mut bf = quantize(Type::BF16, &x);
-    bf[0..2].copy_from_slice(&0x7f80u16.to_le_bytes());
-    assert!(validate_row_data(Type::BF16, &bf)
-        .unwrap_err()
-        .to_string()
-        .contains("infinite"));
-
-    let mut k = quantize(Type::Q8_K, &x);
-    k[292..296].copy_from_slice(&f32::INFINITY.to_le_bytes());
-    assert!(validate_row_data(Type::Q8_K, &k)
-        .unwrap_err()
-        .to_string()
-        .contains("block 1"));
+    let msg = error_with(Type::F16, 10, &0xfc00u16.to_le_bytes());
+    assert!(msg.contains("element 5"), "{msg}");
+    let msg = error_with(Type::BF16, 0, &0x7f80u16.to_le_bytes());
+    assert!(msg.contains("infinite"), "{msg}");
+    let msg = error_with(Type::Q8_K, 292, &f32::INFINITY.to_le_bytes());
+    assert!(msg.contains("block 1"), "{msg}");
 
     assert!(validate_row_data(Type::Q4_0, &[0u8; 17]).is_err());
     validate_row_data(Type::I32, &[0xff; 8]).unwrap();

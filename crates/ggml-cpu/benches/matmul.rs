@@ -12,13 +12,16 @@
 //! * `GGML_BENCH_THREADS=n`: worker threads (default: physical cores).
 //! * `GGML_BENCH_COLS=n`: columns of the matrix x matrix cases.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{activation_bytes, weight_rows};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Graph, TensorId};
-use ggml_core::{quants, Type, MATMUL_TYPES};
+use ggml_core::{Type, MATMUL_TYPES};
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
 
 const DEFAULT_TYPES: &[Type] = &[
@@ -63,11 +66,6 @@ struct Setup {
     _buffers: Vec<Arc<dyn Buffer>>,
 }
 
-/// Deterministic pseudo-random values in [-1, 1).
-fn values(n: usize, seed: u64) -> Vec<f32> {
-    test_support::Rng(seed).vec(n)
-}
-
 fn setup(ty: Type, k: usize, m: usize, n: usize) -> Setup {
     let mut g = Graph::new();
     let w = g.new_tensor("w", ty, &[k, m]);
@@ -78,29 +76,15 @@ fn setup(ty: Type, k: usize, m: usize, n: usize) -> Setup {
     for id in [w, x, y] {
         let size = g.desc(id).nbytes();
         let buf = buft.alloc_buffer(size).expect("alloc");
-        g.node_mut(id).at = Some(Placement {
-            buffer: buf.clone(),
-            offset: 0,
-        });
+        g.node_mut(id).at = Some(Placement::new(buf.clone(), 0));
         buffers.push(buf);
     }
-    // Quantize a few distinct rows and repeat them: the data's values do not
-    // change the speed, only its size does.
-    let row = quants::row_size(ty, k).expect("row size");
-    let distinct = 16.min(m);
-    let mut rows = vec![0u8; row * distinct];
-    quants::quantize_row(ty, &values(k * distinct, 7), &mut rows).expect("quantize");
-    let mut data = Vec::with_capacity(row * m);
-    while data.len() < row * m {
-        let take = (row * m - data.len()).min(rows.len());
-        data.extend_from_slice(&rows[..take]);
-    }
-    buffers[0].set_tensor(0, &data).expect("set weights");
-    let xs: Vec<u8> = values(k * n, 3)
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    buffers[1].set_tensor(0, &xs).expect("set activations");
+    buffers[0]
+        .set_tensor(0, &weight_rows(ty, k, m, 16))
+        .expect("set weights");
+    buffers[1]
+        .set_tensor(0, &activation_bytes(k * n))
+        .expect("set activations");
     Setup {
         graph: g,
         ids: vec![y],

@@ -17,9 +17,12 @@
 //! * `GGML_BENCH_SECS=s`: seconds per case (default 1).
 //! * `GGML_BENCH_FILTER=text`: only the cases whose name contains `text`.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{activation_bytes, weight_rows};
 use ggml_core::backend::{Backend, Buffer, BufferType, Placement};
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{quants, Type};
@@ -72,34 +75,18 @@ fn setup(ty: Type, k: usize, m: usize, repack: bool) -> Option<Setup> {
         let desc = g.desc(id).clone();
         let buf = bt.alloc_buffer(bt.alloc_size(&desc)).expect("alloc");
         buf.init_tensor(&desc, 0).expect("init tensor");
-        g.node_mut(id).at = Some(Placement {
-            buffer: buf.clone(),
-            offset: 0,
-        });
+        g.node_mut(id).at = Some(Placement::new(buf.clone(), 0));
         buffers.push(buf);
     }
-    // A few distinct quantized rows, repeated: the values do not change the
-    // speed, only the size does.
-    let row = quants::row_size(ty, k).expect("row size");
-    let distinct = 64.min(m);
-    let mut rows = vec![0u8; row * distinct];
-    quants::quantize_row(ty, &test_support::Rng(7).vec(k * distinct), &mut rows).expect("quantize");
-    let mut data = Vec::with_capacity(row * m);
-    while data.len() < row * m {
-        let take = (row * m - data.len()).min(rows.len());
-        data.extend_from_slice(&rows[..take]);
-    }
+    let data = weight_rows(ty, k, m, 64);
     buffers[0].set_tensor(0, &data).expect("set weights");
-    let xs: Vec<u8> = test_support::Rng(3)
-        .vec(k)
-        .iter()
-        .flat_map(|v| v.to_le_bytes())
-        .collect();
-    buffers[1].set_tensor(0, &xs).expect("set activations");
+    buffers[1]
+        .set_tensor(0, &activation_bytes(k))
+        .expect("set activations");
     Some(Setup {
         graph: g,
         out: y,
-        bytes: row * m,
+        bytes: data.len(),
         _buffers: buffers,
     })
 }

@@ -407,7 +407,8 @@ impl DeviceShared {
                     return Err(alloc_err(e.to_string()));
                 }
             };
-            if let Err(e) = dev.bind_buffer_memory(buffer, alloc.memory(), alloc.offset()) {
+            // Undoes the steps above when a later one fails.
+            let undo = |alloc: Allocation| {
                 dev.destroy_buffer(buffer, None);
                 let _ = self
                     .allocator
@@ -415,6 +416,9 @@ impl DeviceShared {
                     .unwrap_or_else(|e| e.into_inner())
                     .free(alloc);
                 release();
+            };
+            if let Err(e) = dev.bind_buffer_memory(buffer, alloc.memory(), alloc.offset()) {
+                undo(alloc);
                 return Err(alloc_err(format!("vkBindBufferMemory: {e}")));
             }
             let coherent = alloc.memory_properties().contains(
@@ -426,13 +430,7 @@ impl DeviceShared {
                 None
             };
             if host && mapped.is_none() {
-                dev.destroy_buffer(buffer, None);
-                let _ = self
-                    .allocator
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .free(alloc);
-                release();
+                undo(alloc);
                 return Err(alloc_err("no host-visible coherent memory".into()));
             }
             Ok(RawBuffer {

@@ -89,14 +89,8 @@ fn visible_devices_may_repeat_a_device() {
     let b = devs[1].buffer_type().alloc_buffer(1000).unwrap();
     let data = pattern(1000, 7);
     a.set_tensor(0, &data).unwrap();
-    let src = Placement {
-        buffer: a,
-        offset: 100,
-    };
-    let dst = Placement {
-        buffer: b.clone(),
-        offset: 200,
-    };
+    let src = Placement::new(a.clone(), 100);
+    let dst = Placement::new(b.clone(), 200);
     copy_placement(&src, &dst, 700).unwrap();
     assert_eq!(read(&b, 200, 700), data[100..800]);
     assert!(!devs[0].supports_buft(devs[1].buffer_type().as_ref()));
@@ -132,41 +126,21 @@ fn transfers_on(dev: &Arc<VulkanDevice>) {
     let host = HostBufferType::new("CPU", HOST_ALIGNMENT, usize::MAX);
     let h = host.alloc(5000).unwrap();
     h.set_tensor(0, &data[..5000]).unwrap();
-    let hs = Placement {
-        buffer: h,
-        offset: 10,
-    };
+    let hs = Placement::new(h.clone(), 10);
     assert!(b.cpy_tensor(&hs, 30, 4000).unwrap());
     assert_eq!(read(&b, 30, 4000), data[10..4010]);
     let c = buft.alloc_buffer(n).unwrap();
-    let bs = Placement {
-        buffer: b.clone(),
-        offset: 30,
-    };
+    let bs = Placement::new(b.clone(), 30);
     assert!(c.cpy_tensor(&bs, 1, 4000).unwrap());
     assert_eq!(read(&c, 1, 4000), data[10..4010]);
     // Overlapping copy inside one buffer goes through the host.
-    let cs = Placement {
-        buffer: c.clone(),
-        offset: 1,
-    };
-    let cd = Placement {
-        buffer: c.clone(),
-        offset: 101,
-    };
+    let cs = Placement::new(c.clone(), 1);
+    let cd = Placement::new(c.clone(), 101);
     copy_placement(&cs, &cd, 4000).unwrap();
     assert_eq!(read(&c, 101, 4000), data[10..4010]);
     // Vulkan buffer to host buffer.
     let h2 = host.alloc(4000).unwrap();
-    copy_placement(
-        &bs,
-        &Placement {
-            buffer: h2.clone(),
-            offset: 0,
-        },
-        4000,
-    )
-    .unwrap();
+    copy_placement(&bs, &Placement::new(h2.clone(), 0), 4000).unwrap();
     let mut out = vec![0u8; 4000];
     h2.get_tensor(0, &mut out).unwrap();
     assert_eq!(out, data[10..4010]);
@@ -211,10 +185,7 @@ fn pinned_host_buffers_are_mapped() {
     assert_eq!(seen, &data[..]);
     // A device buffer copies from it.
     let d = dev.buffer_type().alloc_buffer(4096).unwrap();
-    let whole = Placement {
-        buffer: b.clone(),
-        offset: 0,
-    };
+    let whole = Placement::new(b.clone(), 0);
     assert!(d.cpy_tensor(&whole, 0, 4096).unwrap());
     assert_eq!(read(&d, 0, 4096), data);
     // An overlapping copy inside it.
@@ -292,14 +263,8 @@ fn async_transfers_and_events() {
     let buft = dev.buffer_type();
     let a = buft.alloc_buffer(1 << 16).unwrap();
     let b = buft.alloc_buffer(1 << 16).unwrap();
-    let pa = |o| Placement {
-        buffer: a.clone(),
-        offset: o,
-    };
-    let pb = |o| Placement {
-        buffer: b.clone(),
-        offset: o,
-    };
+    let pa = |o| Placement::new(a.clone(), o);
+    let pb = |o| Placement::new(b.clone(), o);
     let data = pattern(1 << 15, 5);
     let mut be1 = dev.init_backend().unwrap();
     let mut be2 = dev.init_backend().unwrap();
@@ -323,16 +288,10 @@ fn async_transfers_and_events() {
     let host = HostBufferType::new("CPU", HOST_ALIGNMENT, usize::MAX);
     let h = host.alloc(4096).unwrap();
     h.set_tensor(0, &data[..4096]).unwrap();
-    let hp = Placement {
-        buffer: h,
-        offset: 0,
-    };
+    let hp = Placement::new(h.clone(), 0);
     assert!(be1.cpy_tensor_async(&hp, &pa(8), 4096).unwrap());
     let h2 = host.alloc(4096).unwrap();
-    let hp2 = Placement {
-        buffer: h2.clone(),
-        offset: 0,
-    };
+    let hp2 = Placement::new(h2.clone(), 0);
     assert!(be1.cpy_tensor_async(&pa(8), &hp2, 4096).unwrap());
     be1.synchronize().unwrap();
     let mut out = vec![0u8; 4096];

@@ -24,15 +24,7 @@ fn grids_larger_than_one_dimension() {
     let Some(dev) = common::device() else { return };
     let cases = vec![
         // One workgroup per output row: 70000 > 65535 workgroups.
-        Case::new(
-            "MUL_MAT F16 [32,70000] x F32 [32,1]",
-            mul_mat_check(Type::F16),
-            |c| {
-                let a = c.rand("a", Type::F16, &[32, 70000]);
-                let b = c.rand("b", Type::F32, &[32, 1]);
-                c.g.mul_mat(a, b)
-            },
-        ),
+        Case::mul_mat(Type::F16, &[32, 70000], Type::F32, &[32, 1]),
         Case::new("ARGMAX F32 [3,70000]", Check::Exact, |c| {
             let a = c.rand("a", Type::F32, &[3, 70000]);
             c.g.argmax(a)
@@ -56,15 +48,7 @@ fn matmul_tiles_and_unaligned_views() {
         Type::BF16,
     ] {
         let k = if ty.block_size() > 32 { 512 } else { 320 };
-        cases.push(Case::new(
-            format!("MUL_MAT {ty} [{k},130] x F32 [{k},70,2]"),
-            mul_mat_check(ty),
-            move |c| {
-                let a = c.rand("a", ty, &[k, 130]);
-                let b = c.rand("b", Type::F32, &[k, 70, 2]);
-                c.g.mul_mat(a, b)
-            },
-        ));
+        cases.push(Case::mul_mat(ty, &[k, 130], Type::F32, &[k, 70, 2]));
     }
     for ty in [Type::Q4_0, Type::Q5_1, Type::Q3_K] {
         let k = if ty.block_size() > 32 { 256 } else { 64 };
@@ -80,15 +64,8 @@ fn matmul_tiles_and_unaligned_views() {
             },
         ));
     }
-    cases.push(Case::new(
-        "MUL_MAT F32 odd K [37,19] x F32 [37,23]",
-        mul_mat_check(Type::F32),
-        |c| {
-            let a = c.rand("a", Type::F32, &[37, 19]);
-            let b = c.rand("b", Type::F32, &[37, 23]);
-            c.g.mul_mat(a, b)
-        },
-    ));
+    // Odd K.
+    cases.push(Case::mul_mat(Type::F32, &[37, 19], Type::F32, &[37, 23]));
     run(dev, &cases);
 }
 

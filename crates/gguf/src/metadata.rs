@@ -159,27 +159,24 @@ impl Metadata {
     /// Any non-negative integer value as `u64` (a count stored as `i32` or
     /// `u32` reads the same, as llama.cpp's loader accepts both).
     pub fn get_uint(&self, key: &str) -> Result<u64> {
-        let v = self.require(key)?;
-        let n = v
-            .as_integer()
-            .ok_or_else(|| mismatch(key, "an integer", v))?;
-        u64::try_from(n).map_err(|_| Error::OutOfRange {
-            key: key.to_string(),
-            value: n.to_string(),
-            target: "u64",
-        })
+        self.get_integer(key, "u64")
     }
 
     /// Any integer value that fits `i64`.
     pub fn get_int(&self, key: &str) -> Result<i64> {
+        self.get_integer(key, "i64")
+    }
+
+    /// Any integer value that fits `T` (named `target` in the error).
+    fn get_integer<T: TryFrom<i128>>(&self, key: &str, target: &'static str) -> Result<T> {
         let v = self.require(key)?;
         let n = v
             .as_integer()
             .ok_or_else(|| mismatch(key, "an integer", v))?;
-        i64::try_from(n).map_err(|_| Error::OutOfRange {
+        T::try_from(n).map_err(|_| Error::OutOfRange {
             key: key.to_string(),
             value: n.to_string(),
-            target: "i64",
+            target,
         })
     }
 

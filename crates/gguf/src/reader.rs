@@ -263,15 +263,7 @@ impl<I: Input> Parser<I> {
                 .map_err(|_| invalid(format!("kv[{i}] key"), at, "key is not valid UTF-8"))?
                 .into();
             let ctx = || format!("kv[{i}] '{key}'");
-            let ty_at = self.pos();
-            let id: u32 = self.read(|| format!("{} value type", ctx()))?;
-            let ty = ValueType::from_u32(id).ok_or_else(|| {
-                invalid(
-                    format!("{} value type", ctx()),
-                    ty_at,
-                    format!("unknown value type {id}"),
-                )
-            })?;
+            let ty = self.value_type(&|| format!("{} value type", ctx()))?;
             let value = self.value(ty, &ctx)?;
             entries.push((key, value));
             offsets.push(at);
@@ -284,6 +276,14 @@ impl<I: Input> Parser<I> {
                 }
             })?;
         Ok((Metadata::from_parts(entries, index), offsets))
+    }
+
+    /// A value type id (`what` names it in errors).
+    fn value_type(&mut self, what: &dyn Fn() -> String) -> Result<ValueType> {
+        let at = self.pos();
+        let id: u32 = self.read(what)?;
+        ValueType::from_u32(id)
+            .ok_or_else(|| invalid(what(), at, format!("unknown value type {id}")))
     }
 
     fn value(&mut self, ty: ValueType, ctx: &dyn Fn() -> String) -> Result<Value> {
@@ -314,14 +314,7 @@ impl<I: Input> Parser<I> {
                 format!("arrays nested deeper than {MAX_ARRAY_DEPTH} levels"),
             ));
         }
-        let id: u32 = self.read(|| format!("{} array element type", ctx()))?;
-        let et = ValueType::from_u32(id).ok_or_else(|| {
-            invalid(
-                format!("{} array element type", ctx()),
-                at,
-                format!("unknown value type {id}"),
-            )
-        })?;
+        let et = self.value_type(&|| format!("{} array element type", ctx()))?;
         let n_at = self.pos();
         let n = self.count(|| format!("{} array length", ctx()))?;
         let rem = self.remaining();

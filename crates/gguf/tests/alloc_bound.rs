@@ -29,6 +29,18 @@ fn header(n_tensors: u64, n_kv: u64) -> Vec<u8> {
     b
 }
 
+/// The start of a file of one key `k` holding an array of `count` elements
+/// of value type `et`: the elements are the caller's to write.
+fn array_kv(et: u32, count: u64) -> Vec<u8> {
+    let mut b = header(0, 1);
+    b.extend(1u64.to_le_bytes());
+    b.push(b'k');
+    b.extend(9u32.to_le_bytes());
+    b.extend(et.to_le_bytes());
+    b.extend(count.to_le_bytes());
+    b
+}
+
 /// Files built to be as expensive as possible per byte.
 fn adversarial() -> Vec<(&'static str, Vec<u8>)> {
     let n = 20_000u64;
@@ -58,23 +70,13 @@ fn adversarial() -> Vec<(&'static str, Vec<u8>)> {
     out.push(("tiny tensor infos", b));
 
     // Arrays of empty arrays, and of empty strings.
-    let mut b = header(0, 1);
-    b.extend(1u64.to_le_bytes());
-    b.push(b'k');
-    b.extend(9u32.to_le_bytes());
-    b.extend(9u32.to_le_bytes());
-    b.extend(n.to_le_bytes());
+    let mut b = array_kv(9, n);
     for _ in 0..n {
         b.extend(0u32.to_le_bytes());
         b.extend(0u64.to_le_bytes());
     }
     out.push(("nested empty arrays", b));
-    let mut b = header(0, 1);
-    b.extend(1u64.to_le_bytes());
-    b.push(b'k');
-    b.extend(9u32.to_le_bytes());
-    b.extend(8u32.to_le_bytes());
-    b.extend(n.to_le_bytes());
+    let mut b = array_kv(8, n);
     for _ in 0..n {
         b.extend(0u64.to_le_bytes());
     }
@@ -84,12 +86,7 @@ fn adversarial() -> Vec<(&'static str, Vec<u8>)> {
     for claim in [u64::MAX, 1 << 40, 1 << 20] {
         out.push(("huge tensor count", header(claim, 0)));
         out.push(("huge kv count", header(0, claim)));
-        let mut b = header(0, 1);
-        b.extend(1u64.to_le_bytes());
-        b.push(b'k');
-        b.extend(9u32.to_le_bytes());
-        b.extend(0u32.to_le_bytes());
-        b.extend(claim.to_le_bytes());
+        let mut b = array_kv(0, claim);
         b.extend([0u8; 64]);
         out.push(("huge array length", b));
         let mut b = header(0, 1);

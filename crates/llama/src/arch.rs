@@ -56,9 +56,9 @@ impl Arch {
         self.0.rope_mode
     }
 
-    /// The tensor table.
-    pub fn tensors(self) -> &'static [TensorSpec] {
-        self.0.tensors
+    /// The tensor table, row by row (its parts in order).
+    pub fn tensors(self) -> impl Iterator<Item = &'static TensorSpec> + Clone {
+        self.0.tensors.iter().flat_map(|part| part.iter())
     }
 
     /// `{arch}.{suffix}`, e.g. `llama.context_length`.

@@ -364,7 +364,6 @@ fn load_experts(arch: Arch, meta: &MetaView<'_>, n_layer: usize) -> Result<(usiz
     }
     let has_router = arch
         .tensors()
-        .iter()
         .any(|s| s.kind == crate::arch::TensorKind::FfnGateInp);
     if !has_router {
         return Err(LlamaError::NotSupported(format!(

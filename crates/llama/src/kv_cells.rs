@@ -144,32 +144,25 @@ impl KvCells {
 
     /// Largest position of `seq`, or -1.
     pub fn seq_pos_max(&self, seq: SeqId) -> Pos {
-        self.cells
-            .iter()
-            .filter(|c| c.has_seq(seq))
-            .map(|c| c.pos)
-            .max()
-            .unwrap_or(-1)
+        self.positions_of(seq).max().unwrap_or(-1)
     }
 
     /// Smallest position of `seq`, or -1.
     pub fn seq_pos_min(&self, seq: SeqId) -> Pos {
+        self.positions_of(seq).min().unwrap_or(-1)
+    }
+
+    /// The positions of the cells `seq` uses, in cell order.
+    fn positions_of(&self, seq: SeqId) -> impl Iterator<Item = Pos> + '_ {
         self.cells
             .iter()
-            .filter(|c| c.has_seq(seq))
+            .filter(move |c| c.has_seq(seq))
             .map(|c| c.pos)
-            .min()
-            .unwrap_or(-1)
     }
 
     /// Sorted positions of `seq`.
     pub fn seq_positions(&self, seq: SeqId) -> Vec<Pos> {
-        let mut v: Vec<Pos> = self
-            .cells
-            .iter()
-            .filter(|c| c.has_seq(seq))
-            .map(|c| c.pos)
-            .collect();
+        let mut v: Vec<Pos> = self.positions_of(seq).collect();
         v.sort_unstable();
         v
     }

@@ -39,3 +39,4 @@ pub mod chat;
 pub mod cli;
 pub mod perplexity;
 pub mod sampling;
+pub mod stats;

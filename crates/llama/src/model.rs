@@ -324,12 +324,7 @@ impl Model {
         if hp.n_expert > 0 {
             refuse_split_experts(files)?;
         }
-        for spec in self
-            .arch
-            .tensors()
-            .iter()
-            .filter(|s| s.need.applies(hp.n_expert))
-        {
+        for spec in self.arch.tensors().filter(|s| s.need.applies(hp.n_expert)) {
             let layers: Vec<Option<usize>> = if spec.per_layer() {
                 (0..hp.n_layer).map(Some).collect()
             } else {

@@ -6,9 +6,9 @@
 mod common;
 mod f64_ref;
 
-use f64_ref::{matvec, rms_norm, rope, set_spm_vocab, tensor, write_f32, Tensors};
+use f64_ref::{attend, matvec, rms_norm, rope, set_spm_vocab, tensor, write_f32, Tensors};
 use gguf::Metadata;
-use llama::{Batch, Context, ContextParams, Model, ModelParams};
+use llama::{Batch, Context, ContextParams};
 
 struct Shape {
     arch: &'static str,
@@ -80,7 +80,6 @@ fn make_model(s: &Shape, path: &std::path::Path) -> Tensors {
 
 fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
     let hd = s.n_embd / s.n_head;
-    let gqa = s.n_head / s.n_head_kv;
     let embd = tensor(t, "token_embd.weight").unwrap();
     let mut xs: Vec<Vec<f64>> = tokens
         .iter()
@@ -112,28 +111,7 @@ fn reference(s: &Shape, t: &Tensors, tokens: &[i32]) -> Vec<Vec<f64>> {
             vs.push(v);
         }
         for p in 0..xs.len() {
-            let mut att = vec![0f64; s.n_embd];
-            for hh in 0..s.n_head {
-                let kh = hh / gqa;
-                let q = &qs[p][hh * hd..(hh + 1) * hd];
-                let sc: Vec<f64> = (0..=p)
-                    .map(|j| {
-                        q.iter()
-                            .zip(&ks[j][kh * hd..(kh + 1) * hd])
-                            .map(|(a, b)| a * b)
-                            .sum::<f64>()
-                            / (hd as f64).sqrt()
-                    })
-                    .collect();
-                let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = sc.iter().map(|v| (v - m).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for (j, ej) in e.iter().enumerate() {
-                    for d in 0..hd {
-                        att[hh * hd + d] += ej / z * vs[j][kh * hd + d];
-                    }
-                }
-            }
+            let att = attend(&qs[p], &ks[..=p], &vs[..=p], s.n_head, s.n_head_kv);
             let o = matvec(w("attn_output.weight").unwrap(), &att, None);
             let x: Vec<f64> = xs[p].iter().zip(&o).map(|(a, b)| a + b).collect();
             let h = rms_norm(&x, w("ffn_norm.weight").unwrap());
@@ -164,15 +142,7 @@ fn check(s: Shape) {
     let dir = common::scratch(s.arch);
     let path = dir.join("m.gguf");
     let t = make_model(&s, &path);
-    let model = Model::load(
-        &path,
-        &ModelParams {
-            // The CPU's numbers are the reference's.
-            devices: Some(Vec::new()),
-            ..ModelParams::default()
-        },
-    )
-    .expect("load");
+    let model = common::load_on_cpu(&path);
     let tokens: Vec<i32> = (0..12)
         .map(|i| 3 + (i * 7) % (s.n_vocab as i32 - 3))
         .collect();

@@ -8,15 +8,11 @@
 mod common;
 
 use common::fixtures;
-use llama::{Batch, Context, ContextParams, Model, ModelParams, Perf};
+use llama::{Batch, Context, ContextParams, Model, Perf};
 use test_support::greedy_token;
 
 fn load(fx: &std::path::Path) -> Model {
-    let cpu = ModelParams {
-        devices: Some(Vec::new()),
-        ..ModelParams::default()
-    };
-    Model::load(fx.join("models/stories260K.gguf"), &cpu).expect("load")
+    common::load_on_cpu(&fx.join("models/stories260K.gguf"))
 }
 
 fn params(reuse: bool) -> ContextParams {

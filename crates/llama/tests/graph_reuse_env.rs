@@ -6,19 +6,12 @@ mod common;
 
 use common::fixtures;
 use llama::context::GRAPH_REUSE_DISABLE_ENV;
-use llama::{Batch, Context, ContextParams, Model, ModelParams};
+use llama::{Batch, Context, ContextParams, Model};
 
 #[test]
 fn the_environment_switch_turns_reuse_off() {
     let Some(fx) = fixtures() else { return };
-    let model = Model::load(
-        fx.join("models/stories260K.gguf"),
-        &ModelParams {
-            devices: Some(Vec::new()),
-            ..ModelParams::default()
-        },
-    )
-    .expect("load");
+    let model = common::load_on_cpu(&fx.join("models/stories260K.gguf"));
     let run = |model: &Model| {
         let mut ctx = Context::new(
             model,

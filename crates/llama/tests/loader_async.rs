@@ -75,6 +75,18 @@ fn file_bytes<'a>(files: &'a GgufModel, name: &str) -> &'a [u8] {
     &f.mmap().expect("mapped")[start..start + info.size as usize]
 }
 
+/// Asynchronous uploads through `staging_count` staging buffers of 4 KiB,
+/// in pieces of 4 KiB: every tensor but the smallest takes several.
+fn small_pieces(staging_count: usize) -> LoadOptions {
+    LoadOptions {
+        staging_size: 4096,
+        staging_count,
+        piece_size: 4096,
+        async_upload: true,
+        ..LoadOptions::default()
+    }
+}
+
 /// Reads every weight of `m` back and compares it with the file.
 fn assert_weights_match(m: &Model, files: &GgufModel, what: &str) {
     let w = m.weights().expect("weights");
@@ -182,11 +194,8 @@ fn staging_ring_uploads_tensors_larger_than_a_staging_buffer() {
                 ..ModelParams::default()
             };
             let opts = LoadOptions {
-                staging_size: 4096,
-                staging_count: 3,
-                piece_size: 4096,
                 async_upload,
-                ..LoadOptions::default()
+                ..small_pieces(3)
             };
             let lw = load_weights_with(&files, &reqs, &params, &opts)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -211,13 +220,7 @@ fn progress_moves_within_a_tensor_and_cancel_stops_an_upload() {
         .collect();
     assert_eq!(reqs.len(), 1);
     let size = reqs[0].size;
-    let opts = LoadOptions {
-        staging_size: 4096,
-        staging_count: 2,
-        piece_size: 4096,
-        async_upload: true,
-        ..LoadOptions::default()
-    };
+    let opts = small_pieces(2);
     // Direct reads fill several staging buffers at once: progress still
     // moves one piece at a time, and a cancel stops at the refused piece.
     for load_mode in [LoadMode::Mmap, LoadMode::None, LoadMode::Dio] {
@@ -290,6 +293,27 @@ fn poison(src: &Path, out: &Path, bad: &[(&str, isize)]) {
     std::fs::write(out, &bytes).unwrap();
 }
 
+/// The errors of loading `path` with `check_tensors` on every path: mmap
+/// on and off, on the CPU and (with a Vulkan device) with every layer on
+/// the GPU, each with the path it took.
+fn checked_load_errors(path: &Path) -> Vec<(String, LlamaError)> {
+    let gpu = vulkan().is_some();
+    let mut errs = Vec::new();
+    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
+        for use_mmap in [true, false] {
+            let params = ModelParams {
+                check_tensors: true,
+                load_mode: LoadMode::from_flags(use_mmap, false),
+                n_gpu_layers,
+                ..ModelParams::default()
+            };
+            let e = Model::load(path, &params).unwrap_err();
+            errs.push((format!("ngl {n_gpu_layers} mmap {use_mmap}"), e));
+        }
+    }
+    errs
+}
+
 #[test]
 fn check_tensors_names_the_first_bad_tensor_in_file_order() {
     let Some(fx) = fixtures() else { return };
@@ -312,46 +336,20 @@ fn check_tensors_names_the_first_bad_tensor_in_file_order() {
     // The earlier tensor is large and bad near its end; the later is small
     // and bad at once: a parallel check finds the later one first.
     poison(&src, &p, &[(first, -8), (later, 0)]);
-    let gpu = vulkan().is_some();
-    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
-        for use_mmap in [true, false] {
-            let params = ModelParams {
-                check_tensors: true,
-                load_mode: LoadMode::from_flags(use_mmap, false),
-                n_gpu_layers,
-                ..ModelParams::default()
-            };
-            let e = Model::load(&p, &params).unwrap_err();
-            let what = format!("ngl {n_gpu_layers} mmap {use_mmap}");
-            assert!(matches!(e, LlamaError::TensorData { .. }), "{what}: {e}");
-            assert!(e.to_string().contains(first), "{what}: {e}");
-        }
+    for (what, e) in checked_load_errors(&p) {
+        assert!(matches!(e, LlamaError::TensorData { .. }), "{what}: {e}");
+        assert!(e.to_string().contains(first), "{what}: {e}");
     }
     // Only the later one bad: named on every path, also in pieces.
     let p2 = dir.join("one-bad.gguf");
     poison(&src, &p2, &[(later, -4)]);
-    for n_gpu_layers in if gpu { vec![0, 99] } else { vec![0] } {
-        for use_mmap in [true, false] {
-            let params = ModelParams {
-                check_tensors: true,
-                load_mode: LoadMode::from_flags(use_mmap, false),
-                n_gpu_layers,
-                ..ModelParams::default()
-            };
-            let e = Model::load(&p2, &params).unwrap_err();
-            assert!(e.to_string().contains(later), "{e}");
-        }
+    for (what, e) in checked_load_errors(&p2) {
+        assert!(e.to_string().contains(later), "{what}: {e}");
     }
     if let Some(dev) = vulkan() {
         let files = GgufModel::open(&p2).unwrap();
         let reqs = WeightRequest::all_to(&dev, &files);
-        let opts = LoadOptions {
-            staging_size: 4096,
-            staging_count: 2,
-            piece_size: 4096,
-            async_upload: true,
-            ..LoadOptions::default()
-        };
+        let opts = small_pieces(2);
         let params = ModelParams {
             check_tensors: true,
             load_mode: LoadMode::None,

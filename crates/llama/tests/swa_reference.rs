@@ -7,10 +7,10 @@
 mod common;
 mod f64_ref;
 
-use f64_ref::{matvec, rms_norm, rope, set_spm_vocab, tensor, write_f32, Tensors};
+use f64_ref::{attend, matvec, rms_norm, rope, set_spm_vocab, tensor, write_f32, Tensors};
 use gguf::Metadata;
 use llama::context::FlashAttnType;
-use llama::{Batch, Context, ContextParams, Model, ModelParams};
+use llama::{Batch, Context, ContextParams};
 
 const N_VOCAB: usize = 40;
 const N_EMBD: usize = 32;
@@ -120,7 +120,6 @@ fn reference(t: &Tensors, tokens: &[i32], window: usize) -> Vec<Vec<f64>> {
                 .collect()
         })
         .collect();
-    let gqa = N_HEAD / N_HEAD_KV;
     for (il, &local) in LOCAL.iter().enumerate() {
         let w = |n: &str| get(t, &format!("blk.{il}.{n}"));
         let base = if local { BASE_LOCAL } else { BASE_GLOBAL };
@@ -151,25 +150,7 @@ fn reference(t: &Tensors, tokens: &[i32], window: usize) -> Vec<Vec<f64>> {
             } else {
                 0
             };
-            let mut att = vec![0f64; HEAD * N_HEAD];
-            for hh in 0..N_HEAD {
-                let kh = hh / gqa;
-                let q = &qs[p][hh * HEAD..(hh + 1) * HEAD];
-                let sc: Vec<f64> = (first..=p)
-                    .map(|j| {
-                        let k = &ks[j][kh * HEAD..(kh + 1) * HEAD];
-                        q.iter().zip(k).map(|(a, b)| a * b).sum::<f64>() / (HEAD as f64).sqrt()
-                    })
-                    .collect();
-                let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = sc.iter().map(|v| (v - m).exp()).collect();
-                let z: f64 = e.iter().sum();
-                for (jj, ej) in e.iter().enumerate() {
-                    for d in 0..HEAD {
-                        att[hh * HEAD + d] += ej / z * vs[first + jj][kh * HEAD + d];
-                    }
-                }
-            }
+            let att = attend(&qs[p], &ks[first..=p], &vs[first..=p], N_HEAD, N_HEAD_KV);
             let o = rms_norm(
                 &matvec(w("attn_output.weight"), &att, None),
                 w("post_attention_norm.weight"),
@@ -208,15 +189,7 @@ fn run(
     let dir = common::scratch(&format!("swa-{fa:?}-{n_ubatch}-{n_tokens}-{swa_full}"));
     let path = dir.join("m.gguf");
     let t = make_model(&path);
-    let model = Model::load(
-        &path,
-        &ModelParams {
-            // The CPU's numbers are the reference's.
-            devices: Some(Vec::new()),
-            ..ModelParams::default()
-        },
-    )
-    .expect("load");
+    let model = common::load_on_cpu(&path);
     assert!(model.hparams.is_swa(0) && !model.hparams.is_swa(1));
     let tokens: Vec<i32> = (0..n_tokens as i32)
         .map(|i| 3 + (i * 7 + i * i / 5) % (N_VOCAB as i32 - 3))

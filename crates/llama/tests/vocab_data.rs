@@ -24,13 +24,25 @@ fn spm(pieces: &[(&str, f32)]) -> VocabData {
         scores.push(0.0);
         types.push(6);
     }
+    with_pieces("llama", tokens, scores, types, pieces)
+}
+
+/// A `model` vocabulary of `tokens` with their `scores` and `types`, then
+/// `pieces` as normal tokens with their scores.
+fn with_pieces(
+    model: &str,
+    mut tokens: Vec<Vec<u8>>,
+    mut scores: Vec<f32>,
+    mut types: Vec<i32>,
+    pieces: &[(&str, f32)],
+) -> VocabData {
     for (text, score) in pieces {
         tokens.push(text.as_bytes().to_vec());
         scores.push(*score);
         types.push(1);
     }
     VocabData {
-        model: "llama".into(),
+        model: model.into(),
         tokens,
         scores: Some(scores),
         token_types: Some(types),
@@ -247,23 +259,12 @@ fn wpm_greedy_longest_match() {
 
 /// A tiny Unigram vocabulary: `<pad>`, `</s>`, `<unk>`, then `pieces`.
 fn ugm(pieces: &[(&str, f32)], charsmap: Option<Vec<u8>>) -> VocabData {
-    let mut tokens = bytes(&["<pad>", "</s>", "<unk>"]);
-    let mut scores = vec![0.0, 0.0, 0.0];
-    let mut types = vec![3, 3, 2];
-    for (text, score) in pieces {
-        tokens.push(text.as_bytes().to_vec());
-        scores.push(*score);
-        types.push(1);
-    }
+    let tokens = bytes(&["<pad>", "</s>", "<unk>"]);
     VocabData {
-        model: "t5".into(),
-        tokens,
-        scores: Some(scores),
-        token_types: Some(types),
         add_space_prefix: Some(true),
         remove_extra_whitespaces: Some(true),
         precompiled_charsmap: charsmap,
-        ..VocabData::default()
+        ..with_pieces("t5", tokens, vec![0.0; 3], vec![3, 3, 2], pieces)
     }
 }
 

@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
+use llama::stats::mean_std;
 use llama::{Batch, Context, ContextParams, Model, ModelParams, Token};
 use serde_json::{json, Value};
 
@@ -191,18 +192,6 @@ impl CaseResult {
             peak_rss: v["peak_rss"].as_u64(),
         })
     }
-}
-
-/// Mean and sample standard deviation (0 for one sample).
-pub fn mean_std(xs: &[f64]) -> (f64, f64) {
-    let n = xs.len() as f64;
-    let m = xs.iter().sum::<f64>() / n.max(1.0);
-    let var = if xs.len() > 1 {
-        xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
-    (m, var.sqrt())
 }
 
 /// The fixed token sequence: pseudo-random ids below `n_vocab`.
@@ -382,16 +371,8 @@ pub fn run_case_in_child(exe: &Path, case: &Case) -> Result<CaseResult> {
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
-        .map_err(|e| Error::Command {
-            command: line.clone(),
-            reason: format!("could not start: {e}"),
-        })?;
-    if !out.status.success() {
-        return Err(Error::Command {
-            command: line,
-            reason: format!("failed ({})", out.status),
-        });
-    }
+        .map_err(|e| Error::not_started(&line, e))?;
+    crate::exited_ok(line.clone(), out.status)?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let last = stdout.lines().rev().find(|l| !l.trim().is_empty());
     last.and_then(|l| serde_json::from_str::<Value>(l).ok())
@@ -626,10 +607,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn statistics_and_tokens() {
-        let (m, s) = mean_std(&[1.0, 2.0, 3.0]);
-        assert_eq!((m, s), (2.0, 1.0));
-        assert_eq!(mean_std(&[4.0]), (4.0, 0.0));
+    fn tokens_and_rss() {
         let t = tokens(100, 50);
         assert_eq!(t, tokens(100, 50));
         assert!(t.iter().all(|&x| (0..50).contains(&x)));

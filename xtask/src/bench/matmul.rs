@@ -190,6 +190,19 @@ pub(super) fn weight_copies(
     Ok(weights)
 }
 
+/// `g` once per weight copy: the weight `w` of the first graph is in
+/// `weights[0]`, of the others in the next copies, so that a pass over the
+/// graphs streams every copy from memory.
+pub(super) fn graph_per_copy(g: Graph, w: TensorId, weights: &[Arc<dyn Buffer>]) -> Vec<Graph> {
+    let mut graphs = vec![g];
+    for buf in &weights[1..] {
+        let mut gi = graphs[0].clone();
+        gi.node_mut(w).at = Some(Placement::new(buf.clone(), 0));
+        graphs.push(gi);
+    }
+    graphs
+}
+
 /// `m` rows of `k` weights of `ty`: a few distinct quantized rows, repeated.
 pub(super) fn weight_bytes(ty: Type, k: usize, m: usize) -> Result<Vec<u8>> {
     let row = quants::row_size(ty, k)?;
@@ -242,12 +255,8 @@ impl MulMat {
         let desc = TensorDesc::new("w", ty, &[k, m]);
         let data = weight_bytes(ty, k, m)?;
         let weights = weight_copies(wbuft, &desc, &data, copies.max(1))?;
-        let placement = |buffer: &Arc<dyn Buffer>| Placement {
-            buffer: buffer.clone(),
-            offset: 0,
-        };
         let mut g = Graph::new();
-        let w = g.import(desc, placement(&weights[0]), Flags::WEIGHT);
+        let w = g.import(desc, Placement::new(weights[0].clone(), 0), Flags::WEIGHT);
         let x = g.input("x", Type::F32, &[k, n]);
         let out = g.mul_mat(w, x)?;
         g.set_output(out);
@@ -259,12 +268,7 @@ impl MulMat {
             .collect();
         let at = g.placement_or_err(x)?;
         at.buffer.set_tensor(at.offset, &xs)?;
-        let mut graphs = vec![g];
-        for buf in &weights[1..] {
-            let mut gi = graphs[0].clone();
-            gi.node_mut(w).at = Some(placement(buf));
-            graphs.push(gi);
-        }
+        let graphs = graph_per_copy(g, w, &weights);
         Ok(MulMat {
             graphs,
             out,

@@ -28,7 +28,7 @@ use ggml_core::tensor::TensorDesc;
 use ggml_core::{quants, Type};
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
 
-use super::matmul::{weight_bytes, weight_copies};
+use super::matmul::{graph_per_copy, weight_bytes, weight_copies};
 use super::report::Row;
 use super::{host, peak_fma, peak_int8, read_bandwidth, BenchOptions, Suite};
 use crate::error::Result;
@@ -109,12 +109,8 @@ impl MulMatId {
             1
         };
         let weights = weight_copies(&wbuft, &desc, &data, copies)?;
-        let placement = |buffer: &Arc<dyn Buffer>| Placement {
-            buffer: buffer.clone(),
-            offset: 0,
-        };
         let mut g = Graph::new();
-        let w = g.import(desc, placement(&weights[0]), Flags::WEIGHT);
+        let w = g.import(desc, Placement::new(weights[0].clone(), 0), Flags::WEIGHT);
         let x = g.input("x", Type::F32, &[k, 1, n_tok]);
         let ids = g.input("ids", Type::I32, &[N_USED, n_tok]);
         let out = g.mul_mat_id(w, x, ids)?;
@@ -140,12 +136,7 @@ impl MulMatId {
             distinct.push(seen.iter().filter(|&&b| b).count());
             id_sets.push(v.iter().flat_map(|e| e.to_le_bytes()).collect());
         }
-        let mut graphs = vec![g];
-        for buf in &weights[1..] {
-            let mut gi = graphs[0].clone();
-            gi.node_mut(w).at = Some(placement(buf));
-            graphs.push(gi);
-        }
+        let graphs = graph_per_copy(g, w, &weights);
         Ok(MulMatId {
             graphs,
             ids,

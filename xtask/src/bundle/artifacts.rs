@@ -141,10 +141,7 @@ pub fn cargo_build(root: &Path, args: &[&str]) -> Result<Vec<Artifact>> {
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| Error::Command {
-            command: line.clone(),
-            reason: format!("could not start: {e}"),
-        })?;
+        .map_err(|e| Error::not_started(&line, e))?;
     let mut text = String::new();
     if let Some(mut out) = child.stdout.take() {
         out.read_to_string(&mut text).map_err(|e| Error::Command {
@@ -156,12 +153,7 @@ pub fn cargo_build(root: &Path, args: &[&str]) -> Result<Vec<Artifact>> {
         command: line.clone(),
         reason: format!("waiting for it: {e}"),
     })?;
-    if !status.success() {
-        return Err(Error::Command {
-            command: line,
-            reason: format!("failed ({status})"),
-        });
-    }
+    crate::exited_ok(line, status)?;
     parse_messages(&text)
 }
 

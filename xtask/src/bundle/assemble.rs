@@ -196,14 +196,7 @@ fn run_strip(strip: &Path, file: &Path) -> Result<()> {
                 "could not start (is binutils installed? --strip names another program): {e}"
             ),
         })?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(Error::Command {
-            command: line,
-            reason: format!("failed ({status})"),
-        })
-    }
+    crate::exited_ok(line, status)
 }
 
 #[cfg(unix)]

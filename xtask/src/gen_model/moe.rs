@@ -289,7 +289,7 @@ fn vector(name: String, n: u32) -> TensorPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gen_model::plan::plan;
+    use crate::gen_model::plan::{find, plan};
     use crate::gen_model::shape::{parse_arch, Preset, ShapeOverrides};
 
     fn shape(arch: &str) -> Shape {
@@ -303,12 +303,6 @@ mod tests {
             ..Default::default()
         };
         Shape::resolve(Preset::Stories260k, &o).unwrap()
-    }
-
-    fn find<'a>(p: &'a [TensorPlan], name: &str) -> &'a TensorPlan {
-        p.iter()
-            .find(|t| t.name == name)
-            .unwrap_or_else(|| panic!("no {name}"))
     }
 
     #[test]

@@ -170,6 +170,14 @@ pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
     t
 }
 
+/// The planned tensor `name` of `p` (a test's look-up: panics without it).
+#[cfg(test)]
+pub(crate) fn find<'a>(p: &'a [TensorPlan], name: &str) -> &'a TensorPlan {
+    p.iter()
+        .find(|t| t.name == name)
+        .unwrap_or_else(|| panic!("no {name}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,12 +209,6 @@ mod tests {
             p.last().map(|t| t.name.as_str()),
             Some("output_norm.weight")
         );
-    }
-
-    fn find<'a>(p: &'a [TensorPlan], name: &str) -> &'a TensorPlan {
-        p.iter()
-            .find(|t| t.name == name)
-            .unwrap_or_else(|| panic!("no {name}"))
     }
 
     #[test]

@@ -377,15 +377,7 @@ fn mul_mat_cases(v: &mut Vec<Case>) {
         let k = if ty.block_size() > 32 { 512 } else { 96 };
         let check = mul_mat_check(ty);
         for n in [1usize, 3, 4, 7, 18] {
-            v.push(Case::new(
-                format!("MUL_MAT {ty} [{k},13] x F32 [{k},{n}]"),
-                check,
-                move |c| {
-                    let a = c.rand("a", ty, &[k, 13]);
-                    let b = c.rand("b", Type::F32, &[k, n]);
-                    c.g.mul_mat(a, b)
-                },
-            ));
+            v.push(Case::mul_mat(ty, &[k, 13], Type::F32, &[k, n]));
         }
         v.push(Case::new(
             format!("MUL_MAT {ty} [{k},9,2,1] x F32 [{k},5,6,2] (broadcast 3x, 2x)"),
@@ -406,15 +398,7 @@ fn mul_mat_cases(v: &mut Vec<Case>) {
             },
         ));
     }
-    v.push(Case::new(
-        "MUL_MAT F16 [64,40] x F16 [64,3]",
-        mul_mat_check(Type::F16),
-        |c| {
-            let a = c.rand("a", Type::F16, &[64, 40]);
-            let b = c.rand("b", Type::F16, &[64, 3]);
-            c.g.mul_mat(a, b)
-        },
-    ));
+    v.push(Case::mul_mat(Type::F16, &[64, 40], Type::F16, &[64, 3]));
     // Attention shapes: K cache view [head_dim, n_kv, n_head_kv] with the
     // cache's row stride, times permuted Q; then V^T view times KQ.
     v.push(Case::new(

@@ -73,6 +73,33 @@ pub fn fp32_to_fp16(f: f32) -> u16 {
     sign | h as u16
 }
 
+/// `y[i] = levels[i] * d` with the f16 scale `d`: the dequantization of
+/// the symmetric block types.
+pub(crate) fn dequantize_scaled<L: Into<f32>>(
+    y: &mut [f32],
+    d: half::f16,
+    levels: impl IntoIterator<Item = L>,
+) {
+    let d = h2f(d);
+    for (y, l) in y.iter_mut().zip(levels) {
+        *y = l.into() * d;
+    }
+}
+
+/// `y[i] = levels[i] * d + m` with the f16 scale `d` and minimum `m`: the
+/// dequantization of the block types with a minimum.
+pub(crate) fn dequantize_scaled_min<L: Into<f32>>(
+    y: &mut [f32],
+    d: half::f16,
+    m: half::f16,
+    levels: impl IntoIterator<Item = L>,
+) {
+    let (d, m) = (h2f(d), h2f(m));
+    for (y, l) in y.iter_mut().zip(levels) {
+        *y = l.into() * d + m;
+    }
+}
+
 /// Widens a block's f16 field to f32 (exact).
 #[inline]
 pub(crate) fn h2f(h: half::f16) -> f32 {

@@ -101,86 +101,107 @@ impl BlockIq2Xxs {
     }
 }
 
-impl BlockIq2Xs {
-    pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (ib, y) in y.chunks_exact_mut(32).enumerate() {
-            let sc = self.scales[ib];
-            let db = [
-                d * (0.5 + f32::from(sc & 0x0f)) * 0.25,
-                d * (0.5 + f32::from(sc >> 4)) * 0.25,
-            ];
-            for (l, y) in y.chunks_exact_mut(8).enumerate() {
-                let q = self.qs[4 * ib + l];
-                let grid = &IQ2XS_GRID[usize::from(q & 511)];
-                let signs = KSIGNS_IQ2XS[usize::from(q >> 9)];
-                for j in 0..8 {
-                    y[j] = db[l / 2] * f32::from(grid[j]) * sign(signs, j);
-                }
+/// Dequantizes an IQ2_XS / IQ2_S super-block, which differ only in how a
+/// grid point is stored: 8 groups of 32 weights with a 4-bit scale per 16,
+/// `point(ib, l)` the grid row and sign byte of the 8 weights `l` of group
+/// `ib`.
+fn dequantize_iq2_nibble_scaled(
+    d: half::f16,
+    scales: &[u8; QK_K / 32],
+    point: impl Fn(usize, usize) -> (&'static [u8; 8], u8),
+    y: &mut [f32],
+) {
+    let d = h2f(d);
+    for (ib, y) in y.chunks_exact_mut(32).enumerate() {
+        let sc = scales[ib];
+        let db = [
+            d * (0.5 + f32::from(sc & 0x0f)) * 0.25,
+            d * (0.5 + f32::from(sc >> 4)) * 0.25,
+        ];
+        for (l, y) in y.chunks_exact_mut(8).enumerate() {
+            let (grid, signs) = point(ib, l);
+            for j in 0..8 {
+                y[j] = db[l / 2] * f32::from(grid[j]) * sign(signs, j);
             }
         }
     }
+}
 
-    pub(crate) fn ints(&self) -> GridInts {
-        let mut g = GridInts::new(h2f(self.d), 0.125);
-        for ib in 0..8 {
-            let sc = self.scales[ib];
-            g.ls[2 * ib] = 2 * i32::from(sc & 0x0f) + 1;
-            g.ls[2 * ib + 1] = 2 * i32::from(sc >> 4) + 1;
-            for l in 0..4 {
-                let q = self.qs[4 * ib + l];
-                let grid = &IQ2XS_GRID[usize::from(q & 511)];
-                let signs = KSIGNS_IQ2XS[usize::from(q >> 9)];
-                for j in 0..8 {
-                    g.q[32 * ib + 8 * l + j] = signed(grid[j], signs, j);
-                }
+/// The integer view of an IQ2_XS / IQ2_S super-block (see
+/// [`dequantize_iq2_nibble_scaled`]).
+fn ints_iq2_nibble_scaled(
+    d: half::f16,
+    scales: &[u8; QK_K / 32],
+    point: impl Fn(usize, usize) -> (&'static [u8; 8], u8),
+) -> GridInts {
+    let mut g = GridInts::new(h2f(d), 0.125);
+    for ib in 0..8 {
+        let sc = scales[ib];
+        g.ls[2 * ib] = 2 * i32::from(sc & 0x0f) + 1;
+        g.ls[2 * ib + 1] = 2 * i32::from(sc >> 4) + 1;
+        for l in 0..4 {
+            let (grid, signs) = point(ib, l);
+            for j in 0..8 {
+                g.q[32 * ib + 8 * l + j] = signed(grid[j], signs, j);
             }
         }
-        g
+    }
+    g
+}
+
+impl BlockIq2Xs {
+    /// Grid row and sign byte of the 8 weights `l` of group `ib`.
+    fn point(&self, ib: usize, l: usize) -> (&'static [u8; 8], u8) {
+        let q = self.qs[4 * ib + l];
+        (
+            &IQ2XS_GRID[usize::from(q & 511)],
+            KSIGNS_IQ2XS[usize::from(q >> 9)],
+        )
+    }
+
+    pub(crate) fn dequantize(&self, y: &mut [f32]) {
+        dequantize_iq2_nibble_scaled(self.d, &self.scales, |ib, l| self.point(ib, l), y);
+    }
+
+    pub(crate) fn ints(&self) -> GridInts {
+        ints_iq2_nibble_scaled(self.d, &self.scales, |ib, l| self.point(ib, l))
     }
 }
 
 impl BlockIq2S {
-    /// Grid index and sign byte of the 8 weights `l` of group `ib`.
-    fn point(&self, ib: usize, l: usize) -> (usize, u8) {
+    /// Grid row and sign byte of the 8 weights `l` of group `ib`.
+    fn point(&self, ib: usize, l: usize) -> (&'static [u8; 8], u8) {
         let low = usize::from(self.qs[4 * ib + l]);
         let high = (usize::from(self.qh[ib]) << (8 - 2 * l)) & 0x300;
-        (low | high, self.qs[QK_K / 8 + 4 * ib + l])
+        (&IQ2S_GRID[low | high], self.qs[QK_K / 8 + 4 * ib + l])
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (ib, y) in y.chunks_exact_mut(32).enumerate() {
-            let sc = self.scales[ib];
-            let db = [
-                d * (0.5 + f32::from(sc & 0x0f)) * 0.25,
-                d * (0.5 + f32::from(sc >> 4)) * 0.25,
-            ];
-            for (l, y) in y.chunks_exact_mut(8).enumerate() {
-                let (idx, signs) = self.point(ib, l);
-                let grid = &IQ2S_GRID[idx];
-                for j in 0..8 {
-                    y[j] = db[l / 2] * f32::from(grid[j]) * sign(signs, j);
-                }
-            }
-        }
+        dequantize_iq2_nibble_scaled(self.d, &self.scales, |ib, l| self.point(ib, l), y);
     }
 
     pub(crate) fn ints(&self) -> GridInts {
-        let mut g = GridInts::new(h2f(self.d), 0.125);
-        for ib in 0..8 {
-            let sc = self.scales[ib];
-            g.ls[2 * ib] = 2 * i32::from(sc & 0x0f) + 1;
-            g.ls[2 * ib + 1] = 2 * i32::from(sc >> 4) + 1;
-            for l in 0..4 {
-                let (idx, signs) = self.point(ib, l);
-                let grid = &IQ2S_GRID[idx];
-                for j in 0..8 {
-                    g.q[32 * ib + 8 * l + j] = signed(grid[j], signs, j);
-                }
-            }
-        }
-        g
+        ints_iq2_nibble_scaled(self.d, &self.scales, |ib, l| self.point(ib, l))
+    }
+}
+
+/// Two 4-value grid points and the sign byte of 8 weights (IQ3_XXS,
+/// IQ3_S).
+type GridPair = (&'static [u8; 4], &'static [u8; 4], u8);
+
+/// The 8 weights of a [`GridPair`] scaled by `db`.
+fn dequantize_pair(y: &mut [f32], db: f32, (g1, g2, signs): GridPair) {
+    for j in 0..4 {
+        y[j] = db * f32::from(g1[j]) * sign(signs, j);
+        y[j + 4] = db * f32::from(g2[j]) * sign(signs, j + 4);
+    }
+}
+
+/// The 8 signed grid values of a [`GridPair`].
+fn signed_pair(q: &mut [i8], (g1, g2, signs): GridPair) {
+    for j in 0..4 {
+        q[j] = signed(g1[j], signs, j);
+        q[j + 4] = signed(g2[j], signs, j + 4);
     }
 }
 
@@ -191,19 +212,23 @@ impl BlockIq3Xxs {
         u32::from_le_bytes([self.qs[o], self.qs[o + 1], self.qs[o + 2], self.qs[o + 3]])
     }
 
+    /// The grid points and signs of the 8 weights `l` of group `ib`, whose
+    /// sign + scale word is `aux`.
+    fn points(&self, ib: usize, l: usize, aux: u32) -> GridPair {
+        (
+            &IQ3XXS_GRID[usize::from(self.qs[8 * ib + 2 * l])],
+            &IQ3XXS_GRID[usize::from(self.qs[8 * ib + 2 * l + 1])],
+            KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize],
+        )
+    }
+
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
         let d = h2f(self.d);
         for (ib, y) in y.chunks_exact_mut(32).enumerate() {
             let aux = self.word(ib);
             let db = d * (0.5 + (aux >> 28) as f32) * 0.5;
             for (l, y) in y.chunks_exact_mut(8).enumerate() {
-                let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
-                let g1 = &IQ3XXS_GRID[usize::from(self.qs[8 * ib + 2 * l])];
-                let g2 = &IQ3XXS_GRID[usize::from(self.qs[8 * ib + 2 * l + 1])];
-                for j in 0..4 {
-                    y[j] = db * f32::from(g1[j]) * sign(signs, j);
-                    y[j + 4] = db * f32::from(g2[j]) * sign(signs, j + 4);
-                }
+                dequantize_pair(y, db, self.points(ib, l, aux));
             }
         }
     }
@@ -216,14 +241,8 @@ impl BlockIq3Xxs {
             g.ls[2 * ib] = ls;
             g.ls[2 * ib + 1] = ls;
             for l in 0..4 {
-                let signs = KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize];
-                let g1 = &IQ3XXS_GRID[usize::from(self.qs[8 * ib + 2 * l])];
-                let g2 = &IQ3XXS_GRID[usize::from(self.qs[8 * ib + 2 * l + 1])];
                 let o = 32 * ib + 8 * l;
-                for j in 0..4 {
-                    g.q[o + j] = signed(g1[j], signs, j);
-                    g.q[o + j + 4] = signed(g2[j], signs, j + 4);
-                }
+                signed_pair(&mut g.q[o..o + 8], self.points(ib, l, aux));
             }
         }
         g
@@ -232,7 +251,7 @@ impl BlockIq3Xxs {
 
 impl BlockIq3S {
     /// The two grid points and the sign byte of the 8 weights `l` of group `ib`.
-    fn points(&self, ib: usize, l: usize) -> (&'static [u8; 4], &'static [u8; 4], u8) {
+    fn points(&self, ib: usize, l: usize) -> GridPair {
         let qh = usize::from(self.qh[ib]);
         let q0 = usize::from(self.qs[8 * ib + 2 * l]);
         let q1 = usize::from(self.qs[8 * ib + 2 * l + 1]);
@@ -256,11 +275,7 @@ impl BlockIq3S {
         for (ib, y) in y.chunks_exact_mut(32).enumerate() {
             let db = d * self.group_scale(ib) as f32;
             for (l, y) in y.chunks_exact_mut(8).enumerate() {
-                let (g1, g2, signs) = self.points(ib, l);
-                for j in 0..4 {
-                    y[j] = db * f32::from(g1[j]) * sign(signs, j);
-                    y[j + 4] = db * f32::from(g2[j]) * sign(signs, j + 4);
-                }
+                dequantize_pair(y, db, self.points(ib, l));
             }
         }
     }
@@ -272,12 +287,8 @@ impl BlockIq3S {
             g.ls[2 * ib] = ls;
             g.ls[2 * ib + 1] = ls;
             for l in 0..4 {
-                let (g1, g2, signs) = self.points(ib, l);
                 let o = 32 * ib + 8 * l;
-                for j in 0..4 {
-                    g.q[o + j] = signed(g1[j], signs, j);
-                    g.q[o + j + 4] = signed(g2[j], signs, j + 4);
-                }
+                signed_pair(&mut g.q[o..o + 8], self.points(ib, l));
             }
         }
         g

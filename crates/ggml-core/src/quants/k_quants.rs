@@ -21,6 +21,28 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// Dequantizes a Q4_K / Q5_K super-block, whose weights differ only in
+/// how `level(i)` (0..16 or 0..32) is stored: group `g` of 32 has the
+/// packed scale and min `scale_min_k4(g)`.
+fn dequantize_scale_min(
+    d: half::f16,
+    dmin: half::f16,
+    scales: &[u8; 12],
+    level: impl Fn(usize) -> u8,
+    y: &mut [f32],
+) {
+    let d = h2f(d);
+    let min = h2f(dmin);
+    for (g, y) in y.chunks_exact_mut(32).enumerate() {
+        let (sc, m) = scale_min_k4(g, scales);
+        let dl = d * f32::from(sc);
+        let ml = min * f32::from(m);
+        for (k, y) in y.iter_mut().enumerate() {
+            *y = dl * f32::from(level(32 * g + k)) - ml;
+        }
+    }
+}
+
 /// Packs eight 6-bit scales and mins as Q4_K / Q5_K store them.
 fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
     let mut s = [0u8; 12];
@@ -329,16 +351,7 @@ impl BlockQ4K {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        let min = h2f(self.dmin);
-        for (g, y) in y.chunks_exact_mut(32).enumerate() {
-            let (sc, m) = scale_min_k4(g, &self.scales);
-            let dl = d * f32::from(sc);
-            let ml = min * f32::from(m);
-            for (k, y) in y.iter_mut().enumerate() {
-                *y = dl * f32::from(self.level(32 * g + k)) - ml;
-            }
-        }
+        dequantize_scale_min(self.d, self.dmin, &self.scales, |i| self.level(i), y);
     }
 }
 
@@ -386,16 +399,7 @@ impl BlockQ5K {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        let min = h2f(self.dmin);
-        for (g, y) in y.chunks_exact_mut(32).enumerate() {
-            let (sc, m) = scale_min_k4(g, &self.scales);
-            let dl = d * f32::from(sc);
-            let ml = min * f32::from(m);
-            for (k, y) in y.iter_mut().enumerate() {
-                *y = dl * f32::from(self.level(32 * g + k)) - ml;
-            }
-        }
+        dequantize_scale_min(self.d, self.dmin, &self.scales, |i| self.level(i), y);
     }
 }
 

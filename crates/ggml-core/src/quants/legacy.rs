@@ -7,7 +7,7 @@
 //! of largest magnitude fixes the sign of the symmetric scales.
 
 use super::blocks::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
-use super::fp::{f2h, h2f, signed_absmax};
+use super::fp::{dequantize_scaled, dequantize_scaled_min, f2h, signed_absmax};
 
 fn min_max(x: &[f32]) -> (f32, f32) {
     let (mut min, mut max) = (f32::MAX, -f32::MAX);
@@ -84,10 +84,7 @@ impl BlockQ4_0 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (y, l) in y.iter_mut().zip(self.levels()) {
-            *y = f32::from(l) * d;
-        }
+        dequantize_scaled(y, self.d, self.levels());
     }
 }
 
@@ -123,10 +120,7 @@ impl BlockQ4_1 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let (d, m) = (h2f(self.d), h2f(self.m));
-        for (y, l) in y.iter_mut().zip(self.levels()) {
-            *y = f32::from(l) * d + m;
-        }
+        dequantize_scaled_min(y, self.d, self.m, self.levels());
     }
 }
 
@@ -151,10 +145,7 @@ impl BlockQ5_0 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (y, l) in y.iter_mut().zip(self.levels()) {
-            *y = f32::from(l) * d;
-        }
+        dequantize_scaled(y, self.d, self.levels());
     }
 }
 
@@ -184,10 +175,7 @@ impl BlockQ5_1 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let (d, m) = (h2f(self.d), h2f(self.m));
-        for (y, l) in y.iter_mut().zip(self.levels()) {
-            *y = f32::from(l) * d + m;
-        }
+        dequantize_scaled_min(y, self.d, self.m, self.levels());
     }
 }
 
@@ -215,10 +203,7 @@ impl BlockQ8_0 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (y, &q) in y.iter_mut().zip(&self.qs) {
-            *y = f32::from(q) * d;
-        }
+        dequantize_scaled(y, self.d, self.qs);
     }
 }
 
@@ -235,9 +220,6 @@ impl BlockQ8_1 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (y, &q) in y.iter_mut().zip(&self.qs) {
-            *y = f32::from(q) * d;
-        }
+        dequantize_scaled(y, self.d, self.qs);
     }
 }

@@ -2,7 +2,7 @@
 //! ggml's reference quantizers and dequantizers.
 
 use super::blocks::{BlockMxfp4, BlockTq1_0, BlockTq2_0, QK_K};
-use super::fp::{e8m0_to_fp32_half, f2h, h2f};
+use super::fp::{dequantize_scaled, e8m0_to_fp32_half, f2h};
 use super::tables::KVALUES_MXFP4;
 
 const POW3: [u8; 6] = [1, 3, 9, 27, 81, 243];
@@ -85,10 +85,7 @@ impl BlockTq1_0 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (i, y) in y.iter_mut().enumerate() {
-            *y = f32::from(self.trit(i) - 1) * d;
-        }
+        dequantize_scaled(y, self.d, (0..QK_K).map(|i| self.trit(i) - 1));
     }
 }
 
@@ -117,10 +114,7 @@ impl BlockTq2_0 {
     }
 
     pub(crate) fn dequantize(&self, y: &mut [f32]) {
-        let d = h2f(self.d);
-        for (i, y) in y.iter_mut().enumerate() {
-            *y = f32::from(self.code(i) - 1) * d;
-        }
+        dequantize_scaled(y, self.d, (0..QK_K).map(|i| self.code(i) - 1));
     }
 }
 

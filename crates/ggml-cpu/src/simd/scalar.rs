@@ -252,15 +252,18 @@ fn q8_0_family<const R: usize, const C: usize>(
     }
 }
 
-macro_rules! q8_0_scalar {
-    ($tile:ident, $row:ident, $bytes:expr, $dec:ident) => {
+/// The tile kernel `$tile` and row entry `$row` of one type: the shared
+/// code of its family (`q8_0_family` or `q8_k_family`) with the type's
+/// block bytes and decoder.
+macro_rules! family_kernel {
+    ($family:ident, $tile:ident, $row:ident, $bytes:expr, $dec:ident) => {
         fn $tile<const R: usize, const C: usize>(
             n: usize,
             xs: &[&[u8]],
             ys: &[&[u8]],
             out: &mut [f32],
         ) {
-            q8_0_family::<R, C>(n, xs, ys, out, $bytes, $dec)
+            $family::<R, C>(n, xs, ys, out, $bytes, $dec)
         }
         fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
             by_tile!($tile, n, xs, ys, out)
@@ -268,10 +271,10 @@ macro_rules! q8_0_scalar {
     };
 }
 
-q8_0_scalar!(q4_0_tile, q4_0, 18, dec_q4_0);
-q8_0_scalar!(q5_0_tile, q5_0, 22, dec_q5_0);
-q8_0_scalar!(q8_0_tile, q8_0, 34, dec_q8_0);
-q8_0_scalar!(iq4_nl_tile, iq4_nl, 18, dec_iq4_nl);
+family_kernel!(q8_0_family, q4_0_tile, q4_0, 18, dec_q4_0);
+family_kernel!(q8_0_family, q5_0_tile, q5_0, 22, dec_q5_0);
+family_kernel!(q8_0_family, q8_0_tile, q8_0, 34, dec_q8_0);
+family_kernel!(q8_0_family, iq4_nl_tile, iq4_nl, 18, dec_iq4_nl);
 
 // -------------------------------------------------------- 32-blocks x Q8_1
 
@@ -578,28 +581,12 @@ fn q8_k_family<const R: usize, const C: usize>(
     }
 }
 
-macro_rules! k_kernel {
-    ($tile:ident, $row:ident, $bytes:expr, $dec:ident) => {
-        fn $tile<const R: usize, const C: usize>(
-            n: usize,
-            xs: &[&[u8]],
-            ys: &[&[u8]],
-            out: &mut [f32],
-        ) {
-            q8_k_family::<R, C>(n, xs, ys, out, $bytes, $dec)
-        }
-        fn $row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
-            by_tile!($tile, n, xs, ys, out)
-        }
-    };
-}
-
-k_kernel!(q2_k_tile, q2_k, 84, dec_q2_k);
-k_kernel!(q3_k_tile, q3_k, 110, dec_q3_k);
-k_kernel!(q4_k_tile, q4_k, 144, dec_q4_k);
-k_kernel!(q5_k_tile, q5_k, 176, dec_q5_k);
-k_kernel!(q6_k_tile, q6_k, 210, dec_q6_k);
-k_kernel!(iq4_xs_tile, iq4_xs, 136, dec_iq4_xs);
+family_kernel!(q8_k_family, q2_k_tile, q2_k, 84, dec_q2_k);
+family_kernel!(q8_k_family, q3_k_tile, q3_k, 110, dec_q3_k);
+family_kernel!(q8_k_family, q4_k_tile, q4_k, 144, dec_q4_k);
+family_kernel!(q8_k_family, q5_k_tile, q5_k, 176, dec_q5_k);
+family_kernel!(q8_k_family, q6_k_tile, q6_k, 210, dec_q6_k);
+family_kernel!(q8_k_family, iq4_xs_tile, iq4_xs, 136, dec_iq4_xs);
 
 // --------------------------------------------------------------- the rest
 

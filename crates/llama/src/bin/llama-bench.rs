@@ -4,6 +4,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use llama::cli::parse_devices;
+use llama::stats::mean_std;
 use llama::{Batch, Context, ContextParams, LlamaError, LoadMode, Model, ModelParams, Result};
 
 const HELP: &str = "usage: llama-bench -m MODEL [options]
@@ -67,17 +68,6 @@ struct Record {
     model_n_params: u64,
     backends: String,
     samples_ns: Vec<u64>,
-}
-
-fn mean_std(xs: &[f64]) -> (f64, f64) {
-    let n = xs.len() as f64;
-    let m = xs.iter().sum::<f64>() / n.max(1.0);
-    let v = if xs.len() > 1 {
-        xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (n - 1.0)
-    } else {
-        0.0
-    };
-    (m, v.sqrt())
 }
 
 fn run_test(ctx: &mut Context<'_>, n_prompt: usize, n_gen: usize, n_vocab: usize) -> Result<()> {

@@ -217,35 +217,10 @@ impl<'m> Context<'m> {
     /// graph, so decoding never reallocates.
     fn reserve(&mut self) -> Result<()> {
         let n_ub = self.params.n_ubatch;
-        let n_kv_swa = self.kv.swa.as_ref().map_or(0, |c| c.size);
-        let pp = UbatchShape {
-            n_tokens: n_ub,
-            n_outputs: n_ub,
-            n_kv: self.kv.size(),
-            n_kv_swa,
-            embd_input: false,
-        };
-        let built = self.build(pp)?;
-        self.pin_layers(&built)?;
-        self.sched.reserve(&built.graph)?;
-        let n_nodes_pp = built.graph.len();
-        let n_splits_pp = self.sched.n_splits();
-        let tg = UbatchShape {
-            n_tokens: 1,
-            n_outputs: 1,
-            n_kv: self.kv.size(),
-            n_kv_swa,
-            embd_input: false,
-        };
-        let built_tg = self.build(tg)?;
-        self.pin_layers(&built_tg)?;
-        self.sched.reserve(&built_tg.graph)?;
-        let n_nodes_tg = built_tg.graph.len();
-        let n_splits_tg = self.sched.n_splits();
+        let (n_nodes_pp, n_splits_pp) = self.reserve_for(n_ub)?;
+        let (n_nodes_tg, n_splits_tg) = self.reserve_for(1)?;
         // Reserve again with the larger graph so its sizes win.
-        let built = self.build(pp)?;
-        self.pin_layers(&built)?;
-        self.sched.reserve(&built.graph)?;
+        self.reserve_for(n_ub)?;
         for i in 0..self.sched.n_backends() {
             crate::info!(
                 "llama_init_from_model: {:>12} compute buffer size = {:8.2} MiB",
@@ -260,6 +235,22 @@ impl<'m> Context<'m> {
             "llama_init_from_model: graph splits = {n_splits_pp} (prompt), {n_splits_tg} (token)"
         );
         Ok(())
+    }
+
+    /// Reserves the scheduler for the graph of `n_tokens` tokens, every one
+    /// an output, over the whole cache; the graph's node and split counts.
+    fn reserve_for(&mut self, n_tokens: usize) -> Result<(usize, usize)> {
+        let shape = UbatchShape {
+            n_tokens,
+            n_outputs: n_tokens,
+            n_kv: self.kv.size(),
+            n_kv_swa: self.kv.swa.as_ref().map_or(0, |c| c.size),
+            embd_input: false,
+        };
+        let built = self.build(shape)?;
+        self.pin_layers(&built)?;
+        self.sched.reserve(&built.graph)?;
+        Ok((built.graph.len(), self.sched.n_splits()))
     }
 
     /// Writes the mask and the K/V cell indices of one cache.

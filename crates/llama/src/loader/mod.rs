@@ -301,6 +301,18 @@ pub fn plan_weights(
     let opts = LoadOptions::default();
     let mut al = alloc::allocate(files, reqs, params, &opts, 0, true, &mut stats)?;
     stats.n_buffers = al.buffers.len();
+    weights_of(&mut al, reqs, stats, "planned")
+}
+
+/// The weights `al` holds for `reqs`, in request order, with the
+/// buffers, sizes and memory locks (none when planning); a request that
+/// got no place is an error (`what`: "planned" or "loaded").
+fn weights_of(
+    al: &mut alloc::Allocated,
+    reqs: &[WeightRequest],
+    stats: LoadStats,
+    what: &str,
+) -> Result<LoadedWeights> {
     let placements = reqs
         .iter()
         .zip(std::mem::take(&mut al.placements))
@@ -309,7 +321,7 @@ pub fn plan_weights(
                 desc: r.desc.clone(),
                 at,
             })
-            .ok_or_else(|| LlamaError::Tensor(format!("tensor '{}' was not planned", r.desc.name)))
+            .ok_or_else(|| LlamaError::Tensor(format!("tensor '{}' was not {what}", r.desc.name)))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(LoadedWeights {
@@ -317,7 +329,7 @@ pub fn plan_weights(
         placements,
         sizes: std::mem::take(&mut al.sizes),
         stats,
-        locks: Vec::new(),
+        locks: std::mem::take(&mut al.locks),
     })
 }
 
@@ -414,24 +426,7 @@ pub fn load_weights_with(
     let mut stats = fill.stats;
     stats.n_buffers = al.buffers.len();
     stats.bytes_bounced = fill.reader.bounced();
-    let placements = reqs
-        .iter()
-        .zip(std::mem::take(&mut al.placements))
-        .map(|(r, p)| {
-            p.map(|at| Weight {
-                desc: r.desc.clone(),
-                at,
-            })
-            .ok_or_else(|| LlamaError::Tensor(format!("tensor '{}' was not loaded", r.desc.name)))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    Ok(LoadedWeights {
-        buffers: std::mem::take(&mut al.buffers),
-        placements,
-        sizes: std::mem::take(&mut al.sizes),
-        stats,
-        locks: std::mem::take(&mut al.locks),
-    })
+    weights_of(&mut al, reqs, stats, "loaded")
 }
 
 #[cfg(test)]

@@ -5,21 +5,15 @@
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::{req, tied, TensorKind::*, TensorSpec};
+use crate::arch::{req, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::{Builder, Ffn};
 use crate::hparams::{HParams, MetaView};
-use crate::models::{gemma_query_scale, ArchDef};
+use crate::models::{gemma_query_scale, ArchDef, ATTN, HEAD};
 
-const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
-    req(AttnNorm),
-    req(AttnQ),
-    req(AttnK),
-    req(AttnV),
-    req(AttnOut),
+/// The rows of a layer after its attention projections (and gemma3's q/k
+/// norms): the post-attention norm and the sandwich-normed gated FFN.
+pub const SANDWICH_REST: &[TensorSpec] = &[
     req(AttnPostNorm),
     req(FfnNorm),
     req(FfnGate),
@@ -32,7 +26,7 @@ const TENSORS: &[TensorSpec] = &[
 pub static DEF: ArchDef = ArchDef {
     name: "gemma2",
     rope_mode: RopeMode::Neox,
-    tensors: TENSORS,
+    tensors: &[HEAD, ATTN, SANDWICH_REST],
     load_hparams,
     build,
 };
@@ -55,9 +49,15 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
 }
 
 fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
+    decoder(b, false)
+}
+
+/// The Gemma decoder of sandwich-normed attention and GEGLU blocks, shared
+/// with gemma3; `qk_norm` adds per-head RMS norms of Q and K (gemma3).
+pub fn decoder(b: &mut Builder<'_>, qk_norm: bool) -> Result<(TensorId, TensorId)> {
     let mut x = b.gemma_input()?;
     for il in 0..b.hp.n_layer {
-        let sa_out = b.sandwich_attention(x, il, false)?;
+        let sa_out = b.sandwich_attention(x, il, qk_norm)?;
         x = b.sandwich_ffn(sa_out, Ffn::Geglu, il)?;
     }
     b.output_head(x, b.hp.f_final_logit_softcapping)

@@ -5,36 +5,16 @@
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::{req, tied, TensorKind::*, TensorSpec};
 use crate::error::Result;
-use crate::graph::{Builder, Ffn};
+use crate::graph::Builder;
 use crate::hparams::{HParams, MetaView};
-use crate::models::{gemma_query_scale, ArchDef};
-
-const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
-    req(AttnNorm),
-    req(AttnQ),
-    req(AttnK),
-    req(AttnV),
-    req(AttnOut),
-    req(AttnQNorm),
-    req(AttnKNorm),
-    req(AttnPostNorm),
-    req(FfnNorm),
-    req(FfnGate),
-    req(FfnDown),
-    req(FfnUp),
-    req(FfnPostNorm),
-];
+use crate::models::{gemma2, gemma_query_scale, ArchDef, ATTN, HEAD, QK_NORM};
 
 /// The registry entry.
 pub static DEF: ArchDef = ArchDef {
     name: "gemma3",
     rope_mode: RopeMode::Neox,
-    tensors: TENSORS,
+    tensors: &[HEAD, ATTN, QK_NORM, gemma2::SANDWICH_REST],
     load_hparams,
     build,
 };
@@ -55,10 +35,5 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
 }
 
 fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
-    let mut x = b.gemma_input()?;
-    for il in 0..b.hp.n_layer {
-        let sa_out = b.sandwich_attention(x, il, true)?;
-        x = b.sandwich_ffn(sa_out, Ffn::Geglu, il)?;
-    }
-    b.output_head(x, b.hp.f_final_logit_softcapping)
+    gemma2::decoder(b, true)
 }

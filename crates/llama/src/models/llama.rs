@@ -6,22 +6,15 @@
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::{dense, moe, moe_opt, opt, req, tied, TensorKind::*, TensorSpec};
+use crate::arch::{dense, moe, moe_opt, opt, req, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::{Builder, Ffn};
 use crate::hparams::{HParams, MetaView};
-use crate::models::{kq_scale, ArchDef};
+use crate::models::{kq_scale, ArchDef, ATTN, HEAD};
 
+/// The rows after the shared head and attention: optional biases, and the
+/// dense or the expert FFN.
 const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
-    opt(RopeFreqs),
-    req(AttnNorm),
-    req(AttnQ),
-    req(AttnK),
-    req(AttnV),
-    req(AttnOut),
     opt(AttnQBias),
     opt(AttnKBias),
     opt(AttnVBias),
@@ -40,7 +33,7 @@ const TENSORS: &[TensorSpec] = &[
 pub static DEF: ArchDef = ArchDef {
     name: "llama",
     rope_mode: RopeMode::Normal,
-    tensors: TENSORS,
+    tensors: &[HEAD, &[opt(RopeFreqs)], ATTN, TENSORS],
     load_hparams,
     build,
 };

@@ -13,7 +13,7 @@ mod qwen3moe;
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::TensorSpec;
+use crate::arch::{req, tied, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::Builder;
 use crate::hparams::{HParams, MetaView};
@@ -30,8 +30,9 @@ pub struct ArchDef {
     pub name: &'static str,
     /// Rotary embedding layout.
     pub rope_mode: RopeMode,
-    /// Tensors of the model, with presence rules.
-    pub tensors: &'static [TensorSpec],
+    /// Tensors of the model, with presence rules: the table in parts (the
+    /// shared ones below and the architecture's own), read in order.
+    pub tensors: &'static [&'static [TensorSpec]],
     /// Architecture-specific hyperparameters.
     pub load_hparams: HParamsFn,
     /// Graph builder.
@@ -48,6 +49,26 @@ pub static REGISTRY: &[&ArchDef] = &[
     &gemma3::DEF,
     &phi3::DEF,
 ];
+
+/// The rows outside the layers that every decoder has: token embeddings,
+/// the final norm and the output projection (tied to the embeddings when
+/// the file has none).
+pub const HEAD: &[TensorSpec] = &[req(TokenEmbd), req(OutputNorm), tied(Output)];
+
+/// The attention pre-norm and separate Q, K, V and output projections.
+pub const ATTN: &[TensorSpec] = &[
+    req(AttnNorm),
+    req(AttnQ),
+    req(AttnK),
+    req(AttnV),
+    req(AttnOut),
+];
+
+/// Per-head RMS norms of Q and K (before rope).
+pub const QK_NORM: &[TensorSpec] = &[req(AttnQNorm), req(AttnKNorm)];
+
+/// The FFN pre-norm and the gate, down and up projections of a gated FFN.
+pub const GATED_FFN: &[TensorSpec] = &[req(FfnNorm), req(FfnGate), req(FfnDown), req(FfnUp)];
 
 /// No architecture-specific keys.
 pub fn no_extra_hparams(_: &mut HParams, _: &MetaView<'_>) -> Result<()> {

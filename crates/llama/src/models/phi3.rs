@@ -5,20 +5,18 @@
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::{opt, req, req_shaped, tied, TensorKind::*, TensorSpec};
+use crate::arch::{opt, req, req_shaped, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::{Builder, Ffn};
 use crate::hparams::HParams;
-use crate::models::{no_extra_hparams, ArchDef};
+use crate::models::{no_extra_hparams, ArchDef, HEAD};
 
 fn ffn_up_fused(hp: &HParams, il: usize) -> Vec<usize> {
     vec![hp.n_embd, 2 * hp.n_ff(il)]
 }
 
+/// The rows after the shared head.
 const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
     opt(RopeFactorsLong),
     opt(RopeFactorsShort),
     req(AttnNorm),
@@ -33,7 +31,7 @@ const TENSORS: &[TensorSpec] = &[
 pub static DEF: ArchDef = ArchDef {
     name: "phi3",
     rope_mode: RopeMode::Neox,
-    tensors: TENSORS,
+    tensors: &[HEAD, TENSORS],
     load_hparams: no_extra_hparams,
     build,
 };

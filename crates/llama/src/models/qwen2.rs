@@ -2,32 +2,17 @@
 
 use ggml_core::RopeMode;
 
-use crate::arch::{req, tied, TensorKind::*, TensorSpec};
-use crate::models::{llama, no_extra_hparams, ArchDef};
+use crate::arch::{req, TensorKind::*, TensorSpec};
+use crate::models::{llama, no_extra_hparams, ArchDef, ATTN, GATED_FFN, HEAD};
 
-const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
-    req(AttnNorm),
-    req(AttnQ),
-    req(AttnK),
-    req(AttnV),
-    req(AttnOut),
-    req(AttnQBias),
-    req(AttnKBias),
-    req(AttnVBias),
-    req(FfnNorm),
-    req(FfnGate),
-    req(FfnDown),
-    req(FfnUp),
-];
+/// Qwen 2's required Q, K and V biases.
+const BIASES: &[TensorSpec] = &[req(AttnQBias), req(AttnKBias), req(AttnVBias)];
 
 /// The registry entry.
 pub static DEF: ArchDef = ArchDef {
     name: "qwen2",
     rope_mode: RopeMode::Neox,
-    tensors: TENSORS,
+    tensors: &[HEAD, ATTN, BIASES, GATED_FFN],
     load_hparams: no_extra_hparams,
     build: llama::build,
 };

@@ -3,33 +3,15 @@
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::{req, tied, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::Builder;
-use crate::models::{llama, no_extra_hparams, ArchDef};
-
-const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
-    req(AttnNorm),
-    req(AttnQ),
-    req(AttnK),
-    req(AttnV),
-    req(AttnOut),
-    req(AttnQNorm),
-    req(AttnKNorm),
-    req(FfnNorm),
-    req(FfnGate),
-    req(FfnDown),
-    req(FfnUp),
-];
+use crate::models::{llama, no_extra_hparams, ArchDef, ATTN, GATED_FFN, HEAD, QK_NORM};
 
 /// The registry entry.
 pub static DEF: ArchDef = ArchDef {
     name: "qwen3",
     rope_mode: RopeMode::Neox,
-    tensors: TENSORS,
+    tensors: &[HEAD, ATTN, QK_NORM, GATED_FFN],
     load_hparams: no_extra_hparams,
     build,
 };

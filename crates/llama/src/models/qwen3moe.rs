@@ -5,22 +5,13 @@
 
 use ggml_core::RopeMode;
 
-use crate::arch::{req, tied, TensorKind::*, TensorSpec};
+use crate::arch::{req, TensorKind::*, TensorSpec};
 use crate::error::{LlamaError, Result};
 use crate::hparams::{HParams, MetaView};
-use crate::models::{qwen3, ArchDef};
+use crate::models::{qwen3, ArchDef, ATTN, HEAD, QK_NORM};
 
-const TENSORS: &[TensorSpec] = &[
-    req(TokenEmbd),
-    req(OutputNorm),
-    tied(Output),
-    req(AttnNorm),
-    req(AttnQ),
-    req(AttnK),
-    req(AttnV),
-    req(AttnOut),
-    req(AttnQNorm),
-    req(AttnKNorm),
+/// The FFN pre-norm, the router and the stacked expert projections.
+const MOE_FFN: &[TensorSpec] = &[
     req(FfnNorm),
     req(FfnGateInp),
     req(FfnGateExps),
@@ -32,7 +23,7 @@ const TENSORS: &[TensorSpec] = &[
 pub static DEF: ArchDef = ArchDef {
     name: "qwen3moe",
     rope_mode: RopeMode::Neox,
-    tensors: TENSORS,
+    tensors: &[HEAD, ATTN, QK_NORM, MOE_FFN],
     load_hparams,
     build: qwen3::build,
 };

@@ -314,6 +314,41 @@ impl Pieces<'_> {
     }
 }
 
+/// The length of the contraction `'s|'t|'re|'ve|'m|'ll|'d` that `cpts`
+/// starts with, its letters compared through `fold` (llama3 matches them
+/// case-insensitively); 0 when it starts with none.
+fn contraction_len(cpts: &[Cpt], fold: impl Fn(Cpt) -> Cpt) -> usize {
+    if cpts.len() < 2 || cpts[0] != '\'' as Cpt {
+        return 0;
+    }
+    let n1 = fold(cpts[1]);
+    if [b's', b't', b'm', b'd'].iter().any(|&x| n1 == x as Cpt) {
+        return 2;
+    }
+    if cpts.len() > 2 {
+        let n2 = fold(cpts[2]);
+        let pair = |a: u8, b: u8| n1 == a as Cpt && n2 == b as Cpt;
+        if pair(b'r', b'e') || pair(b'v', b'e') || pair(b'l', b'l') {
+            return 3;
+        }
+    }
+    0
+}
+
+/// Where a word of `n_ws` whitespace code points at `pos` ends:
+/// `\s+(?!\S)` leaves the last one to the next word when more text
+/// follows (`more`); a lone code point the patterns leave unmatched is a
+/// word of its own.
+fn whitespace_end(pos: usize, n_ws: usize, more: bool) -> usize {
+    if n_ws > 1 && more {
+        pos + n_ws - 1
+    } else if n_ws > 0 {
+        pos + n_ws
+    } else {
+        pos + 1
+    }
+}
+
 /// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
 /// (a whitespace the regex leaves unmatched becomes a word of its own).
 fn split_gpt2(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
@@ -333,22 +368,11 @@ fn split_gpt2(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
         while pos < end {
             let c = cpts[pos];
             let f = flags[pos];
-            if c == '\'' as Cpt && pos + 1 < end {
-                let n1 = cpts[pos + 1];
-                if [b's', b't', b'm', b'd'].iter().any(|&x| n1 == x as Cpt) {
-                    pos += 2;
-                    pieces.add(pos);
-                    continue;
-                }
-                if pos + 2 < end {
-                    let n2 = cpts[pos + 2];
-                    let pair = |a: u8, b: u8| n1 == a as Cpt && n2 == b as Cpt;
-                    if pair(b'r', b'e') || pair(b'v', b'e') || pair(b'l', b'l') {
-                        pos += 3;
-                        pieces.add(pos);
-                        continue;
-                    }
-                }
+            let n = contraction_len(&cpts[pos..end], |c| c);
+            if n > 0 {
+                pos += n;
+                pieces.add(pos);
+                continue;
             }
             let space = c == ' ' as Cpt;
             let f2 = if space { fl(pos + 1) } else { f };
@@ -373,14 +397,7 @@ fn split_gpt2(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
             while fl(pos + n_ws).whitespace {
                 n_ws += 1;
             }
-            if n_ws > 1 && cpt(pos + n_ws).is_some() {
-                // \s+(?!\S): leave the last whitespace to the next word.
-                pos += n_ws - 1;
-            } else if n_ws > 0 {
-                pos += n_ws;
-            } else {
-                pos += 1;
-            }
+            pos = whitespace_end(pos, n_ws, cpt(pos + n_ws).is_some());
             pieces.add(pos);
         }
     }
@@ -407,22 +424,11 @@ fn split_llama3(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> 
         while pos < end {
             let c = cpts[pos];
             let f = flags[pos];
-            if c == '\'' as Cpt && pos + 1 < end {
-                let n1 = unicode::to_lower(cpts[pos + 1]);
-                if [b's', b't', b'm', b'd'].iter().any(|&x| n1 == x as Cpt) {
-                    pos += 2;
-                    pieces.add(pos);
-                    continue;
-                }
-                if pos + 2 < end {
-                    let n2 = unicode::to_lower(cpts[pos + 2]);
-                    let pair = |a: u8, b: u8| n1 == a as Cpt && n2 == b as Cpt;
-                    if pair(b'r', b'e') || pair(b'v', b'e') || pair(b'l', b'l') {
-                        pos += 3;
-                        pieces.add(pos);
-                        continue;
-                    }
-                }
+            let n = contraction_len(&cpts[pos..end], unicode::to_lower);
+            if n > 0 {
+                pos += n;
+                pieces.add(pos);
+                continue;
             }
             // [^\r\n\p{L}\p{N}]?\p{L}+
             if !(is_cr_lf(Some(c)) || f.is_number()) && (f.is_letter() || fl(pos + 1).is_letter()) {
@@ -469,17 +475,11 @@ fn split_llama3(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> 
                 }
                 n_ws += 1;
             }
-            if let Some(e) = last_cr_lf_end {
+            pos = match last_cr_lf_end {
                 // \s*[\r\n]+
-                pos = e;
-            } else if n_ws > 1 && cpt(pos + n_ws).is_some() {
-                // \s+(?!\S)
-                pos += n_ws - 1;
-            } else if n_ws > 0 {
-                pos += n_ws;
-            } else {
-                pos += 1;
-            }
+                Some(e) => e,
+                None => whitespace_end(pos, n_ws, cpt(pos + n_ws).is_some()),
+            };
             pieces.add(pos);
         }
     }

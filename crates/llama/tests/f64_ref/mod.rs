@@ -64,6 +64,45 @@ pub fn matvec(w: &[f32], x: &[f64], b: Option<&[f32]>) -> Vec<f64> {
         .collect()
 }
 
+/// The attention output of one position whose query is `q` (`n_head`
+/// heads) over the cached keys `ks` and values `vs` it sees: each query
+/// head reads key/value head `h / (n_head / n_head_kv)`, and the softmax of
+/// its dot products scaled by 1/sqrt(head width) weighs the values.
+pub fn attend(
+    q: &[f64],
+    ks: &[Vec<f64>],
+    vs: &[Vec<f64>],
+    n_head: usize,
+    n_head_kv: usize,
+) -> Vec<f64> {
+    let hd = q.len() / n_head;
+    let gqa = n_head / n_head_kv;
+    let mut att = vec![0f64; q.len()];
+    for hh in 0..n_head {
+        let kh = hh / gqa;
+        let qh = &q[hh * hd..(hh + 1) * hd];
+        let sc: Vec<f64> = ks
+            .iter()
+            .map(|k| {
+                qh.iter()
+                    .zip(&k[kh * hd..(kh + 1) * hd])
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+                    / (hd as f64).sqrt()
+            })
+            .collect();
+        let m = sc.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = sc.iter().map(|v| (v - m).exp()).collect();
+        let z: f64 = e.iter().sum();
+        for (ej, v) in e.iter().zip(vs) {
+            for d in 0..hd {
+                att[hh * hd + d] += ej / z * v[kh * hd + d];
+            }
+        }
+    }
+    att
+}
+
 /// RMS norm (eps 1e-6) times the weight `w`.
 pub fn rms_norm(x: &[f64], w: &[f32]) -> Vec<f64> {
     let ms = x.iter().map(|v| v * v).sum::<f64>() / x.len() as f64;

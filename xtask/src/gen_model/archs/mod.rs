@@ -37,7 +37,7 @@ pub struct ArchGen {
 }
 
 /// No keys of its own.
-fn no_metadata(_: &Shape, _: &mut Metadata) {}
+pub(super) fn no_metadata(_: &Shape, _: &mut Metadata) {}
 
 /// llama: RMS norm eps 1e-5, rope base 10000, no biases.
 static LLAMA: ArchGen = ArchGen {

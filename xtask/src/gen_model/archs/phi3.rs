@@ -1,11 +1,8 @@
 //! `phi3`: one fused Q/K/V projection (rows: Q, then K, then V) and one
 //! fused gate+up projection (rows: gate, then up).
 
-use gguf::Metadata;
-
-use super::{ArchGen, Block};
+use super::{no_metadata, ArchGen, Block};
 use crate::gen_model::mixture::Role;
-use crate::gen_model::shape::Shape;
 
 /// The generator entry.
 pub static GEN: ArchGen = ArchGen {
@@ -13,11 +10,9 @@ pub static GEN: ArchGen = ArchGen {
     rms_eps: 1e-5,
     rope_freq_base: 10_000.0,
     qkv_bias: false,
-    metadata,
+    metadata: no_metadata,
     block: Some(block),
 };
-
-fn metadata(_: &Shape, _: &mut Metadata) {}
 
 fn block(b: &mut Block<'_>) {
     let (e, kv, ff) = (b.shape.n_embd, b.shape.n_embd_kv(), b.shape.n_ff);

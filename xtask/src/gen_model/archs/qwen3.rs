@@ -1,9 +1,6 @@
 //! `qwen3`: the llama block without biases, with per-head q/k RMS norms.
 
-use gguf::Metadata;
-
-use super::{ArchGen, Block};
-use crate::gen_model::shape::Shape;
+use super::{no_metadata, ArchGen, Block};
 
 /// The generator entry.
 pub static GEN: ArchGen = ArchGen {
@@ -11,11 +8,9 @@ pub static GEN: ArchGen = ArchGen {
     rms_eps: 1e-6,
     rope_freq_base: 1_000_000.0,
     qkv_bias: false,
-    metadata,
+    metadata: no_metadata,
     block: Some(block),
 };
-
-fn metadata(_: &Shape, _: &mut Metadata) {}
 
 fn block(b: &mut Block<'_>) {
     b.attention();

@@ -117,46 +117,30 @@ static Q5_0_GEMM: Gemm = Gemm {
 };
 
 static Q5_0_GEMM_AVX2: Gemm = Gemm {
-    run: |n, panel, cols, out| {
-        run_checked(
-            n,
-            panel,
-            cols,
-            out,
-            Q8_0_PANEL_BLOCK,
-            avx2::run::<{ avx2::LEVELS }>,
-        )
-    },
+    run: run_avx2::<{ avx2::LEVELS }, Q8_0_PANEL_BLOCK>,
     ..Q5_0_GEMM
 };
 
 static Q4_0_GEMM_AVX2: Gemm = Gemm {
-    run: |n, panel, cols, out| {
-        run_checked(
-            n,
-            panel,
-            cols,
-            out,
-            Q4_0_PANEL_BLOCK,
-            avx2::run::<{ avx2::NIBBLES }>,
-        )
-    },
+    run: run_avx2::<{ avx2::NIBBLES }, Q4_0_PANEL_BLOCK>,
     ..Q4_0_GEMM
 };
 
 static Q8_0_GEMM_AVX2: Gemm = Gemm {
-    run: |n, panel, cols, out| {
-        run_checked(
-            n,
-            panel,
-            cols,
-            out,
-            Q8_0_PANEL_BLOCK,
-            avx2::run::<{ avx2::SIGNED }>,
-        )
-    },
+    run: run_avx2::<{ avx2::SIGNED }, Q8_0_PANEL_BLOCK>,
     ..Q8_0_GEMM
 };
+
+/// The AVX2 kernel for weights stored as `KIND` (see [`avx2::run`]) in
+/// panel blocks of `BLOCK` bytes, through [`run_checked`].
+fn run_avx2<const KIND: u8, const BLOCK: usize>(
+    n: usize,
+    panel: &[u8],
+    cols: &[&[u8]],
+    out: &mut [f32],
+) {
+    run_checked(n, panel, cols, out, BLOCK, avx2::run::<KIND>)
+}
 
 fn act_bytes(n: usize) -> usize {
     n / 32 * ACT_BLOCK
