@@ -144,33 +144,51 @@ impl OneQuery<'_> {
             }
             None => None,
         };
-        w.keys.clear();
-        match mrow {
-            Some(m) => w.keys.extend(
-                (0..k.ne[1] as u32).filter(|&ic| slope * m[ic as usize] != f32::NEG_INFINITY),
-            ),
-            None => w.keys.extend(0..k.ne[1] as u32),
-        }
-        let n = w.keys.len();
+        // The keys the mask does not hide, with their mask terms (in `vs`
+        // until the weights replace them), without a branch per key.
+        let n_kv = k.ne[1];
+        w.keys.resize(n_kv, 0);
+        w.vs.resize(n_kv, 0.0);
+        let n = match mrow {
+            Some(m) => {
+                let mut n = 0;
+                for (ic, &x) in m[..n_kv].iter().enumerate() {
+                    let mv = slope * x;
+                    w.keys[n] = ic as u32;
+                    w.vs[n] = mv;
+                    n += usize::from(mv != f32::NEG_INFINITY);
+                }
+                n
+            }
+            None => {
+                w.keys
+                    .iter_mut()
+                    .enumerate()
+                    .for_each(|(ic, x)| *x = ic as u32);
+                w.vs.fill(0.0);
+                n_kv
+            }
+        };
+        w.keys.truncate(n);
+        w.vs.truncate(n);
         w.scores.resize(n, 0.0);
         w.ms.resize(n, 0.0);
-        w.vs.resize(n, 0.0);
         let kh = [ih / self.rk2, iq3 / self.rk3];
         self.scores(qrow, kh, &mut s.d, w)?;
         // Scale, cap and mask the scores, then the exponent of each key.
         let mut max = f32::NEG_INFINITY;
-        for j in 0..n {
-            let mut sc = w.scores[j] * self.scale;
+        for ((sc, arg), &mv) in w.scores.iter_mut().zip(&mut w.ms).zip(&w.vs) {
+            let mut x = *sc * self.scale;
             if self.softcap != 0.0 {
-                sc = self.softcap * sc.tanh();
+                x = self.softcap * x.tanh();
             }
-            sc += mrow.map_or(0.0, |m| slope * m[w.keys[j] as usize]);
-            w.scores[j] = sc;
-            if sc > max {
-                w.ms[j] = max - sc;
-                max = sc;
+            x += mv;
+            *sc = x;
+            if x > max {
+                *arg = max - x;
+                max = x;
             } else {
-                w.ms[j] = sc - max;
+                *arg = x - max;
             }
         }
         (self.kern.exp_sum)(&mut w.ms, 0.0);
@@ -178,17 +196,15 @@ impl OneQuery<'_> {
         // (its value then counts once), else it weighs the value.
         let mut sum = 0f32;
         let mut max = f32::NEG_INFINITY;
-        for j in 0..n {
-            let (sc, e) = (w.scores[j], w.ms[j]);
-            let (ms, vs) = if sc > max {
+        for ((&sc, ms), vs) in w.scores.iter().zip(&mut w.ms).zip(&mut w.vs) {
+            let e = *ms;
+            (*ms, *vs) = if sc > max {
                 max = sc;
                 (e, 1.0)
             } else {
                 (1.0, e)
             };
-            w.ms[j] = ms;
-            w.vs[j] = vs;
-            sum = sum * ms + vs;
+            sum = sum * *ms + *vs;
         }
         self.values(kh, w)?;
         Ok(sum)
