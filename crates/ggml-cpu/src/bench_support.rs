@@ -69,3 +69,11 @@ pub const Q4K_PANEL_LAYOUT: (usize, usize, usize) = (
     crate::simd::gemm_k::Q4K_QS,
     crate::simd::gemm_k::A4_SB,
 );
+
+/// Makes every node of the graphs computed from now on run on the calling
+/// thread (`Some(false)`) or split across the team (`Some(true)`), or lets
+/// each node's work decide (`None`, the default): what `benches/split.rs`
+/// measures the work thresholds with.
+pub fn force_split(split: Option<bool>) {
+    crate::compute::force_split(split)
+}

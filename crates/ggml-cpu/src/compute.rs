@@ -2,6 +2,7 @@
 //! on, protect sources that share memory with the result, and dispatch.
 
 use std::ops::Range;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use ggml_core::backend::Placement;
 use ggml_core::graph::{Graph, TensorId};
@@ -18,6 +19,32 @@ use crate::tensor::{AlignedBytes, View};
 /// Elements of work below which a node runs on the calling thread: waking
 /// the pool costs more than it saves.
 const SERIAL_WORK: usize = 16 * 1024;
+
+/// How nodes choose between the calling thread and the team: by their
+/// work (0), or, for the benches that measure the thresholds, every node
+/// on the calling thread (1) or every node split (2).
+static SPLIT_MODE: AtomicU8 = AtomicU8::new(0);
+
+/// Sets [`SPLIT_MODE`]: `None` lets the work decide, `Some(split)` forces.
+pub(crate) fn force_split(split: Option<bool>) {
+    let mode = match split {
+        None => 0,
+        Some(false) => 1,
+        Some(true) => 2,
+    };
+    SPLIT_MODE.store(mode, Ordering::Relaxed);
+}
+
+/// True when a node of `work` units should be split across the team,
+/// `serial` being the work below which splitting costs more than it saves.
+#[inline]
+pub(crate) fn split_pays(work: usize, serial: usize) -> bool {
+    match SPLIT_MODE.load(Ordering::Relaxed) {
+        0 => work >= serial,
+        1 => false,
+        _ => true,
+    }
+}
 
 /// Memory reused across nodes and graphs (quantized activations of MUL_MAT).
 #[derive(Default, Debug)]
@@ -294,7 +321,8 @@ where
     F: Fn(Range<usize>, &mut Scratch) -> Result<()> + Sync,
 {
     let threads = pool::current_num_threads();
-    if threads <= 1 || n_rows <= 1 || n_rows.saturating_mul(work_per_row) < SERIAL_WORK {
+    if threads <= 1 || n_rows <= 1 || !split_pays(n_rows.saturating_mul(work_per_row), SERIAL_WORK)
+    {
         return f(0..n_rows, &mut ReusedScratch::take().0);
     }
     let n_chunks = n_rows.min(threads * 4);

@@ -177,7 +177,7 @@ pub(crate) fn mul_mat_with(
         }
     };
     let work = ne01 * ne11 * n_batch * k;
-    if threads == 1 || n_tiles == 1 || work < 64 * 1024 {
+    if threads == 1 || n_tiles == 1 || !crate::compute::split_pays(work, 64 * 1024) {
         (0..n_tiles).for_each(tile);
     } else {
         pool::for_each(n_tiles, tile);

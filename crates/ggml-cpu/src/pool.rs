@@ -7,7 +7,11 @@
 //! generation counter for a short while and only then sleep on a condition
 //! variable, as ggml's thread pool does. The calling thread always takes
 //! part in the work, so a graph never waits on a hand-over to another
-//! thread.
+//! thread: a worker joins an operation only while it is open, and the
+//! caller closes it when it has run out of work, then waits only for the
+//! workers that joined. A worker that is asleep, or that the system has
+//! not scheduled (a loaded machine, more threads than cores), thus delays
+//! nobody: its share of the indices goes to the members that are running.
 //!
 //! Inside [`Team::enter`], [`current_num_threads`], [`for_each`] and
 //! [`try_for_each_init`] use the team; anywhere else they run on the
@@ -29,14 +33,24 @@ struct Job<'a> {
     body: &'a (dyn Fn() + Sync),
 }
 
+/// Bits of [`Shared::state`]: the workers in the current job,
+const JOINED: u64 = 0xffff;
+/// whether it still takes workers,
+const OPEN: u64 = 1 << 16;
+/// and above, the job's generation.
+const GEN_SHIFT: u32 = 17;
+
+fn generation(state: u64) -> u64 {
+    state >> GEN_SHIFT
+}
+
 struct Shared {
     n_threads: usize,
-    /// Bumped once per job (and once to stop).
-    generation: AtomicU64,
+    /// The generation (bumped once per job, and once to stop), whether the
+    /// job is open, and how many workers are in it (see [`JOINED`]).
+    state: AtomicU64,
     /// The current job, on the stack of the thread that runs it.
     job: AtomicPtr<()>,
-    /// Workers that have not finished the current job.
-    active: AtomicUsize,
     stop: AtomicBool,
     /// Workers asleep (or about to sleep) on `wake`.
     sleeping: AtomicUsize,
@@ -68,12 +82,11 @@ thread_local! {
 impl Team {
     /// A team of `n` threads (at least 1): `n - 1` workers are started.
     pub(crate) fn new(n: usize) -> std::io::Result<Team> {
-        let n = n.max(1);
+        let n = n.clamp(1, JOINED as usize + 1);
         let shared = Arc::new(Shared {
             n_threads: n,
-            generation: AtomicU64::new(0),
+            state: AtomicU64::new(0),
             job: AtomicPtr::new(std::ptr::null_mut()),
-            active: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
             sleeping: AtomicUsize::new(0),
             lock: Mutex::new(()),
@@ -116,7 +129,9 @@ impl Drop for Team {
     fn drop(&mut self) {
         let s = &self.shared;
         s.stop.store(true, Ordering::SeqCst);
-        s.generation.fetch_add(1, Ordering::SeqCst);
+        // No job is running (`broadcast` returns only when its job is
+        // closed and left): a new generation, closed, wakes every worker.
+        s.state.fetch_add(1 << GEN_SHIFT, Ordering::SeqCst);
         {
             let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
             s.wake.notify_all();
@@ -130,34 +145,55 @@ impl Drop for Team {
 fn worker(s: &Shared) {
     let mut seen = 0u64;
     loop {
-        let g = wait_for_job(s, seen);
-        seen = g;
+        let st = wait_for_job(s, seen);
+        seen = generation(st);
         if s.stop.load(Ordering::Acquire) {
             return;
         }
+        if !join(s, st) {
+            // Closed before this worker came: the others did its share.
+            continue;
+        }
         let p = s.job.load(Ordering::Acquire) as *const Job<'_>;
-        // SAFETY: the thread that published generation `g` stored a pointer
-        // to a `Job` on its stack before bumping the generation, and it does
-        // not return (so the job and everything it borrows stay alive)
-        // until `active` is back to zero, which needs this worker's
-        // decrement below.
+        // SAFETY: this worker joined generation `seen` while it was open;
+        // the thread that published it stored a pointer to a `Job` on its
+        // stack before opening it, and it does not return (so the job and
+        // everything it borrows stay alive) until every worker that joined
+        // has left, which needs this worker's decrement below.
         let job = unsafe { &*p };
         if let Err(e) = panic::catch_unwind(AssertUnwindSafe(job.body)) {
             let mut slot = s.panic.lock().unwrap_or_else(|e| e.into_inner());
             slot.get_or_insert(e);
         }
-        s.active.fetch_sub(1, Ordering::Release);
+        s.state.fetch_sub(1, Ordering::Release);
     }
 }
 
-/// Polls for a generation other than `seen`, then sleeps until one comes.
+/// Counts this worker into the job of state `st` if that job is still
+/// open; false when it was closed (or replaced) first.
+fn join(s: &Shared, mut st: u64) -> bool {
+    let g = generation(st);
+    while st & OPEN != 0 && generation(st) == g {
+        match s
+            .state
+            .compare_exchange_weak(st, st + 1, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => return true,
+            Err(now) => st = now,
+        }
+    }
+    false
+}
+
+/// Polls for a generation other than `seen`, then sleeps until one comes;
+/// returns the state that has it.
 fn wait_for_job(s: &Shared, seen: u64) -> u64 {
     let start = Instant::now();
     let mut spins = 0u32;
     loop {
-        let g = s.generation.load(Ordering::Acquire);
-        if g != seen {
-            return g;
+        let st = s.state.load(Ordering::Acquire);
+        if generation(st) != seen {
+            return st;
         }
         std::hint::spin_loop();
         spins += 1;
@@ -168,10 +204,10 @@ fn wait_for_job(s: &Shared, seen: u64) -> u64 {
     let mut guard = s.lock.lock().unwrap_or_else(|e| e.into_inner());
     s.sleeping.fetch_add(1, Ordering::SeqCst);
     loop {
-        let g = s.generation.load(Ordering::SeqCst);
-        if g != seen {
+        let st = s.state.load(Ordering::SeqCst);
+        if generation(st) != seen {
             s.sleeping.fetch_sub(1, Ordering::SeqCst);
-            return g;
+            return st;
         }
         guard = s.wake.wait(guard).unwrap_or_else(|e| e.into_inner());
     }
@@ -192,13 +228,15 @@ fn broadcast(body: &(dyn Fn() + Sync)) {
     if s.n_threads == 1 {
         return body();
     }
-    // The workers may not see a new job until every one of them has
-    // finished the current one: waiting here also covers a caller that
-    // unwinds out of `body`.
+    // The caller closes the job when its own `body` returns (all indices
+    // handed out), then waits for the workers that joined: the job lives on
+    // this stack. Waiting here also covers a caller that unwinds out of
+    // `body`.
     struct Join<'s>(&'s Shared);
     impl Drop for Join<'_> {
         fn drop(&mut self) {
-            while self.0.active.load(Ordering::Acquire) != 0 {
+            self.0.state.fetch_and(!OPEN, Ordering::AcqRel);
+            while self.0.state.load(Ordering::Acquire) & JOINED != 0 {
                 std::hint::spin_loop();
             }
         }
@@ -209,8 +247,10 @@ fn broadcast(body: &(dyn Fn() + Sync)) {
     let job = Job { body };
     s.job
         .store(&job as *const Job<'_> as *mut (), Ordering::Relaxed);
-    s.active.store(s.n_threads - 1, Ordering::Relaxed);
-    s.generation.fetch_add(1, Ordering::SeqCst);
+    // The previous job is closed and left (its caller waited): a new
+    // generation, open, with no worker in it yet.
+    let g = generation(s.state.load(Ordering::Relaxed)) + 1;
+    s.state.store((g << GEN_SHIFT) | OPEN, Ordering::SeqCst);
     if s.sleeping.load(Ordering::SeqCst) > 0 {
         let _g = s.lock.lock().unwrap_or_else(|e| e.into_inner());
         s.wake.notify_all();

@@ -266,11 +266,14 @@ impl View {
             // (caller's contract).
             return Ok(unsafe { std::slice::from_raw_parts(p as *const f32, n) });
         }
-        buf.clear();
-        buf.resize(n, 0.0);
+        // Every element is overwritten: the buffer only grows, never cleared
+        // (a memset per row was a visible share of small graphs).
+        if buf.len() < n {
+            buf.resize(n, 0.0);
+        }
         // SAFETY: as above; `read_strided` reads `n` elements at stride nb0.
-        unsafe { self.read_strided(p, n, buf)? };
-        Ok(&buf[..])
+        unsafe { self.read_strided(p, n, &mut buf[..n])? };
+        Ok(&buf[..n])
     }
 
     /// Converts `n` elements from `p` (stride nb0) into `out`.

@@ -16,6 +16,8 @@ use half::f16;
 
 use crate::features::{self, Isa};
 
+#[cfg(test)]
+mod attn_tests;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]
@@ -91,6 +93,14 @@ pub(crate) type GemmF32Fn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k:
 /// See [`Gemm::run`].
 pub(crate) type PanelFn = fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]);
 
+/// See [`Kernels::dot_f16_rows`]: (query, rows, row stride in bytes, listed
+/// rows, one result per listed row).
+pub(crate) type DotRowsFn = fn(&[f16], &[u8], usize, &[u32], &mut [f32]);
+
+/// See [`Kernels::attn_values_f16`]: (sum, rows, row stride in bytes,
+/// listed rows, rescale and weight per listed row).
+pub(crate) type ValuesFn = fn(&mut [f16], &[u8], usize, &[u32], &[f32], &[f32]);
+
 /// A set of kernels for one instruction-set level.
 pub(crate) struct Kernels {
     /// The level.
@@ -99,6 +109,16 @@ pub(crate) struct Kernels {
     pub dot_f32: fn(&[f32], &[f32]) -> f32,
     /// f16 dot product (f32 accumulation) of two slices of equal length.
     pub dot_f16: fn(&[f16], &[f16]) -> f32,
+    /// `acc[i] = f16(f32(acc[i]) * s)` (see [`scalar::scale_f16`]).
+    pub scale_f16: fn(&mut [f16], f32),
+    /// `acc[i] = f16(f32(acc[i]) + f32(v[i]) * s)` (see [`scalar::mad_f16`]).
+    pub mad_f16: fn(&mut [f16], &[f16], f32),
+    /// One query's F16 dot products with listed F16 key rows (see
+    /// [`scalar::dot_f16_rows`]); each equals `dot_f16` of the row.
+    pub dot_f16_rows: DotRowsFn,
+    /// One query's F16 value sum (see [`scalar::attn_values_f16`]); the
+    /// same bits as `scale_f16` and `mad_f16` row by row.
+    pub attn_values_f16: ValuesFn,
     /// `x[i] = exp(x[i] - max)` in place; returns the sum in f64.
     pub exp_sum: fn(&mut [f32], f32) -> f64,
     /// `out[i] = silu(x[i])`.
@@ -143,6 +163,10 @@ impl Kernels {
             isa: Isa::Scalar,
             dot_f32: scalar::dot_f32,
             dot_f16: scalar::dot_f16,
+            scale_f16: scalar::scale_f16,
+            mad_f16: scalar::mad_f16,
+            dot_f16_rows: scalar::dot_f16_rows,
+            attn_values_f16: scalar::attn_values_f16,
             exp_sum: scalar::exp_sum,
             silu: scalar::silu,
             swiglu: scalar::swiglu,

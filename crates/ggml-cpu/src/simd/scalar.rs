@@ -24,6 +24,75 @@ pub(crate) fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
         .sum::<f64>() as f32
 }
 
+/// `acc[i] = f16(f32(acc[i]) * s)`: an f16 accumulator rescaled through f32.
+pub(crate) fn scale_f16(acc: &mut [f16], s: f32) {
+    for a in acc {
+        *a = f16::from_f32(a.to_f32() * s);
+    }
+}
+
+/// `acc[i] = f16(f32(acc[i]) + f32(v[i]) * s)`, the product rounded to f32
+/// before the sum (no fused multiply-add): an f16 accumulator as ggml's
+/// one-query attention keeps for F16 values.
+pub(crate) fn mad_f16(acc: &mut [f16], v: &[f16], s: f32) {
+    for (a, x) in acc.iter_mut().zip(v) {
+        *a = f16::from_f32(a.to_f32() + x.to_f32() * s);
+    }
+}
+
+/// Checks the operands of the attention row kernels: every listed row of
+/// `width` bytes at `stride` lies inside `rows`.
+pub(crate) fn check_rows(rows: &[u8], stride: usize, width: usize, keys: &[u32]) {
+    if let Some(&last) = keys.iter().max() {
+        let end = (last as usize)
+            .checked_mul(stride)
+            .and_then(|o| o.checked_add(width));
+        assert!(
+            end.is_some_and(|e| e <= rows.len()),
+            "attention rows out of range"
+        );
+    }
+}
+
+/// `out[j] = dot_f16(q, row keys[j])` over F16 rows of `rows` at `stride` bytes.
+pub(crate) fn dot_f16_rows(q: &[f16], rows: &[u8], stride: usize, keys: &[u32], out: &mut [f32]) {
+    check_rows(rows, stride, 2 * q.len(), keys);
+    let mut k = vec![f16::ZERO; q.len()];
+    for (o, &ic) in out.iter_mut().zip(keys) {
+        let r = &rows[ic as usize * stride..][..2 * q.len()];
+        for (x, b) in k.iter_mut().zip(r.chunks_exact(2)) {
+            *x = f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
+        }
+        *o = dot_f16(&k, q);
+    }
+}
+
+/// The value sum of ggml's one-query attention with F16 values: for each
+/// listed row `v = row keys[j]` of `rows` (at `stride` bytes), in order,
+/// `acc = f16(f32(acc) * ms[j])` when `ms[j] != 1` and then
+/// `acc = f16(f32(acc) + f32(v) * vs[j])` (see [`mad_f16`]).
+pub(crate) fn attn_values_f16(
+    acc: &mut [f16],
+    rows: &[u8],
+    stride: usize,
+    keys: &[u32],
+    ms: &[f32],
+    vs: &[f32],
+) {
+    check_rows(rows, stride, 2 * acc.len(), keys);
+    let mut v = vec![f16::ZERO; acc.len()];
+    for ((&ic, &m), &s) in keys.iter().zip(ms).zip(vs) {
+        if m != 1.0 {
+            scale_f16(acc, m);
+        }
+        let r = &rows[ic as usize * stride..][..2 * acc.len()];
+        for (x, b) in v.iter_mut().zip(r.chunks_exact(2)) {
+            *x = f16::from_bits(u16::from_le_bytes([b[0], b[1]]));
+        }
+        mad_f16(acc, &v, s);
+    }
+}
+
 /// `x[i] = exp(x[i] - max)` in place, summed in f64 (eight partial sums).
 pub(crate) fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     let mut part = [0f64; 8];

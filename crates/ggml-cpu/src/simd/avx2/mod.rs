@@ -14,6 +14,7 @@ use std::arch::x86_64::*;
 use super::Kernels;
 
 mod act;
+mod attn;
 mod float;
 mod gemm;
 mod kquant;
@@ -29,6 +30,7 @@ pub(super) fn install(k: &mut Kernels) {
     legacy::install(k);
     kquant::install(k);
     act::install(k);
+    attn::install(k);
     gemm::install(k);
 }
 
