@@ -97,21 +97,59 @@ fn expert_tensors_stay_in_cpu_memory_when_asked() {
     }
 }
 
-/// Without a GPU the expert tensors stay in ggml's layout: the CPU's
-/// repacked buffer type serves MUL_MAT only.
-#[test]
-fn cpu_expert_tensors_are_not_repacked() {
-    let Some(m) = load("tiny-qwen3moe-q8_0", &cpu_params()) else {
-        return;
+/// Whether the CPU's repacked buffer type takes an expert stack of `desc`
+/// for MUL_MAT_ID (its type has a panel kernel on this CPU whose panels
+/// are as compact as its rows).
+fn repack_takes_experts(desc: &ggml_core::TensorDesc) -> bool {
+    let Some(repack) = tests::cpu_device().extra_buffer_types().into_iter().next() else {
+        return false;
     };
-    let w = m.weights().expect("weights");
-    for (il, l) in w.layers.iter().enumerate() {
-        for k in EXPERT_KINDS {
-            assert_eq!(
-                buft(l.req(k).expect("expert")),
-                "CPU",
-                "{k:?} of layer {il}"
-            );
+    let mut g = ggml_core::graph::Graph::new();
+    let w = g.new_tensor("exps", desc.ty, &desc.ne[..3]);
+    let x = g.input("x", ggml_core::Type::F32, &[desc.ne[0], 1, 2]);
+    let ids = g.input("ids", ggml_core::Type::I32, &[1, 2]);
+    let y = g.mul_mat_id(w, x, ids).unwrap();
+    repack.supports_weight(&g, y, w)
+}
+
+/// Without a GPU the expert stacks are repacked for the CPU's panel
+/// kernels where its repacked buffer type takes them (as llama.cpp's CPU
+/// backend repacks the experts of the types it can), and stay in ggml's
+/// layout with `--no-repack` and when an override names the CPU's own
+/// buffer type (`--cpu-moe`).
+#[test]
+fn cpu_expert_tensors_are_repacked_unless_told_otherwise() {
+    for name in [
+        "tiny-qwen3moe-q8_0",
+        "tiny-llama-moe-q8_0",
+        "tiny-llama-moe-f32",
+    ] {
+        let no_repack = ModelParams {
+            use_extra_bufts: false,
+            ..cpu_params()
+        };
+        let cpu_moe = ModelParams {
+            tensor_buft_overrides: vec![TensorBuftOverride::cpu_moe()],
+            ..cpu_params()
+        };
+        for (label, p, may_repack) in [
+            ("default", cpu_params(), true),
+            ("--no-repack", no_repack, false),
+            ("--cpu-moe", cpu_moe, false),
+        ] {
+            let Some(m) = load(name, &p) else { return };
+            let w = m.weights().expect("weights");
+            for (il, l) in w.layers.iter().enumerate() {
+                for k in EXPERT_KINDS {
+                    let Some(x) = l.get(k) else { continue };
+                    let want = if may_repack && repack_takes_experts(&x.desc) {
+                        "CPU_REPACK"
+                    } else {
+                        "CPU"
+                    };
+                    assert_eq!(buft(x), want, "{name} {label}: {k:?} of layer {il}");
+                }
+            }
         }
     }
 }

@@ -83,7 +83,7 @@ pub(crate) struct NodeCtx<'g> {
     /// `alias[i]`: source i has exactly the result's layout (an in-place
     /// op): its rows must be copied before the result row is written.
     pub alias: Srcs<bool>,
-    /// For MUL_MAT weights stored repacked (`CPU_REPACK`): the panel kernel
+    /// For MUL_MAT / MUL_MAT_ID weights stored repacked (`CPU_REPACK`): the panel kernel
     /// whose layout they have.
     pub packed: Option<&'static Gemm>,
 }
@@ -200,8 +200,9 @@ fn placed<'p>(graph: &Graph, id: TensorId, at: Option<&'p Placement>) -> Result<
 
 /// The panel kernel of node `id`'s weights when they are stored repacked;
 /// an error when the node reads or writes repacked memory any other way
-/// (only MUL_MAT can read it, as its whole first source). `dst` and `srcs`
-/// are the placements of the node and of its sources.
+/// (only MUL_MAT and MUL_MAT_ID can read it, as their whole first
+/// source). `dst` and `srcs` are the placements of the node and of its
+/// sources.
 fn repacked_weights(
     graph: &Graph,
     id: TensorId,
@@ -232,8 +233,15 @@ fn repacked_weights(
     for (i, (&s, at)) in node.src.iter().zip(srcs).enumerate() {
         match in_repack(s, at.as_ref()) {
             None => {}
-            Some(Some(g)) if i == 0 && node.op == Op::MulMat => packed = Some(g),
-            Some(_) => return refuse(s, "only MUL_MAT can read it, as its whole weight matrix"),
+            Some(Some(g)) if i == 0 && matches!(node.op, Op::MulMat | Op::MulMatId) => {
+                packed = Some(g)
+            }
+            Some(_) => {
+                return refuse(
+                    s,
+                    "only MUL_MAT and MUL_MAT_ID can read it, as their whole weights",
+                )
+            }
         }
     }
     Ok(packed)

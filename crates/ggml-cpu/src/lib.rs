@@ -34,8 +34,9 @@
 //!
 //! Weights can also be stored already packed (`repack.rs`, the
 //! `CPU_REPACK` buffer type that the CPU device offers as an extra type,
-//! as ggml's CPU backend does): MUL_MAT then runs the panel kernels for
-//! every batch size, token generation included, without packing anything.
+//! as ggml's CPU backend does): MUL_MAT and MUL_MAT_ID then run the panel
+//! kernels for every batch size, token generation included, without
+//! packing anything.
 
 #![warn(missing_docs)]
 

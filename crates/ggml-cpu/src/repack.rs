@@ -1,9 +1,10 @@
 //! The CPU's repacked-weights buffer type, `CPU_REPACK` (as ggml's CPU
-//! "extra" buffer type): matrices that MUL_MAT reads as weights are stored
-//! already packed in the panel layout of their [`Gemm`] kernel, 16 rows to
-//! a panel with one row per vector lane, so that every MUL_MAT, including
-//! the matrix x vector of token generation, runs the panel kernel straight
-//! from memory without packing anything.
+//! "extra" buffer type): matrices that MUL_MAT reads as weights, and the
+//! expert stacks of MUL_MAT_ID, are stored already packed in the panel
+//! layout of their [`Gemm`] kernel, 16 rows to a panel with one row per
+//! vector lane, so that every MUL_MAT and MUL_MAT_ID, including the matrix
+//! x vector of token generation, runs the panel kernel straight from
+//! memory without packing anything.
 //!
 //! Only types whose panels are exactly as compact as their rows are stored
 //! this way (`panel_bytes(n) == 16 x row bytes`): generation reads every
@@ -12,8 +13,10 @@
 //! completed with zero rows. Writes (`set_tensor`) take rows in the plain
 //! ggml layout, whole groups of 16 rows at a time (a whole tensor always
 //! qualifies), and pack them; the data cannot be read back, and only
-//! MUL_MAT, with the whole tensor as its weights, can compute with it: any
-//! other use is an error naming the tensor. Which types qualify depends on
+//! MUL_MAT or MUL_MAT_ID, with the whole tensor as its weights, can
+//! compute with it: any other use is an error naming the tensor. A stack
+//! of expert matrices [k, m, n_expert] is stored one matrix after the
+//! other, each completed to whole panels. Which types qualify depends on
 //! the kernels of this CPU: without a panel kernel for the type (no AVX2,
 //! or the scalar level chosen through `GGML_CPU_ISA`) nothing is accepted
 //! and weights stay in the plain CPU buffer type. The layouts do not depend
@@ -127,7 +130,7 @@ impl BufferType for RepackBufferType {
     }
     fn supports_weight(&self, graph: &Graph, node: TensorId, weight: TensorId) -> bool {
         let n = graph.node(node);
-        n.op == Op::MulMat
+        matches!(n.op, Op::MulMat | Op::MulMatId)
             && n.src.first() == Some(&weight)
             && n.src[1..].iter().all(|&s| s != weight)
             && layout_for(graph.desc(weight)).is_some()

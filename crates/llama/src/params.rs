@@ -230,8 +230,9 @@ impl std::str::FromStr for TensorBuftOverride {
 /// per-expert gate, up, down and fused gate-up projections.
 pub const FFN_EXPS_PATTERN: &str = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps";
 
-/// The CPU's own buffer type: expert tensors kept "in CPU memory" go here
-/// (never to a repacked type, which does not serve MUL_MAT_ID).
+/// The CPU's own buffer type: expert tensors kept "in CPU memory" go here,
+/// in ggml's layout (as llama.cpp's overrides name "CPU"), so that large
+/// batches can still offload them to the GPU.
 const CPU_BUFT: &str = "CPU";
 
 impl TensorBuftOverride {

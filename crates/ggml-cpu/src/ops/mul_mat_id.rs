@@ -9,6 +9,12 @@
 //! one expert's rows x all the columns that chose it, with MUL_MAT's
 //! kernels: a panel kernel when an expert has many columns, the row dot
 //! products otherwise. Experts nobody chose are never read.
+//!
+//! Expert weights stored repacked (`CPU_REPACK`, see `crate::repack`) are
+//! already panels, one expert's matrix after the other: every expert then
+//! runs the panel kernel straight from memory whatever its column count,
+//! token generation included (one column per selected expert), which
+//! streams the weights faster than the row kernels do.
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -84,7 +90,6 @@ struct Task {
     gemm: bool,
 }
 
-/// MUL_MAT_ID with the best kernels of this CPU.
 /// Columns (tokens) of one expert from which its rows are packed for the
 /// panel kernel. Lower than MUL_MAT's `GEMM_MIN_COLS`: a prompt spreads
 /// its tokens over the experts (256 tokens x 8 of 128 experts: 16 each on
@@ -93,21 +98,31 @@ struct Task {
 /// AVX2, alternated: 251-301 t/s with 16, 263-356 with 4).
 const ID_GEMM_MIN_COLS: usize = 4;
 
+/// MUL_MAT_ID with the best kernels of this CPU, or with the panel kernel
+/// of the weights' layout when they are stored repacked (`ctx.packed`).
 pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
-    let (a, b, ids, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
+    let (b, ids, d) = (&ctx.src[1], &ctx.src[2], &ctx.dst);
+    let stored = ctx.packed;
     let mut a_copy = AlignedBytes::default();
-    let a = &dense_rows(a, &mut a_copy);
+    let a = &match stored {
+        // Panels as stored; their rows are not ggml's and are never read
+        // as rows.
+        Some(_) => ctx.src[0].clone(),
+        None => dense_rows(&ctx.src[0], &mut a_copy),
+    };
     let kern = simd::kernels();
     let (k, m, n_expert) = (a.ne[0], a.ne[1], a.ne[2]);
     let groups = Groups::new(ctx, ids, n_expert)?;
     let vt = partner(a.ty)?;
     let ys = ColumnSource::new(b, vt, k, &mut ws.act)?;
-    let gemm = kern.gemm(a.ty);
+    let gemm = stored.or_else(|| kern.gemm(a.ty));
     let threads = pool::current_num_threads().max(1);
 
-    // Columns are prepared for the panel kernel only when an expert has
-    // enough of them to repay packing its rows.
-    let any_gemm = gemm.is_some() && (0..n_expert).any(|x| groups.of(x).len() >= ID_GEMM_MIN_COLS);
+    // Columns are prepared for the panel kernel when the weights are
+    // stored as panels, else only when an expert has enough of them to
+    // repay packing its rows.
+    let any_gemm = stored.is_some()
+        || (gemm.is_some() && (0..n_expert).any(|x| groups.of(x).len() >= ID_GEMM_MIN_COLS));
     let prep: &[u8] = match (any_gemm, gemm) {
         (true, Some(g)) => prepare_columns(g, &ys, b, k, &mut ws.prep),
         _ => &[],
@@ -121,8 +136,15 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let mut tasks = Vec::new();
     for &x in &active {
         let n_cols = groups.of(x).len();
-        let use_gemm = any_gemm && n_cols >= ID_GEMM_MIN_COLS;
-        let rows_cache = if n_cols <= MAX_COLS {
+        let use_gemm = stored.is_some() || (any_gemm && n_cols >= ID_GEMM_MIN_COLS);
+        // Weights read once per call (few columns) need no cache-sized
+        // tiles: each task streams through its rows.
+        let once = if stored.is_some() {
+            GEMM_COLS
+        } else {
+            MAX_COLS
+        };
+        let rows_cache = if n_cols <= once {
             m
         } else {
             (TILE_WEIGHT_BYTES / row_bytes).max(PANEL_ROWS)
@@ -158,7 +180,17 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         let cols = groups.of(task.expert);
         match (task.gemm, gemm) {
             (true, Some(g)) => PANELS.with_borrow_mut(|buf| {
-                panel_tile(g, a, task, cols, prep, nb1, buf, &put);
+                let panels = match stored {
+                    Some(_) => stored_panels(g, a, task),
+                    None => pack_panels(
+                        g,
+                        k,
+                        task.rows.clone(),
+                        |r| weight_row(a, r, task.expert, 0),
+                        buf,
+                    ),
+                };
+                panel_tile(g, k, panels, task, cols, prep, nb1, &put);
             }),
             _ => dot_tile(dot, a, task, cols, &ys, nb1, &put),
         }
@@ -213,30 +245,38 @@ fn dot_tile(
     }
 }
 
-/// Rows of one expert, packed into panels once, by all its columns
-/// [`GEMM_COLS`] at a time.
+/// The stored panels of the task's rows of its expert (weights stored
+/// repacked: each expert's matrix is `ceil(m / PANEL_ROWS)` panels, one
+/// matrix after the other; a task starts on a panel boundary).
+fn stored_panels<'a>(g: &Gemm, a: &'a View, task: &Task) -> &'a [u8] {
+    let pb = (g.panel_bytes)(a.ne[0]);
+    let per_matrix = a.ne[1].div_ceil(PANEL_ROWS);
+    let first = task.expert * per_matrix + task.rows.start / PANEL_ROWS;
+    let n = task.rows.len().div_ceil(PANEL_ROWS);
+    debug_assert!(task.rows.start % PANEL_ROWS == 0 && task.expert < a.ne[2]);
+    // SAFETY: the weights' buffer holds `per_matrix` panels of `pb` bytes
+    // for each of the `ne[2]` experts (their repacked size, checked when
+    // the tensor was placed); the task's panels lie inside its expert's
+    // matrix, which nothing writes while MUL_MAT_ID runs.
+    unsafe { std::slice::from_raw_parts(a.ptr.get().add(first * pb), n * pb) }
+}
+
+/// Rows of one expert as panels (packed for this call, or as stored) by
+/// all its columns [`GEMM_COLS`] at a time.
 #[allow(clippy::too_many_arguments)]
 fn panel_tile(
     g: &Gemm,
-    a: &View,
+    k: usize,
+    panels: &[u8],
     task: &Task,
     cols: &[(u32, u32)],
     prep: &[u8],
     nb1: usize,
-    buf: &mut Vec<u8>,
     put: &impl Fn(usize, (u32, u32), f32),
 ) {
-    let k = a.ne[0];
     let pb = (g.panel_bytes)(k);
     let ab = (g.act_bytes)(k);
     let r_end = task.rows.end;
-    let panels = pack_panels(
-        g,
-        k,
-        task.rows.clone(),
-        |r| weight_row(a, r, task.expert, 0),
-        buf,
-    );
     let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
     for group in cols.chunks(GEMM_COLS) {
         let nc = group.len();
