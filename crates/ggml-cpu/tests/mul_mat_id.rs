@@ -6,10 +6,10 @@ use std::sync::Arc;
 
 use ggml_core::backend::{Backend, Buffer, BufferType, Placement};
 use ggml_core::graph::{Graph, TensorId};
-use ggml_core::{quants, Type};
+use ggml_core::Type;
 
 mod common;
-use common::Rng;
+use common::{weights, Rng};
 
 /// Gives every node that is not a view its own host buffer.
 fn place_all(g: &mut Graph) -> Vec<Arc<dyn Buffer>> {
@@ -64,17 +64,6 @@ fn repack() -> Option<Arc<dyn BufferType>> {
         .extra_buffer_types()
         .into_iter()
         .next()
-}
-
-/// Random rows of `ty` (quantized from random values).
-fn weights(ty: Type, k: usize, rows: usize, rng: &mut Rng) -> Vec<u8> {
-    let v: Vec<f32> = (0..k * rows).map(|_| rng.f()).collect();
-    let mut out = vec![0u8; quants::row_size(ty, k).unwrap() * rows];
-    let rb = out.len() / rows;
-    for (r, o) in out.chunks_exact_mut(rb).enumerate() {
-        quants::quantize_row(ty, &v[r * k..(r + 1) * k], o).unwrap();
-    }
-    out
 }
 
 /// One MUL_MAT_ID: `ty` experts [k, m, n_expert], activations

@@ -9,21 +9,10 @@ use std::sync::Arc;
 
 use ggml_core::backend::{Backend, Buffer, BufferType, Placement};
 use ggml_core::graph::{Graph, TensorId};
-use ggml_core::{quants, TensorDesc, Type};
+use ggml_core::{TensorDesc, Type};
 
 mod common;
-use common::Rng;
-
-/// Random rows of `ty` (quantized from random values).
-fn weights(ty: Type, k: usize, rows: usize, rng: &mut Rng) -> Vec<u8> {
-    let v: Vec<f32> = (0..k * rows).map(|_| rng.f()).collect();
-    let mut out = vec![0u8; quants::row_size(ty, k).unwrap() * rows];
-    let rb = out.len() / rows;
-    for (r, o) in out.chunks_exact_mut(rb).enumerate() {
-        quants::quantize_row(ty, &v[r * k..(r + 1) * k], o).unwrap();
-    }
-    out
-}
+use common::{weights, Rng};
 
 fn f32_bytes(v: &[f32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
