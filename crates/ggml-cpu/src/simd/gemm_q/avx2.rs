@@ -10,8 +10,12 @@
 //! `q + 128` would overflow the pairs: its kernel takes `q` back, multiplies
 //! `|q|` by the activation with `q`'s sign, and widens every k-group; it
 //! skips the prepared offset sum, which only undoes the stored `+ 128`.
-//! Q5_0, in Q8_0's layout as levels `q + 16` (at most 31), sums four
-//! k-groups in i16 (4 x 2 x 31 x 128 = 31,744) before widening.
+//! Q5_0's levels `q + 16` (at most 31) are its nibbles with its fifth bits
+//! ORed in as 16s, each group's bits brought to bit 4 of every byte by one
+//! shift and one mask (see `pack_q5_0`); it sums two nibble groups in i16
+//! (2 x 2 x 2 x 31 x 128 = 31,744) before widening. This kernel serves
+//! Q5_0 on AVX-512 CPUs too, so that its stored layout is the same
+//! everywhere.
 //! Both sum each block exactly in integers, as the VNNI kernels do, and
 //! apply the scales with the same f32 operations in the same order: the
 //! results are the same bits.
@@ -23,7 +27,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{block_at, ACT_BLOCK, PREFETCH, Q4_0_QUANTS, Q8_0_QUANTS};
+use super::{block_at, ACT_BLOCK, PREFETCH, Q4_0_QUANTS, Q5_0_HIGH, Q5_0_QUANTS, Q8_0_QUANTS};
 use crate::simd::avx2::bcast4;
 use crate::simd::{GEMM_COLS, PANEL_ROWS};
 
@@ -31,8 +35,8 @@ use crate::simd::{GEMM_COLS, PANEL_ROWS};
 pub(super) const NIBBLES: u8 = 0;
 /// Q8_0's `q + 128`.
 pub(super) const SIGNED: u8 = 1;
-/// Levels of at most 31 in the Q8_0 layout (Q5_0's `q + 16`).
-pub(super) const LEVELS: u8 = 2;
+/// Q5_0's fifth bits and nibble pairs.
+pub(super) const FIVE: u8 = 2;
 
 /// Lanes of a 256-bit register: rows of a half panel.
 const HALF: usize = PANEL_ROWS / 2;
@@ -56,10 +60,10 @@ unsafe fn pass<const H: usize, const C: usize, const KIND: u8>(
     y: [*const u8; C],
     out: *mut f32,
 ) {
-    let qb = if KIND == NIBBLES {
-        Q4_0_QUANTS
-    } else {
-        Q8_0_QUANTS
+    let qb = match KIND {
+        NIBBLES => Q4_0_QUANTS,
+        FIVE => Q5_0_QUANTS,
+        _ => Q8_0_QUANTS,
     };
     let nibble = _mm256_set1_epi8(0x0f);
     let flip = _mm256_set1_epi8(0x80u8 as i8);
@@ -79,49 +83,44 @@ unsafe fn pass<const H: usize, const C: usize, const KIND: u8>(
         unsafe {
             let ya: [*const u8; C] = std::array::from_fn(|c| y[c].add(b * ACT_BLOCK));
             let mut sum = [[_mm256_setzero_si256(); C]; H];
-            if KIND == NIBBLES {
-                for g in 0..4 {
-                    ahead(qo + 64 * g);
-                    let w: [(__m256i, __m256i); H] = std::array::from_fn(|h| {
-                        let p = panel.add(qo + 64 * g + 32 * (h0 + h));
-                        let w = _mm256_loadu_si256(p as *const __m256i);
-                        (
-                            _mm256_and_si256(w, nibble),
-                            _mm256_and_si256(_mm256_srli_epi16(w, 4), nibble),
-                        )
-                    });
-                    for c in 0..C {
-                        let ylo = bcast4(ya[c].add(8 + 4 * g));
-                        let yhi = bcast4(ya[c].add(24 + 4 * g));
-                        for (h, &(lo, hi)) in w.iter().enumerate() {
-                            let s = _mm256_add_epi16(
-                                _mm256_maddubs_epi16(lo, ylo),
-                                _mm256_maddubs_epi16(hi, yhi),
-                            );
-                            sum[h][c] = _mm256_add_epi16(sum[h][c], s);
-                        }
+            if KIND == NIBBLES || KIND == FIVE {
+                // Groups summed in i16 before widening: Q4_0's levels
+                // (at most 15) allow all four, Q5_0's (31) two.
+                let per = if KIND == FIVE { 2 } else { 4 };
+                let base = if KIND == FIVE { qo + Q5_0_HIGH } else { qo };
+                let high: [__m256i; H] = std::array::from_fn(|h| {
+                    if KIND == FIVE {
+                        _mm256_loadu_si256(panel.add(qo + 32 * (h0 + h)) as *const __m256i)
+                    } else {
+                        _mm256_setzero_si256()
                     }
-                }
-                for h in 0..H {
-                    for c in 0..C {
-                        let start = bcast4(ya[c].add(4));
-                        sum[h][c] = _mm256_add_epi32(start, _mm256_madd_epi16(sum[h][c], ones));
-                    }
-                }
-            } else if KIND == LEVELS {
-                for k in 0..2 {
+                });
+                for k in 0..4 / per {
                     let mut s16 = [[_mm256_setzero_si256(); C]; H];
-                    for g in 4 * k..4 * k + 4 {
-                        ahead(qo + 64 * g);
-                        let w: [__m256i; H] = std::array::from_fn(|h| {
-                            let p = panel.add(qo + 64 * g + 32 * (h0 + h));
-                            _mm256_loadu_si256(p as *const __m256i)
+                    for g in per * k..per * (k + 1) {
+                        let at = base + 64 * g;
+                        ahead(at);
+                        let w: [(__m256i, __m256i); H] = std::array::from_fn(|h| {
+                            let p = panel.add(at + 32 * (h0 + h));
+                            let w = _mm256_loadu_si256(p as *const __m256i);
+                            let lo = _mm256_and_si256(w, nibble);
+                            let hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), nibble);
+                            if KIND == FIVE {
+                                let (blo, bhi) = fifth_bits(high[h], g);
+                                (_mm256_or_si256(lo, blo), _mm256_or_si256(hi, bhi))
+                            } else {
+                                (lo, hi)
+                            }
                         });
                         for c in 0..C {
-                            let yg = bcast4(ya[c].add(8 + 4 * g));
-                            for (h, &wh) in w.iter().enumerate() {
-                                let t = _mm256_maddubs_epi16(wh, yg);
-                                s16[h][c] = _mm256_add_epi16(s16[h][c], t);
+                            let ylo = bcast4(ya[c].add(8 + 4 * g));
+                            let yhi = bcast4(ya[c].add(24 + 4 * g));
+                            for (h, &(lo, hi)) in w.iter().enumerate() {
+                                let s = _mm256_add_epi16(
+                                    _mm256_maddubs_epi16(lo, ylo),
+                                    _mm256_maddubs_epi16(hi, yhi),
+                                );
+                                s16[h][c] = _mm256_add_epi16(s16[h][c], s);
                             }
                         }
                     }
@@ -173,6 +172,24 @@ unsafe fn pass<const H: usize, const C: usize, const KIND: u8>(
             unsafe { _mm256_storeu_ps(out.add(c * PANEL_ROWS + HALF * (h0 + h)), *a) };
         }
     }
+}
+
+/// Group `g`'s fifth bits from a half panel's packed bits `q` (bit
+/// `2g + s` of each byte, see `pack_q5_0`) as 16s: those of its low
+/// nibbles (weights `4g..4g + 4`) and of its high ones (`16 + 4g..`). The
+/// 16-bit shifts move bits across bytes too, but the mask keeps bit 4,
+/// which comes from the same byte.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn fifth_bits(q: __m256i, g: usize) -> (__m256i, __m256i) {
+    let m = _mm256_set1_epi8(0x10);
+    let (lo, hi) = match g {
+        0 => (_mm256_slli_epi16(q, 4), _mm256_slli_epi16(q, 3)),
+        1 => (_mm256_slli_epi16(q, 2), _mm256_slli_epi16(q, 1)),
+        2 => (q, _mm256_srli_epi16(q, 1)),
+        _ => (_mm256_srli_epi16(q, 2), _mm256_srli_epi16(q, 3)),
+    };
+    (_mm256_and_si256(lo, m), _mm256_and_si256(hi, m))
 }
 
 /// One pass of `C` columns, those of `cols` from `c0`.

@@ -20,6 +20,12 @@
 //! as i32 (the starting value of the block's integer sum) and the 32
 //! quants, read four at a time as broadcasts.
 //!
+//! Q5_0 has a layout of its own, as compact as its rows too: per block the
+//! 16 scales, then the fifth bits (4 bytes a row, see [`pack_q5_0`]), then
+//! the nibbles exactly as Q4_0's. Its quants of a block are the bits and
+//! the nibbles (320 bytes), paired as above; its one kernel is AVX2's at
+//! every level (see [`avx2`]).
+//!
 //! Each lane sums a block exactly in integers, then adds `sum x (dx x dy)`
 //! to its f32 accumulator, block after block: the same operations whatever
 //! the number of columns per call, and whatever the instruction set.
@@ -54,6 +60,11 @@ const PREFETCH: usize = 6144;
 /// blocks: as compact as the rows).
 const Q4_0_PANEL_BLOCK: usize = Q4_0_QUANTS + SCALES;
 const Q8_0_PANEL_BLOCK: usize = Q8_0_QUANTS + SCALES;
+/// Bytes of one Q5_0 block's fifth bits for all 16 rows, and of its bits
+/// and nibbles together.
+const Q5_0_HIGH: usize = 4 * PANEL_ROWS;
+const Q5_0_QUANTS: usize = Q5_0_HIGH + Q4_0_QUANTS;
+const Q5_0_PANEL_BLOCK: usize = Q5_0_QUANTS + SCALES;
 
 /// Offsets in a panel of `nb` blocks of block `b`'s quants (`qb` bytes)
 /// and scales: blocks go in pairs, the pair's two scale sets (64 bytes)
@@ -84,7 +95,7 @@ pub(super) fn install(k: &mut Kernels) {
 pub(super) fn install_avx2(k: &mut Kernels) {
     k.set_gemm(Type::Q4_0, &Q4_0_GEMM_AVX2);
     k.set_gemm(Type::Q8_0, &Q8_0_GEMM_AVX2);
-    k.set_gemm(Type::Q5_0, &Q5_0_GEMM_AVX2);
+    k.set_gemm(Type::Q5_0, &Q5_0_GEMM);
 }
 
 static Q4_0_GEMM: Gemm = Gemm {
@@ -107,18 +118,16 @@ static Q8_0_GEMM: Gemm = Gemm {
     },
 };
 
-/// Q5_0 in Q8_0's layout: its levels `q + 16` (0..31) as bytes, which
-/// takes more room than its rows (so it is packed as MUL_MAT runs, never
-/// stored), and the VNNI kernel of Q8_0 with the offset 16.
+/// Q5_0 in its own layout (levels `q + 16`, at most 31, from nibbles and
+/// fifth bits), as large as its rows, so that its weights are stored
+/// packed and token generation reads them through the panel kernel. The
+/// AVX2 kernel serves every level: one layout for every instruction set.
 static Q5_0_GEMM: Gemm = Gemm {
+    panel_bytes: |n| n / 32 * Q5_0_PANEL_BLOCK,
     pack: pack_q5_0,
+    act_bytes,
     prep: |n, y, out| prep(16, n, y, out),
-    ..Q8_0_GEMM
-};
-
-static Q5_0_GEMM_AVX2: Gemm = Gemm {
-    run: run_avx2::<{ avx2::LEVELS }, Q8_0_PANEL_BLOCK>,
-    ..Q5_0_GEMM
+    run: run_avx2::<{ avx2::FIVE }, Q5_0_PANEL_BLOCK>,
 };
 
 static Q4_0_GEMM_AVX2: Gemm = Gemm {
@@ -215,45 +224,56 @@ fn pack_q8_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
 /// Bytes of a Q5_0 block.
 const Q5_0_BYTES: usize = 22;
 
-/// Q5_0 rows decoded to Q8_0-shaped blocks (the scale, then the levels
-/// `q + 16`), then packed as Q8_0's quants are.
+/// Packs Q5_0 rows: per block the 16 rows' scales, then each row's 32
+/// fifth bits rearranged into 4 bytes, then the nibble bytes in Q4_0's
+/// groups. Bit `2g + s` of a row's byte `k` is the fifth bit of weight
+/// `4g + k + 16s`: the bits that group `g`'s weights need sit at the same
+/// place in every byte, so one shift and one mask bring them to bit 4
+/// (see [`avx2`]).
 fn pack_q5_0(n: usize, rows: &[&[u8]], out: &mut [u8]) {
     let nb = n / 32;
     assert!(
-        rows.len() <= PANEL_ROWS && rows.iter().all(|r| r.len() >= nb * Q5_0_BYTES),
-        "panel pack: {} Q5_0 rows of {nb} blocks",
-        rows.len()
+        rows.len() <= PANEL_ROWS
+            && rows.iter().all(|r| r.len() >= nb * Q5_0_BYTES)
+            && out.len() >= nb * Q5_0_PANEL_BLOCK,
+        "panel pack: {} Q5_0 rows of {nb} blocks into {} bytes",
+        rows.len(),
+        out.len()
     );
-    // The decoded rows go to a buffer each thread keeps: this runs once
-    // per panel of every prompt's MUL_MAT.
-    DECODED.with_borrow_mut(|levels| {
-        levels.clear();
-        levels.resize(rows.len() * nb * Q8_0_BYTES, 0);
-        for (x, dst) in rows.iter().zip(levels.chunks_exact_mut(nb * Q8_0_BYTES)) {
-            for (b, o) in x
-                .chunks_exact(Q5_0_BYTES)
-                .zip(dst.chunks_exact_mut(Q8_0_BYTES))
-            {
-                o[..2].copy_from_slice(&b[..2]);
-                let qh = u32::from_le_bytes([b[2], b[3], b[4], b[5]]);
-                for (j, &q) in b[6..22].iter().enumerate() {
-                    let bit = |i: usize| (((qh >> i) & 1) as u8) << 4;
-                    o[2 + j] = (q & 15) | bit(j);
-                    o[18 + j] = (q >> 4) | bit(j + 16);
-                }
+    for b in 0..nb {
+        let (qo, so) = block_at(nb, Q5_0_QUANTS, b);
+        for r in 0..PANEL_ROWS {
+            let block = rows
+                .get(r)
+                .map(|x| &x[b * Q5_0_BYTES..(b + 1) * Q5_0_BYTES]);
+            let (scale, qh, nibbles) = match block {
+                Some(x) => (
+                    [x[0], x[1]],
+                    u32::from_le_bytes([x[2], x[3], x[4], x[5]]),
+                    &x[6..22],
+                ),
+                None => ([0, 0], 0, &[0u8; 16][..]),
+            };
+            out[so + 2 * r..so + 2 * r + 2].copy_from_slice(&scale);
+            out[qo + 4 * r..qo + 4 * r + 4].copy_from_slice(&spread_fifth_bits(qh));
+            for g in 0..4 {
+                let o = qo + Q5_0_HIGH + 64 * g + 4 * r;
+                out[o..o + 4].copy_from_slice(&nibbles[4 * g..4 * g + 4]);
             }
         }
-        let mut decoded: [&[u8]; PANEL_ROWS] = [&[]; PANEL_ROWS];
-        for (d, l) in decoded.iter_mut().zip(levels.chunks_exact(nb * Q8_0_BYTES)) {
-            *d = l;
-        }
-        pack_with(n, &decoded[..rows.len()], out, Q8_0_BYTES, 8, 0);
-    })
+    }
 }
 
-thread_local! {
-    /// Q5_0 rows decoded for [`pack_q5_0`].
-    static DECODED: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+/// A row's 32 fifth bits `qh` as the 4 bytes of [`pack_q5_0`]: bit
+/// `2g + s` of byte `k` is bit `4g + k + 16s` of `qh`.
+fn spread_fifth_bits(qh: u32) -> [u8; 4] {
+    std::array::from_fn(|k| {
+        (0..8).fold(0u8, |byte, bit| {
+            let (g, s) = (bit / 2, bit % 2);
+            let at = 4 * g + k + 16 * s;
+            byte | ((((qh >> at) & 1) as u8) << bit)
+        })
+    })
 }
 
 /// Checks the slices a run relies on (an internal invariant of the MUL_MAT
