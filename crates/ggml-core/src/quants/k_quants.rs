@@ -6,7 +6,9 @@
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
 use super::fp::{f2h, h2f, nearest_int, signed_absmax};
-use super::search::{make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS};
+use super::search::{
+    group_scales, make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS,
+};
 
 /// Unpacks the 6-bit scale and min of group `j` (0..8) of Q4_K / Q5_K.
 #[inline]
@@ -161,16 +163,8 @@ impl BlockQ3K {
     /// ggml's `quantize_row_q3_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let mut l = [0i8; QK_K];
-        let mut scales = [0f32; 16];
-        let (mut max_scale, mut amax) = (0f32, 0f32);
-        for j in 0..16 {
-            scales[j] = make_q3_quants(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
-            let s = scales[j].abs();
-            if s > amax {
-                amax = s;
-                max_scale = scales[j];
-            }
-        }
+        let (scales, max_scale, _) =
+            group_scales::<_, 16, 16>(x, &mut l, |x, l| make_q3_quants(4, x, l));
         let mut sc = [0u8; 12];
         let d = if max_scale != 0.0 {
             let iscale = -32.0 / max_scale;
@@ -410,16 +404,8 @@ impl BlockQ6K {
     /// ggml's `quantize_row_q6_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let mut l = [0i8; QK_K];
-        let mut scales = [0f32; 16];
-        let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
-        for ib in 0..16 {
-            let s = make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
-            scales[ib] = s;
-            if s.abs() > max_abs_scale {
-                max_abs_scale = s.abs();
-                max_scale = s;
-            }
-        }
+        let (scales, max_scale, max_abs_scale) =
+            group_scales::<_, 16, 16>(x, &mut l, |x, l| make_qx_quants(32, x, l));
         if max_abs_scale < GROUP_MAX_EPS {
             return Self {
                 ql: [0; QK_K / 2],
