@@ -35,7 +35,7 @@ use crate::{quants, reference, Result, Type};
 mod cases;
 mod moe_cases;
 
-pub use cases::{cases, covered_ops, mul_mat_check};
+pub use cases::{cases, covered_ops, mul_mat_check, quantizing_copy_check};
 
 /// How a case's result is compared with the reference.
 #[derive(Clone, Copy, Debug, PartialEq)]

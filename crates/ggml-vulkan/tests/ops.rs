@@ -130,11 +130,7 @@ fn quantizing_and_dequantizing_copies() {
     let Some(dev) = common::device() else { return };
     let mut cases = Vec::new();
     for ty in [Type::Q8_0, Type::Q4_0, Type::Q5_1] {
-        let check = if ty == Type::Q8_0 {
-            Check::Nmse(1e-5)
-        } else {
-            Check::Exact
-        };
+        let check = conformance::quantizing_copy_check(ty);
         // 4 x 40 x 3 = 480 blocks: several workgroups.
         cases.push(Case::new(
             format!("CPY F16->{ty} [128,40,3]"),

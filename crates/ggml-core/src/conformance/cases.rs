@@ -39,6 +39,16 @@ pub fn mul_mat_check(ty: Type) -> Check {
     }
 }
 
+/// The check of a copy that quantizes floats to `ty`: exact, but for
+/// Q8_0, checked within an NMSE of 1e-5.
+pub fn quantizing_copy_check(ty: Type) -> Check {
+    if ty == Type::Q8_0 {
+        Check::Nmse(1e-5)
+    } else {
+        Check::Exact
+    }
+}
+
 /// Every case of the suite.
 pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
@@ -137,14 +147,9 @@ fn copy_cases(v: &mut Vec<Case>) {
         Type::IQ4_NL,
         Type::Q8_0,
     ] {
-        let check = if ty == Type::Q8_0 {
-            Check::Nmse(1e-5)
-        } else {
-            Check::Exact
-        };
         v.push(Case::new(
             format!("CPY F32->{ty} [64,3,2] permuted source"),
-            check,
+            quantizing_copy_check(ty),
             move |c| {
                 let x = c.permuted("x", Type::F32, &[64, 3, 2], [0, 2, 1, 3])?;
                 let d = c.rand("dst", ty, &[64, 3, 2]);
