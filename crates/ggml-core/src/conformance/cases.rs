@@ -166,15 +166,12 @@ fn copy_cases(v: &mut Vec<Case>) {
             c.g.cont_shape(x, &[512, 2])
         },
     ));
-    v.push(Case::new(
+    v.push(Case::copy(
         "CPY Q8_0->F32 [96,5] (dequantize)",
         Check::Exact,
-        |c| {
-            let x = c.rand("x", Type::Q8_0, &[96, 5]);
-            let d = c.rand("dst", Type::F32, &[96, 5]);
-            c.g.cpy(x, d)?;
-            Ok(d)
-        },
+        Type::Q8_0,
+        Type::F32,
+        &[96, 5],
     ));
 }
 
@@ -347,22 +344,7 @@ fn rows_index_cases(v: &mut Vec<Case>) {
         (Type::Q8_0, Type::I64),
         (Type::Q4_0, Type::I32),
     ] {
-        let check = if dty == Type::Q8_0 {
-            Check::Nmse(1e-5)
-        } else {
-            Check::Exact
-        };
-        v.push(Case::new(
-            format!("SET_ROWS F32 [64,5,2] into {dty} [64,12,2] by {ity} [5,2]"),
-            check,
-            move |c| {
-                let dst = c.rand("dst", dty, &[64, 12, 2]);
-                let src = c.rand("src", Type::F32, &[64, 5, 2]);
-                let idx = c.input("idx", ity, &[5, 2], Fill::Distinct(12));
-                c.g.set_rows(dst, src, idx)?;
-                Ok(dst)
-            },
-        ));
+        v.push(Case::set_rows(dty, ity, [64, 5, 2], 12));
     }
     v.push(Case::new(
         "SET_ROWS F32 permuted src [32,3,4] into F16 [32,9,4] by I64 [3,1] (broadcast)",
