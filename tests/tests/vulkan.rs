@@ -196,15 +196,32 @@ fn logit_tolerance(name: &str) -> (f32, usize) {
     }
 }
 
-fn check_logits(name: &str, file: &str) {
-    let Some((fx, gpu)) = setup() else { return };
+/// Teacher-forced logits of `file` with every layer on Vulkan under `cp`,
+/// over the tokens of the reference `key` (`logits`, `logits_kv_f32`) of
+/// `name`, with llama.cpp's and the vocabulary size; `None` without a
+/// device or fixtures.
+fn vulkan_and_reference_logits(
+    name: &str,
+    file: &str,
+    key: &str,
+    cp: ContextParams,
+) -> Option<(Vec<f32>, Vec<f32>, usize)> {
+    let (fx, gpu) = setup()?;
     let exp = expected(&fx, name);
-    let toks = ids(&exp["logits"]["tokens"]);
-    let want = read_f32(&fx.join(exp["logits"]["file"].as_str().expect("logits file")));
+    let toks = ids(&exp[key]["tokens"]);
+    let want = read_f32(&fx.join(exp[key]["file"].as_str().expect("logits file")));
     let model = load(&fx, file, &gpu, 99);
-    let n_vocab = model.hparams.n_vocab;
-    let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
+    let mut ctx = Context::new(&model, cp).expect("context");
     let got = teacher_forced_logits(&mut ctx, &toks);
+    Some((got, want, model.hparams.n_vocab))
+}
+
+fn check_logits(name: &str, file: &str) {
+    let Some((got, want, n_vocab)) =
+        vulkan_and_reference_logits(name, file, "logits", ctx_params(512, 512))
+    else {
+        return;
+    };
     let (tol, min_agree) = logit_tolerance(name);
     assert_logits_close(
         &format!("{name} on Vulkan"),
@@ -244,25 +261,22 @@ tests::logits_fixtures!(logits_tests);
 /// sides, so the GPU must give llama.cpp's F32-KV logits up to summation
 /// order.
 fn check_logits_kv_f32(name: &str, file: &str) {
-    let Some((fx, gpu)) = setup() else { return };
-    let exp = expected(&fx, name);
-    let toks = ids(&exp["logits_kv_f32"]["tokens"]);
-    let want = read_f32(&fx.join(exp["logits_kv_f32"]["file"].as_str().expect("logits file")));
-    let model = load(&fx, file, &gpu, 99);
     let cp = ContextParams {
         type_k: Type::F32,
         type_v: Type::F32,
         ..ctx_params(512, 512)
     };
-    let mut ctx = Context::new(&model, cp).expect("context");
-    let got = teacher_forced_logits(&mut ctx, &toks);
+    let Some((got, want, n_vocab)) = vulkan_and_reference_logits(name, file, "logits_kv_f32", cp)
+    else {
+        return;
+    };
     assert_logits_close(
         &format!("{name} (F32 KV) on Vulkan"),
         &got,
         &want,
-        model.hparams.n_vocab,
+        n_vocab,
         F32_TOL,
-        toks.len(),
+        got.len() / n_vocab,
     );
 }
 

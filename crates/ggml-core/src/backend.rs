@@ -52,16 +52,16 @@ pub enum BufferUsage {
 /// A buffer's [`BufferUsage`], read and changed through a shared reference
 /// (buffers are shared as `Arc<dyn Buffer>`).
 #[derive(Debug)]
-pub struct UsageCell(AtomicU8);
+struct UsageCell(AtomicU8);
 
 impl UsageCell {
     /// A cell holding `usage`.
-    pub fn new(usage: BufferUsage) -> UsageCell {
+    fn new(usage: BufferUsage) -> UsageCell {
         UsageCell(AtomicU8::new(usage as u8))
     }
 
     /// The usage held.
-    pub fn get(&self) -> BufferUsage {
+    fn get(&self) -> BufferUsage {
         match self.0.load(Ordering::Relaxed) {
             x if x == BufferUsage::Weights as u8 => BufferUsage::Weights,
             x if x == BufferUsage::Compute as u8 => BufferUsage::Compute,
@@ -70,8 +70,53 @@ impl UsageCell {
     }
 
     /// Changes the usage held.
-    pub fn set(&self, usage: BufferUsage) {
+    fn set(&self, usage: BufferUsage) {
         self.0.store(usage as u8, Ordering::Relaxed);
+    }
+}
+
+/// What every buffer keeps about itself: the type it was allocated from,
+/// its size and what it holds. A buffer hands it out through
+/// [`Buffer::common`], which gives it [`Buffer::buffer_type`],
+/// [`Buffer::size`], [`Buffer::usage`] and [`Buffer::set_usage`].
+pub struct BufferCommon {
+    buft: Arc<dyn BufferType>,
+    size: usize,
+    usage: UsageCell,
+}
+
+impl BufferCommon {
+    /// A buffer of `size` bytes of `buft`, holding `usage`.
+    pub fn new(buft: Arc<dyn BufferType>, size: usize, usage: BufferUsage) -> BufferCommon {
+        BufferCommon {
+            buft,
+            size,
+            usage: UsageCell::new(usage),
+        }
+    }
+
+    /// The type the buffer was allocated from.
+    pub fn buft(&self) -> &Arc<dyn BufferType> {
+        &self.buft
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// `Ok` when the `len` bytes at `offset` lie inside the buffer; else an
+    /// error naming the buffer type and `what` was being done.
+    pub fn check_range(&self, what: &str, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(crate::Error::OutOfBounds {
+                what: format!("{}: {what}", self.buft.name()),
+                offset,
+                end: offset.saturating_add(len),
+                size: self.size,
+            }),
+        }
     }
 }
 
@@ -225,20 +270,32 @@ pub trait BufferType: Send + Sync {
 
 /// An allocated block of memory of one buffer type.
 pub trait Buffer: Send + Sync {
+    /// Its type, size and usage.
+    fn common(&self) -> &BufferCommon;
     /// The type it was allocated from.
-    fn buffer_type(&self) -> Arc<dyn BufferType>;
+    fn buffer_type(&self) -> Arc<dyn BufferType> {
+        self.common().buft.clone()
+    }
     /// Size in bytes.
-    fn size(&self) -> usize;
-    /// Host address of byte 0, for host buffers.
-    fn base(&self) -> Option<NonNull<u8>>;
+    fn size(&self) -> usize {
+        self.common().size
+    }
+    /// Host address of byte 0, for host buffers (none for device memory).
+    fn base(&self) -> Option<NonNull<u8>> {
+        None
+    }
     /// True when the memory must not be written (a read-only file mapping).
     fn is_read_only(&self) -> bool {
         false
     }
     /// What it holds.
-    fn usage(&self) -> BufferUsage;
+    fn usage(&self) -> BufferUsage {
+        self.common().usage.get()
+    }
     /// Sets what it holds.
-    fn set_usage(&self, usage: BufferUsage);
+    fn set_usage(&self, usage: BufferUsage) {
+        self.common().usage.set(usage);
+    }
     /// Prepares a tensor placed at `offset` (most buffers need nothing).
     fn init_tensor(&self, desc: &TensorDesc, offset: usize) -> Result<()> {
         let _ = (desc, offset);

@@ -35,7 +35,7 @@ use crate::{quants, reference, Result, Type};
 mod cases;
 mod moe_cases;
 
-pub use cases::{cases, covered_ops, mul_mat_check};
+pub use cases::{cases, covered_ops, mul_mat_check, quantizing_copy_check};
 
 /// How a case's result is compared with the reference.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -170,6 +170,35 @@ impl Case {
             let x = c.rand("a", ta, &a);
             let y = c.rand("b", tb, &b);
             c.g.mul_mat(x, y)
+        })
+    }
+
+    /// CPY of a random `from` tensor of shape `ne` into a random `to`
+    /// tensor of the same shape (a conversion, quantization or
+    /// dequantization), compared by `check`.
+    pub fn copy(name: impl Into<String>, check: Check, from: Type, to: Type, ne: &[usize]) -> Case {
+        let ne = ne.to_vec();
+        Case::new(name, check, move |c| {
+            let x = c.rand("x", from, &ne);
+            let d = c.rand("dst", to, &ne);
+            c.g.cpy(x, d)?;
+            Ok(d)
+        })
+    }
+
+    /// SET_ROWS of a random F32 `src` [ne0, n, ne2] into a random `to`
+    /// tensor of `into_rows` rows, by `n` distinct ids of type `idx` per
+    /// batch; checked as [`quantizing_copy_check`] of `to` says.
+    pub fn set_rows(to: Type, idx: Type, src: [usize; 3], into_rows: usize) -> Case {
+        let [ne0, n, ne2] = src;
+        let name =
+            format!("SET_ROWS F32 [{ne0},{n},{ne2}] into {to} [{ne0},{into_rows},{ne2}] by {idx} [{n},{ne2}]");
+        Case::new(name, quantizing_copy_check(to), move |c| {
+            let dst = c.rand("dst", to, &[ne0, into_rows, ne2]);
+            let src = c.rand("src", Type::F32, &[ne0, n, ne2]);
+            let ids = c.input("idx", idx, &[n, ne2], Fill::Distinct(into_rows));
+            c.g.set_rows(dst, src, ids)?;
+            Ok(dst)
         })
     }
 }

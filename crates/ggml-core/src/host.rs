@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-use crate::backend::{Buffer, BufferType, BufferUsage, HostMem, Placement, UsageCell};
+use crate::backend::{Buffer, BufferCommon, BufferType, BufferUsage, HostMem, Placement};
 use crate::{Error, Result};
 
 /// Alignment of host buffers: a cache line, and enough for any SIMD load.
@@ -67,10 +67,8 @@ impl HostBufferType {
             .upgrade()
             .ok_or_else(|| Error::Invalid(format!("{}: buffer type dropped", self.name)))?;
         Ok(Arc::new(HostBuffer {
-            buft,
+            common: BufferCommon::new(buft, size, BufferUsage::Any),
             mem,
-            size,
-            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
 }
@@ -143,10 +141,8 @@ impl Mem {
 /// A buffer in host memory: owned and writable, or a read-only window over
 /// memory owned elsewhere (kept alive by the buffer).
 pub struct HostBuffer {
-    buft: Arc<HostBufferType>,
+    common: BufferCommon,
     mem: Mem,
-    size: usize,
-    usage: UsageCell,
 }
 
 // SAFETY: the buffer owns its allocation (or holds an Arc to immutable shared
@@ -185,10 +181,8 @@ impl HostBuffer {
             });
         }
         Ok(Arc::new(HostBuffer {
-            buft,
+            common: BufferCommon::new(buft, size, BufferUsage::Weights),
             mem: Mem::Borrowed { mem, offset },
-            size,
-            usage: UsageCell::new(BufferUsage::Weights),
         }))
     }
 
@@ -204,23 +198,11 @@ impl HostBuffer {
         }
     }
 
-    fn check(&self, what: &str, offset: usize, len: usize) -> Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(Error::OutOfBounds {
-                what: format!("{}: {what}", self.buft.name),
-                offset,
-                end: offset.saturating_add(len),
-                size: self.size,
-            }),
-        }
-    }
-
     fn check_writable(&self) -> Result<()> {
         if matches!(self.mem, Mem::Borrowed { .. }) {
             return Err(Error::Invalid(format!(
                 "{}: buffer over mapped memory is read-only",
-                self.buft.name
+                self.common.buft().name()
             )));
         }
         Ok(())
@@ -231,7 +213,7 @@ impl HostBuffer {
     /// # Safety
     /// No other thread may write the returned range while the slice is alive.
     pub unsafe fn bytes(&self, offset: usize, len: usize) -> Result<&[u8]> {
-        self.check("read", offset, len)?;
+        self.common.check_range("read", offset, len)?;
         // SAFETY: the range is inside the allocation (checked); the caller
         // guarantees no concurrent writes.
         Ok(unsafe { std::slice::from_raw_parts(self.ptr().as_ptr().add(offset), len) })
@@ -239,11 +221,8 @@ impl HostBuffer {
 }
 
 impl Buffer for HostBuffer {
-    fn buffer_type(&self) -> Arc<dyn BufferType> {
-        self.buft.clone()
-    }
-    fn size(&self) -> usize {
-        self.size
+    fn common(&self) -> &BufferCommon {
+        &self.common
     }
     fn base(&self) -> Option<NonNull<u8>> {
         Some(self.ptr())
@@ -251,15 +230,9 @@ impl Buffer for HostBuffer {
     fn is_read_only(&self) -> bool {
         matches!(self.mem, Mem::Borrowed { .. })
     }
-    fn usage(&self) -> BufferUsage {
-        self.usage.get()
-    }
-    fn set_usage(&self, usage: BufferUsage) {
-        self.usage.set(usage);
-    }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> Result<()> {
         self.check_writable()?;
-        self.check("write", offset, data.len())?;
+        self.common.check_range("write", offset, data.len())?;
         // SAFETY: the range is inside the owned allocation (checked) and does
         // not overlap `data`, which is a separate borrow.
         unsafe {
@@ -272,7 +245,7 @@ impl Buffer for HostBuffer {
         Ok(())
     }
     fn get_tensor(&self, offset: usize, out: &mut [u8]) -> Result<()> {
-        self.check("read", offset, out.len())?;
+        self.common.check_range("read", offset, out.len())?;
         // SAFETY: the range is inside the memory (checked); `out` is a distinct borrow.
         unsafe {
             std::ptr::copy_nonoverlapping(
@@ -285,7 +258,7 @@ impl Buffer for HostBuffer {
     }
     fn memset_tensor(&self, offset: usize, value: u8, size: usize) -> Result<()> {
         self.check_writable()?;
-        self.check("memset", offset, size)?;
+        self.common.check_range("memset", offset, size)?;
         // SAFETY: the range is inside the owned allocation (checked).
         unsafe { std::ptr::write_bytes(self.ptr().as_ptr().add(offset), value, size) };
         Ok(())
@@ -298,7 +271,7 @@ impl Buffer for HostBuffer {
             return Ok(false);
         }
         self.check_writable()?;
-        self.check("copy", dst_offset, size)?;
+        self.common.check_range("copy", dst_offset, size)?;
         if src
             .offset
             .checked_add(size)

@@ -16,8 +16,8 @@ pub mod tensor;
 
 pub use alloc::{DynAlloc, GraphAlloc, LinearAlloc, VBuffer};
 pub use backend::{
-    Backend, BackendReg, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
-    DeviceProps, Event, HostMem, Placement, UsageCell,
+    Backend, BackendReg, Buffer, BufferCommon, BufferType, BufferUsage, Device, DeviceCaps,
+    DeviceKind, DeviceProps, Event, HostMem, Placement,
 };
 pub use error::{Error, Result};
 pub use gguf::GgmlType as Type;

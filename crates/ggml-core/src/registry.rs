@@ -33,6 +33,24 @@ pub fn devices() -> Vec<Arc<dyn Device>> {
     backends().iter().flat_map(|r| r.devices()).collect()
 }
 
+/// One line about every registered device, as the tools list them:
+/// `name: description (total MiB, free MiB free)`.
+pub fn device_lines() -> Vec<String> {
+    devices()
+        .iter()
+        .map(|d| {
+            let (free, total) = d.memory();
+            let desc = d.description();
+            format!(
+                "{}: {desc} ({} MiB, {} MiB free)",
+                d.name(),
+                total >> 20,
+                free >> 20
+            )
+        })
+        .collect()
+}
+
 /// A device by name (case-insensitive).
 pub fn device_by_name(name: &str) -> Option<Arc<dyn Device>> {
     devices()

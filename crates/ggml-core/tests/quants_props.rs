@@ -39,12 +39,24 @@ fn dequantize(ty: Type, q: &[u8], n: usize) -> Vec<f32> {
     y
 }
 
+/// 2000 blocks of `ty` (32 weights after a 2-byte f16 scale): a random
+/// positive scale, then `levels` fills the rest (and may flip the scale's
+/// sign), including a level that fixes the scale; quantizing the block's
+/// values must give the block back.
+fn assert_requantizes(ty: Type, seed: u64, mut levels: impl FnMut(&mut Rng, &mut [u8])) {
+    let mut rng = Rng(seed);
+    for _ in 0..2000 {
+        let mut block = vec![0u8; ty.type_size()];
+        block[..2].copy_from_slice(&rng.scale());
+        levels(&mut rng, &mut block);
+        let x = dequantize(ty, &block, 32);
+        assert_eq!(quantize(ty, &x), block);
+    }
+}
+
 #[test]
 fn q4_0_requantizes_its_own_blocks() {
-    let mut rng = Rng(1);
-    for _ in 0..2000 {
-        let mut block = vec![0u8; 18];
-        block[..2].copy_from_slice(&rng.scale());
+    assert_requantizes(Type::Q4_0, 1, |rng, block| {
         if rng.below(2) == 0 {
             block[1] |= 0x80; // negative scale
         }
@@ -54,17 +66,12 @@ fn q4_0_requantizes_its_own_blocks() {
         // The level 0 (value -8 d) fixes the scale; make sure one is present.
         let k = 2 + rng.below(16);
         block[k] &= if rng.below(2) == 0 { 0xf0 } else { 0x0f };
-        let x = dequantize(Type::Q4_0, &block, 32);
-        assert_eq!(quantize(Type::Q4_0, &x), block);
-    }
+    });
 }
 
 #[test]
 fn q8_0_requantizes_its_own_blocks() {
-    let mut rng = Rng(2);
-    for _ in 0..2000 {
-        let mut block = vec![0u8; 34];
-        block[..2].copy_from_slice(&rng.scale());
+    assert_requantizes(Type::Q8_0, 2, |rng, block| {
         for b in &mut block[2..] {
             *b = (rng.below(255) as i32 - 127) as i8 as u8;
         }
@@ -75,9 +82,7 @@ fn q8_0_requantizes_its_own_blocks() {
         } else {
             (-127i8) as u8
         };
-        let x = dequantize(Type::Q8_0, &block, 32);
-        assert_eq!(quantize(Type::Q8_0, &x), block);
-    }
+    });
 }
 
 /// Random stored data of `ty` with finite, moderate scales, for types

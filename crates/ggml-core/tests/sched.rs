@@ -4,7 +4,6 @@
 //! Both refuse to read memory they cannot address, so a missing copy fails.
 
 use std::any::Any;
-use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -12,8 +11,9 @@ use ggml_core::alloc::LinearAlloc;
 use ggml_core::host::{HostBufferType, HOST_ALIGNMENT};
 use ggml_core::sched::{Scheduler, SCHED_MAX_COPIES, SCHED_MAX_SPLIT_INPUTS};
 use ggml_core::{
-    Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind, DeviceProps, Error,
-    Event, Flags, Graph, Op, Placement, Result, TensorDesc, TensorId, Type, UnaryOp, UsageCell,
+    Backend, Buffer, BufferCommon, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
+    DeviceProps, Error, Event, Flags, Graph, Op, Placement, Result, TensorDesc, TensorId, Type,
+    UnaryOp,
 };
 
 // ------------------------------------------------------------ device memory
@@ -52,9 +52,8 @@ impl BufferType for DevBuft {
         self.allocs.fetch_add(1, Ordering::Relaxed);
         let buft = self.me.upgrade().ok_or(Error::Backend("gone".into()))?;
         Ok(Arc::new(DevBuffer {
-            buft,
+            common: BufferCommon::new(buft, size, BufferUsage::Any),
             data: Mutex::new(vec![0; size]),
-            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
     fn device_name(&self) -> Option<String> {
@@ -63,41 +62,20 @@ impl BufferType for DevBuft {
 }
 
 struct DevBuffer {
-    buft: Arc<DevBuft>,
+    common: BufferCommon,
     data: Mutex<Vec<u8>>,
-    usage: UsageCell,
 }
 
 impl DevBuffer {
     fn range(&self, offset: usize, len: usize) -> Result<std::ops::Range<usize>> {
-        let size = self.size();
-        match offset.checked_add(len) {
-            Some(end) if end <= size => Ok(offset..end),
-            _ => Err(Error::OutOfBounds {
-                what: "device buffer".into(),
-                offset,
-                end: offset.saturating_add(len),
-                size,
-            }),
-        }
+        self.common.check_range("device buffer", offset, len)?;
+        Ok(offset..offset + len)
     }
 }
 
 impl Buffer for DevBuffer {
-    fn buffer_type(&self) -> Arc<dyn BufferType> {
-        self.buft.clone()
-    }
-    fn size(&self) -> usize {
-        self.data.lock().unwrap().len()
-    }
-    fn base(&self) -> Option<NonNull<u8>> {
-        None
-    }
-    fn usage(&self) -> BufferUsage {
-        self.usage.get()
-    }
-    fn set_usage(&self, usage: BufferUsage) {
-        self.usage.set(usage);
+    fn common(&self) -> &BufferCommon {
+        &self.common
     }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> Result<()> {
         let r = self.range(offset, data.len())?;

@@ -18,15 +18,17 @@
 //! * `GGML_BENCH_FILTER=text`: only the cases whose name contains `text`.
 
 mod common;
+#[path = "common/timing.rs"]
+mod timing;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use common::{activation_bytes, weight_rows};
 use ggml_core::backend::{Backend, Buffer, BufferType, Placement};
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{quants, Type};
 use ggml_cpu::{cpu_buffer_type, repack_buffer_type, CpuBackend};
+use timing::{env_secs_and_filter, time, Runs};
 
 /// (weight type, k, m, what it is): a matrix of m rows of k weights.
 const CASES: &[(Type, usize, usize, &str)] = &[
@@ -91,30 +93,19 @@ fn setup(ty: Type, k: usize, m: usize, repack: bool) -> Option<Setup> {
     })
 }
 
-/// Fastest and median of timing `f` for about `secs` seconds (5 runs at
-/// least), after one run to warm up.
-fn time(secs: f64, mut f: impl FnMut()) -> (f64, f64, usize) {
-    f();
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < 5 || start.elapsed() < Duration::from_secs_f64(secs) {
-        let t = Instant::now();
-        f();
-        times.push(t.elapsed().as_secs_f64());
-        if times.len() >= 10_000 {
-            break;
-        }
-    }
-    times.sort_by(f64::total_cmp);
-    (times[0], times[times.len() / 2], times.len())
-}
+/// One warm-up run, then 5 runs at least.
+const RUNS: Runs = Runs {
+    warm_up: 1,
+    min: 5,
+    max: 10_000,
+};
 
 /// The ceiling from memory: a plain sum over as many bytes as the largest
 /// case's weights (larger than the last-level cache).
 fn read_ceiling(secs: f64) {
     let words = 640 * 262_144 / 32 * 34 / 8;
     let data: Vec<u64> = (0..words as u64).collect();
-    let (best, med, runs) = time(secs, || {
+    let (best, med, runs) = time(secs, RUNS, || {
         let s = data.iter().fold(0u64, |a, &b| a.wrapping_add(b));
         std::hint::black_box(s);
     });
@@ -131,11 +122,7 @@ fn read_ceiling(secs: f64) {
 }
 
 fn main() {
-    let secs: f64 = std::env::var("GGML_BENCH_SECS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1.0);
-    let filter = std::env::var("GGML_BENCH_FILTER").unwrap_or_default();
+    let (secs, filter) = env_secs_and_filter(1.0);
     let mut backend = CpuBackend::new(1).expect("backend");
     println!(
         "{:<8} {:>13} {:<7} {:>9} {:>9} {:>6}  model tensor",
@@ -162,7 +149,7 @@ fn main() {
             let Some(s) = setup(ty, k, m, repack) else {
                 continue;
             };
-            let (best, med, runs) = time(secs, || {
+            let (best, med, runs) = time(secs, RUNS, || {
                 backend.graph_compute(&s.graph, &[s.out]).expect("compute")
             });
             let gbs = |t: f64| s.bytes as f64 / t / 1e9;

@@ -12,14 +12,17 @@
 //! * `GGML_BENCH_SECS=s`: seconds per case and mode (default 0.3).
 //! * `GGML_BENCH_FILTER=text`: only the cases whose name contains `text`.
 
+#[path = "common/timing.rs"]
+mod timing;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use ggml_core::backend::{Backend, Buffer, Placement};
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::{quants, Type};
 use ggml_cpu::bench_support::force_split;
 use ggml_cpu::{cpu_buffer_type, CpuBackend};
+use timing::{env_secs_and_filter, time, Runs};
 
 struct Case {
     name: String,
@@ -27,6 +30,27 @@ struct Case {
     graph: Graph,
     out: TensorId,
     _buffers: Vec<Arc<dyn Buffer>>,
+}
+
+impl Case {
+    /// The case computing `out` of `graph`, with its tensors `ids` placed
+    /// (see [`place`]); `work` in the node's units.
+    fn placed(
+        name: String,
+        work: usize,
+        mut graph: Graph,
+        ids: &[TensorId],
+        out: TensorId,
+    ) -> Case {
+        let buffers = place(&mut graph, ids);
+        Case {
+            name,
+            work,
+            graph,
+            out,
+            _buffers: buffers,
+        }
+    }
 }
 
 /// Places every tensor of `ids` in its own CPU buffer, filled with small
@@ -71,14 +95,13 @@ fn mul_mat(ty: Type, k: usize, m: usize, n: usize) -> Case {
     let w = g.new_tensor("w", ty, &[k, m]);
     let x = g.input("x", Type::F32, &[k, n]);
     let y = g.mul_mat(w, x).expect("mul_mat");
-    let bufs = place(&mut g, &[w, x, y]);
-    Case {
-        name: format!("mul_mat {ty} {k}x{m}, {n} col"),
-        work: k * m * n,
-        graph: g,
-        out: y,
-        _buffers: bufs,
-    }
+    Case::placed(
+        format!("mul_mat {ty} {k}x{m}, {n} col"),
+        k * m * n,
+        g,
+        &[w, x, y],
+        y,
+    )
 }
 
 fn attention(dk: usize, heads: usize, kv_heads: usize, n_kv: usize) -> Case {
@@ -90,28 +113,26 @@ fn attention(dk: usize, heads: usize, kv_heads: usize, n_kv: usize) -> Case {
     let y = g
         .flash_attn_ext(q, k, v, Some(m), 1.0 / (dk as f32).sqrt(), 0.0, 0.0)
         .expect("flash_attn_ext");
-    let bufs = place(&mut g, &[q, k, v, m, y]);
-    Case {
-        name: format!("flash_attn decode dk {dk}, {heads}/{kv_heads} heads, {n_kv} keys"),
-        work: heads * n_kv * 2 * dk,
-        graph: g,
-        out: y,
-        _buffers: bufs,
-    }
+    Case::placed(
+        format!("flash_attn decode dk {dk}, {heads}/{kv_heads} heads, {n_kv} keys"),
+        heads * n_kv * 2 * dk,
+        g,
+        &[q, k, v, m, y],
+        y,
+    )
 }
 
 fn rms_norm(n: usize, rows: usize) -> Case {
     let mut g = Graph::new();
     let x = g.input("x", Type::F32, &[n, rows]);
     let y = g.rms_norm(x, 1e-5).expect("rms_norm");
-    let bufs = place(&mut g, &[x, y]);
-    Case {
-        name: format!("rms_norm {n} x {rows} rows"),
-        work: 2 * n * rows,
-        graph: g,
-        out: y,
-        _buffers: bufs,
-    }
+    Case::placed(
+        format!("rms_norm {n} x {rows} rows"),
+        2 * n * rows,
+        g,
+        &[x, y],
+        y,
+    )
 }
 
 fn add(n: usize, rows: usize) -> Case {
@@ -119,41 +140,18 @@ fn add(n: usize, rows: usize) -> Case {
     let a = g.input("a", Type::F32, &[n, rows]);
     let b = g.input("b", Type::F32, &[n, rows]);
     let y = g.add_op(a, b).expect("add");
-    let bufs = place(&mut g, &[a, b, y]);
-    Case {
-        name: format!("add {n} x {rows} rows"),
-        work: n * rows,
-        graph: g,
-        out: y,
-        _buffers: bufs,
-    }
+    Case::placed(format!("add {n} x {rows} rows"), n * rows, g, &[a, b, y], y)
 }
 
-/// Fastest and median seconds of `f` over about `secs` seconds.
-fn time(secs: f64, mut f: impl FnMut()) -> (f64, f64) {
-    for _ in 0..10 {
-        f();
-    }
-    let mut times = Vec::new();
-    let start = Instant::now();
-    while times.len() < 20 || start.elapsed() < Duration::from_secs_f64(secs) {
-        let t = Instant::now();
-        f();
-        times.push(t.elapsed().as_secs_f64());
-        if times.len() >= 200_000 {
-            break;
-        }
-    }
-    times.sort_by(f64::total_cmp);
-    (times[0], times[times.len() / 2])
-}
+/// Ten warm-up runs, then 20 runs at least.
+const RUNS: Runs = Runs {
+    warm_up: 10,
+    min: 20,
+    max: 200_000,
+};
 
 fn main() {
-    let secs: f64 = std::env::var("GGML_BENCH_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0.3);
-    let filter = std::env::var("GGML_BENCH_FILTER").unwrap_or_default();
+    let (secs, filter) = env_secs_and_filter(0.3);
     let mut cases = Vec::new();
     for (k, m) in [
         (64, 64),
@@ -193,11 +191,11 @@ fn main() {
     for c in cases.iter().filter(|c| c.name.contains(&filter)) {
         let mut run = |split: bool| {
             force_split(Some(split));
-            let r = time(secs, || {
+            let (best, med, _) = time(secs, RUNS, || {
                 backend.graph_compute(&c.graph, &[c.out]).expect("compute")
             });
             force_split(None);
-            r
+            (best, med)
         };
         let (s_best, s_med) = run(false);
         let (p_best, p_med) = run(true);

@@ -114,24 +114,14 @@ fn read_sources(op: &Op, n_src: usize) -> Range<usize> {
 }
 
 /// Ops whose result row `r` depends only on row `r` of an aliased source
-/// with the same layout, read before the row is written.
+/// with the same layout, read before the row is written: every op that
+/// may run in place, and a few more.
 fn row_local(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Add
-            | Op::Mul
-            | Op::Div
-            | Op::Clamp { .. }
-            | Op::Scale(_)
-            | Op::Unary(_)
-            | Op::RmsNorm { .. }
-            | Op::Norm { .. }
-            | Op::Rope(_)
-            | Op::SoftMax { .. }
-            | Op::Dup
-            | Op::Cont
-            | Op::Cpy
-    )
+    op.can_inplace()
+        || matches!(
+            op,
+            Op::Div | Op::Clamp { .. } | Op::Dup | Op::Cont | Op::Cpy
+        )
 }
 
 /// Computes one node. Leaves and views are no-ops.

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
-use ggml_core::backend::{Buffer, BufferType, BufferUsage, Placement};
+use ggml_core::backend::{Buffer, BufferCommon, BufferType, Placement};
 use ggml_core::graph::{Graph, TensorId};
 use ggml_core::host::{HostBuffer, HostBufferType, HOST_ALIGNMENT};
 use ggml_core::{Error, Op, Result, TensorDesc};
@@ -167,20 +167,15 @@ impl RepackBuffer {
 }
 
 impl Buffer for RepackBuffer {
+    /// The host buffer's size and usage (the bytes are its bytes).
+    fn common(&self) -> &BufferCommon {
+        self.mem.common()
+    }
     fn buffer_type(&self) -> Arc<dyn BufferType> {
         self.buft.clone()
     }
-    fn size(&self) -> usize {
-        self.mem.size()
-    }
     fn base(&self) -> Option<NonNull<u8>> {
         self.mem.base()
-    }
-    fn usage(&self) -> BufferUsage {
-        self.mem.usage()
-    }
-    fn set_usage(&self, usage: BufferUsage) {
-        self.mem.set_usage(usage)
     }
     fn init_tensor(&self, desc: &TensorDesc, offset: usize) -> Result<()> {
         let gemm = layout_for(desc).ok_or_else(|| {

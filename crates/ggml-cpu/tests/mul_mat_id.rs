@@ -66,6 +66,17 @@ fn repack() -> Option<Arc<dyn BufferType>> {
         .next()
 }
 
+/// Whether `repack` stores a stack of `ty` experts for MUL_MAT_ID (what
+/// it takes depends on the weights alone).
+fn takes_experts(repack: &Arc<dyn BufferType>, ty: Type) -> bool {
+    let mut g = Graph::new();
+    let w = g.new_tensor("exps", ty, &[256, 16, 4]);
+    let x = g.input("x", Type::F32, &[256, 1, 1]);
+    let ids = g.input("ids", Type::I32, &[1, 1]);
+    let y = g.mul_mat_id(w, x, ids).unwrap();
+    repack.supports_weight(&g, y, w)
+}
+
 /// One MUL_MAT_ID: `ty` experts [k, m, n_expert], activations
 /// [k, x_cols, n_tok] (1 column broadcast to every slot, or one per slot),
 /// ids [n_used, n_tok].
@@ -156,15 +167,7 @@ fn repacked_experts_match_plain_experts() {
     let mut be = ggml_cpu::CpuBackend::new(2).unwrap();
     let mut tested = Vec::new();
     for &ty in ggml_core::MATMUL_TYPES {
-        let probe = {
-            let mut g = Graph::new();
-            let w = g.new_tensor("exps", ty, &[256, 16, 4]);
-            let x = g.input("x", Type::F32, &[256, 1, 2]);
-            let ids = g.input("ids", Type::I32, &[2, 2]);
-            let y = g.mul_mat_id(w, x, ids).unwrap();
-            repack.supports_weight(&g, y, w)
-        };
-        if !probe {
+        if !takes_experts(&repack, ty) {
             continue;
         }
         tested.push(ty);
@@ -228,14 +231,7 @@ fn repacked_experts_refuse_ids_out_of_range() {
     };
     let Some(ty) = [Type::Q4_K, Type::Q8_0, Type::Q4_0, Type::F16]
         .into_iter()
-        .find(|&t| {
-            let mut g = Graph::new();
-            let w = g.new_tensor("exps", t, &[256, 16, 4]);
-            let x = g.input("x", Type::F32, &[256, 1, 1]);
-            let ids = g.input("ids", Type::I32, &[1, 1]);
-            let y = g.mul_mat_id(w, x, ids).unwrap();
-            repack.supports_weight(&g, y, w)
-        })
+        .find(|&t| takes_experts(&repack, t))
     else {
         return;
     };

@@ -41,6 +41,12 @@ fn place(
     Ok(b)
 }
 
+/// [`place`], then `data` written into the new buffer.
+fn place_filled(g: &mut Graph, id: TensorId, buft: &Arc<dyn BufferType>, data: &[u8]) {
+    let b = place(g, id, buft).unwrap();
+    b.set_tensor(0, data).unwrap();
+}
+
 fn repack() -> Arc<dyn BufferType> {
     ggml_cpu::repack_buffer_type()
 }
@@ -219,14 +225,8 @@ fn only_mul_mat_reads_repacked_weights() {
     let idx = g.input("idx", Type::I32, &[1]);
     let y = g.get_rows(w, idx).unwrap();
     assert!(!repack().supports_weight(&g, y, w));
-    place(&mut g, w, &repack())
-        .unwrap()
-        .set_tensor(0, &wdata)
-        .unwrap();
-    place(&mut g, idx, &cpu)
-        .unwrap()
-        .set_tensor(0, &[0; 4])
-        .unwrap();
+    place_filled(&mut g, w, &repack(), &wdata);
+    place_filled(&mut g, idx, &cpu, &[0; 4]);
     place(&mut g, y, &cpu).unwrap();
     let e = backend.graph_compute(&g, &[y]).unwrap_err().to_string();
     assert!(
@@ -241,14 +241,8 @@ fn only_mul_mat_reads_repacked_weights() {
     let half = g.view(w, &[k, m / 2], &[nb1], 0).unwrap();
     let x = g.input("x", Type::F32, &[k, 1]);
     let y = g.mul_mat(half, x).unwrap();
-    place(&mut g, w, &repack())
-        .unwrap()
-        .set_tensor(0, &wdata)
-        .unwrap();
-    place(&mut g, x, &cpu)
-        .unwrap()
-        .set_tensor(0, &vec![0u8; 4 * k])
-        .unwrap();
+    place_filled(&mut g, w, &repack(), &wdata);
+    place_filled(&mut g, x, &cpu, &vec![0u8; 4 * k]);
     place(&mut g, y, &cpu).unwrap();
     let e = backend.graph_compute(&g, &[y]).unwrap_err().to_string();
     assert!(e.contains("only MUL_MAT"), "{e}");

@@ -4,12 +4,11 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::ptr::NonNull;
 use std::sync::{Arc, Mutex, Weak};
 
 use ggml_core::{
-    Backend, Buffer, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind, DeviceProps, Graph,
-    Placement, TensorDesc, TensorId, Type, UsageCell,
+    Backend, Buffer, BufferCommon, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
+    DeviceProps, Graph, Placement, TensorDesc, TensorId, Type,
 };
 
 use crate::conn::Conn;
@@ -200,11 +199,10 @@ impl BufferType for RpcBufferType {
             .upgrade()
             .ok_or_else(|| alloc_err("buffer type dropped".into()))?;
         Ok(Arc::new(RpcBuffer {
+            common: BufferCommon::new(buft.clone(), remote_size as usize, BufferUsage::Any),
             buft,
             handle,
             base: u64le(&base, 0),
-            size: remote_size as usize,
-            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
 
@@ -215,11 +213,10 @@ impl BufferType for RpcBufferType {
 
 /// A buffer on a remote device.
 pub struct RpcBuffer {
+    common: BufferCommon,
     buft: Arc<RpcBufferType>,
     handle: u64,
     base: u64,
-    size: usize,
-    usage: UsageCell,
 }
 
 impl RpcBuffer {
@@ -236,18 +233,6 @@ impl RpcBuffer {
     /// The connection to the buffer's server.
     pub fn conn(&self) -> &Arc<Conn> {
         &self.buft.conn
-    }
-
-    fn check(&self, what: &str, offset: usize, len: usize) -> CoreResult<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(ggml_core::Error::OutOfBounds {
-                what: format!("{} {what}", self.buft.name),
-                offset,
-                end: offset.saturating_add(len),
-                size: self.size,
-            }),
-        }
     }
 
     /// A byte tensor covering `len` bytes at `offset`, the form every data
@@ -292,28 +277,12 @@ impl RpcBuffer {
 const CHUNK: usize = 1 << 30;
 
 impl Buffer for RpcBuffer {
-    fn buffer_type(&self) -> Arc<dyn BufferType> {
-        self.buft.clone()
-    }
-
-    fn size(&self) -> usize {
-        self.size
-    }
-
-    fn base(&self) -> Option<NonNull<u8>> {
-        None
-    }
-
-    fn usage(&self) -> BufferUsage {
-        self.usage.get()
-    }
-
-    fn set_usage(&self, usage: BufferUsage) {
-        self.usage.set(usage);
+    fn common(&self) -> &BufferCommon {
+        &self.common
     }
 
     fn set_tensor(&self, offset: usize, data: &[u8]) -> CoreResult<()> {
-        self.check("set_tensor", offset, data.len())?;
+        self.common.check_range("set_tensor", offset, data.len())?;
         for (i, c) in data.chunks(CHUNK).enumerate() {
             self.set_chunk(offset + i * CHUNK, c)?;
         }
@@ -321,7 +290,7 @@ impl Buffer for RpcBuffer {
     }
 
     fn get_tensor(&self, offset: usize, out: &mut [u8]) -> CoreResult<()> {
-        self.check("get_tensor", offset, out.len())?;
+        self.common.check_range("get_tensor", offset, out.len())?;
         for (i, c) in out.chunks_mut(CHUNK).enumerate() {
             let mut body = Vec::with_capacity(RPC_TENSOR_SIZE + 16);
             self.bytes_tensor(offset + i * CHUNK, c.len())
@@ -335,7 +304,7 @@ impl Buffer for RpcBuffer {
     }
 
     fn memset_tensor(&self, offset: usize, value: u8, size: usize) -> CoreResult<()> {
-        self.check("memset_tensor", offset, size)?;
+        self.common.check_range("memset_tensor", offset, size)?;
         let mut done = 0;
         while done < size {
             let n = (size - done).min(CHUNK);
@@ -364,8 +333,9 @@ impl Buffer for RpcBuffer {
         if !Arc::ptr_eq(s.conn(), self.conn()) || size > u32::MAX as usize {
             return Ok(false);
         }
-        s.check("cpy_tensor source", src.offset, size)?;
-        self.check("cpy_tensor", dst_offset, size)?;
+        s.common
+            .check_range("cpy_tensor source", src.offset, size)?;
+        self.common.check_range("cpy_tensor", dst_offset, size)?;
         let mut body = Vec::with_capacity(2 * RPC_TENSOR_SIZE);
         s.bytes_tensor(src.offset, size).encode(&mut body);
         self.bytes_tensor(dst_offset, size).encode(&mut body);

@@ -1,7 +1,9 @@
-//! Golden frames of a short session (hello, device count, alloc, set
-//! tensor, graph compute, get tensor) in `tests/data/golden_session.txt`:
-//! each frame is decoded and re-encoded byte for byte, and our server,
-//! given the client frames, answers exactly the server frames.
+//! Frames of real sessions, each decoded and re-encoded byte for byte:
+//! golden frames of a short session (hello, device count, alloc, set
+//! tensor, graph compute, get tensor) in `tests/data/golden_session.txt`,
+//! which our server, given the client frames, must answer with exactly the
+//! server frames; and frames captured from llama.cpp 0c1e570's own client
+//! and server (see the header of `tests/data/captured_session.txt`).
 
 use ggml_rpc::proto::{self, Cmd};
 use ggml_rpc::server::Session;
@@ -12,6 +14,13 @@ mod frames;
 
 fn load() -> Vec<frames::Frame> {
     frames::parse(include_str!("data/golden_session.txt"))
+}
+
+#[test]
+fn captured_frames_decode_and_reencode_byte_for_byte() {
+    let frames = frames::parse(include_str!("data/captured_session.txt"));
+    assert!(frames.iter().any(|f| f.name == "GRAPH_COMPUTE"));
+    frames::check_reencode(&frames, |g| assert!(!g.nodes.is_empty()));
 }
 
 #[test]

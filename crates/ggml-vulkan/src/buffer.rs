@@ -5,7 +5,7 @@ use std::any::Any;
 use std::ptr::NonNull;
 use std::sync::{Arc, Weak};
 
-use ggml_core::{Buffer, BufferType, BufferUsage, Placement, UsageCell};
+use ggml_core::{Buffer, BufferCommon, BufferType, BufferUsage, Placement};
 
 use crate::logical::{DeviceShared, RawBuffer};
 
@@ -63,10 +63,9 @@ impl VkBufferType {
             ggml_core::Error::Invalid(format!("{}: buffer type dropped", self.name))
         })?;
         Ok(Arc::new(VkBuffer {
+            common: BufferCommon::new(buft.clone(), size, BufferUsage::Any),
             buft,
             raw: Some(raw),
-            size,
-            usage: UsageCell::new(BufferUsage::Any),
         }))
     }
 }
@@ -99,10 +98,9 @@ impl BufferType for VkBufferType {
 
 /// A Vulkan buffer of a [`VkBufferType`].
 pub struct VkBuffer {
+    common: BufferCommon,
     buft: Arc<VkBufferType>,
     raw: Option<RawBuffer>,
-    size: usize,
-    usage: UsageCell,
 }
 
 impl Drop for VkBuffer {
@@ -129,18 +127,6 @@ impl VkBuffer {
         self.buft.host
     }
 
-    fn check(&self, what: &str, offset: usize, len: usize) -> ggml_core::Result<()> {
-        match offset.checked_add(len) {
-            Some(end) if end <= self.size => Ok(()),
-            _ => Err(ggml_core::Error::OutOfBounds {
-                what: format!("{}: {what}", self.buft.name),
-                offset,
-                end: offset.saturating_add(len),
-                size: self.size,
-            }),
-        }
-    }
-
     /// The buffer behind a placement when it is a Vulkan buffer of `shared`'s device.
     pub(crate) fn of<'a>(p: &'a Placement, shared: &Arc<DeviceShared>) -> Option<&'a VkBuffer> {
         p.buffer
@@ -151,11 +137,8 @@ impl VkBuffer {
 }
 
 impl Buffer for VkBuffer {
-    fn buffer_type(&self) -> Arc<dyn BufferType> {
-        self.buft.clone()
-    }
-    fn size(&self) -> usize {
-        self.size
+    fn common(&self) -> &BufferCommon {
+        &self.common
     }
     fn base(&self) -> Option<NonNull<u8>> {
         if self.buft.host {
@@ -164,26 +147,20 @@ impl Buffer for VkBuffer {
             None
         }
     }
-    fn usage(&self) -> BufferUsage {
-        self.usage.get()
-    }
-    fn set_usage(&self, usage: BufferUsage) {
-        self.usage.set(usage);
-    }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> ggml_core::Result<()> {
-        self.check("write", offset, data.len())?;
+        self.common.check_range("write", offset, data.len())?;
         Ok(self
             .shared()
             .write(self.raw(), self.buft.host, offset, data)?)
     }
     fn get_tensor(&self, offset: usize, out: &mut [u8]) -> ggml_core::Result<()> {
-        self.check("read", offset, out.len())?;
+        self.common.check_range("read", offset, out.len())?;
         Ok(self
             .shared()
             .read(self.raw(), self.buft.host, offset, out)?)
     }
     fn memset_tensor(&self, offset: usize, value: u8, size: usize) -> ggml_core::Result<()> {
-        self.check("memset", offset, size)?;
+        self.common.check_range("memset", offset, size)?;
         Ok(self
             .shared()
             .fill(self.raw(), self.buft.host, offset, size, value)?)
@@ -194,7 +171,7 @@ impl Buffer for VkBuffer {
         dst_offset: usize,
         size: usize,
     ) -> ggml_core::Result<bool> {
-        self.check("copy", dst_offset, size)?;
+        self.common.check_range("copy", dst_offset, size)?;
         if src
             .offset
             .checked_add(size)

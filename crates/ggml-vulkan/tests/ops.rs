@@ -130,48 +130,27 @@ fn quantizing_and_dequantizing_copies() {
     let Some(dev) = common::device() else { return };
     let mut cases = Vec::new();
     for ty in [Type::Q8_0, Type::Q4_0, Type::Q5_1] {
-        let check = if ty == Type::Q8_0 {
-            Check::Nmse(1e-5)
-        } else {
-            Check::Exact
-        };
         // 4 x 40 x 3 = 480 blocks: several workgroups.
-        cases.push(Case::new(
+        cases.push(Case::copy(
             format!("CPY F16->{ty} [128,40,3]"),
-            check,
-            move |c| {
-                let x = c.rand("x", Type::F16, &[128, 40, 3]);
-                let d = c.rand("dst", ty, &[128, 40, 3]);
-                c.g.cpy(x, d)?;
-                Ok(d)
-            },
+            conformance::quantizing_copy_check(ty),
+            Type::F16,
+            ty,
+            &[128, 40, 3],
         ));
-        cases.push(Case::new(
-            format!("SET_ROWS F32 [128,40,3] into {ty} [128,50,3] by I32"),
-            check,
-            move |c| {
-                let dst = c.rand("dst", ty, &[128, 50, 3]);
-                let src = c.rand("src", Type::F32, &[128, 40, 3]);
-                let idx = c.input("idx", Type::I32, &[40, 3], Fill::Distinct(50));
-                c.g.set_rows(dst, src, idx)?;
-                Ok(dst)
-            },
-        ));
+        cases.push(Case::set_rows(ty, Type::I32, [128, 40, 3], 50));
     }
     for (ty, k) in [
         (Type::Q6_K, 256usize),
         (Type::Q4_1, 64),
         (Type::IQ4_XS, 256),
     ] {
-        cases.push(Case::new(
+        cases.push(Case::copy(
             format!("CPY {ty} [{k},6,2] -> F16 (dequantize)"),
             Check::Exact,
-            move |c| {
-                let x = c.rand("x", ty, &[k, 6, 2]);
-                let d = c.rand("dst", Type::F16, &[k, 6, 2]);
-                c.g.cpy(x, d)?;
-                Ok(d)
-            },
+            ty,
+            Type::F16,
+            &[k, 6, 2],
         ));
     }
     run(dev, &cases);

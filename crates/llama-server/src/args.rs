@@ -143,11 +143,7 @@ impl ServerArgs {
                 "-a" | "--alias" => a.alias = Some(val("name")?),
                 // Generation continues within each slot's context; no shift.
                 "--no-context-shift" | "--cont-batching" | "-cb" => {}
-                _ => {
-                    return Err(LlamaError::InvalidParam(format!(
-                        "unknown argument: {flag} (see --help)"
-                    )))
-                }
+                _ => return Err(llama::cli::unknown_argument(&flag)),
             }
         }
         if embeddings {

@@ -35,51 +35,46 @@ impl Body {
         self.0.get(field).filter(|v| !v.is_null())
     }
 
-    /// A number field.
-    pub fn f32(&self, field: &str) -> Result<Option<f32>, ApiError> {
+    /// A field read by `read` when present, or an error saying it must be
+    /// `what` when `read` finds no such value in it.
+    fn typed<'a, T>(
+        &'a self,
+        field: &str,
+        what: &str,
+        read: impl FnOnce(&'a Value) -> Option<T>,
+    ) -> Result<Option<T>, ApiError> {
         match self.get(field) {
             None => Ok(None),
-            Some(v) => v
-                .as_f64()
-                .filter(|x| x.is_finite())
-                .map(|x| Some(x as f32))
-                .ok_or_else(|| wrong(field, "a number")),
+            Some(v) => read(v).map(Some).ok_or_else(|| wrong(field, what)),
         }
+    }
+
+    /// A number field.
+    pub fn f32(&self, field: &str) -> Result<Option<f32>, ApiError> {
+        self.typed(field, "a number", |v| {
+            v.as_f64().filter(|x| x.is_finite()).map(|x| x as f32)
+        })
     }
 
     /// An integer field.
     pub fn i64(&self, field: &str) -> Result<Option<i64>, ApiError> {
-        match self.get(field) {
-            None => Ok(None),
-            Some(v) => v
-                .as_i64()
-                .or_else(|| {
-                    v.as_f64()
-                        .filter(|x| x.fract() == 0.0 && x.abs() < 9e15)
-                        .map(|x| x as i64)
-                })
-                .map(Some)
-                .ok_or_else(|| wrong(field, "an integer")),
-        }
+        self.typed(field, "an integer", |v| {
+            v.as_i64().or_else(|| {
+                v.as_f64()
+                    .filter(|x| x.fract() == 0.0 && x.abs() < 9e15)
+                    .map(|x| x as i64)
+            })
+        })
     }
 
     /// A boolean field.
     pub fn bool(&self, field: &str) -> Result<Option<bool>, ApiError> {
-        match self.get(field) {
-            None => Ok(None),
-            Some(v) => v
-                .as_bool()
-                .map(Some)
-                .ok_or_else(|| wrong(field, "a boolean")),
-        }
+        self.typed(field, "a boolean", Value::as_bool)
     }
 
     /// A string field.
     pub fn str(&self, field: &str) -> Result<Option<&str>, ApiError> {
-        match self.get(field) {
-            None => Ok(None),
-            Some(v) => v.as_str().map(Some).ok_or_else(|| wrong(field, "a string")),
-        }
+        self.typed(field, "a string", Value::as_str)
     }
 }
 

@@ -24,6 +24,17 @@ pub fn exit_code(r: Result<()>) -> ExitCode {
     }
 }
 
+/// The error for a flag that no tool knows.
+pub fn unknown_argument(flag: &str) -> LlamaError {
+    LlamaError::InvalidParam(format!("unknown argument: {flag} (see --help)"))
+}
+
+/// The value that follows `flag` in `args`, or an error naming the flag.
+pub fn flag_value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String> {
+    args.next()
+        .ok_or_else(|| LlamaError::InvalidParam(format!("{flag} needs a value")))
+}
+
 /// Parameters common to the tools (a subset of llama.cpp's common_params).
 #[derive(Clone)]
 pub struct CommonArgs {
@@ -413,9 +424,7 @@ impl CommonArgs {
     /// Errors on arguments no parser knew.
     pub fn reject_rest(&self) -> Result<()> {
         match self.rest.first() {
-            Some(f) => Err(LlamaError::InvalidParam(format!(
-                "unknown argument: {f} (see --help)"
-            ))),
+            Some(f) => Err(unknown_argument(f)),
             None => Ok(()),
         }
     }
@@ -447,15 +456,8 @@ impl CommonArgs {
 pub fn print_devices() {
     crate::devices::backend_init();
     println!("Available devices:");
-    for d in registry::devices() {
-        let (free, total) = d.memory();
-        println!(
-            "  {}: {} ({} MiB, {} MiB free)",
-            d.name(),
-            d.description(),
-            total / (1024 * 1024),
-            free / (1024 * 1024)
-        );
+    for line in registry::device_lines() {
+        println!("  {line}");
     }
 }
 

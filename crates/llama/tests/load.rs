@@ -44,6 +44,15 @@ fn all_weights(w: &llama::Weights) -> Vec<&llama::Weight> {
     v
 }
 
+/// The default parameters in ggml's layout (`use_extra_bufts: false`) and
+/// with the default placement, where the CPU may store weights repacked.
+fn both_layouts() -> [ModelParams; 2] {
+    [false, true].map(|use_extra_bufts| ModelParams {
+        use_extra_bufts,
+        ..ModelParams::default()
+    })
+}
+
 /// With mmap the CPU's weights are used in place from the mapping; without
 /// it they are read into host buffers; the weights hold the same bytes
 /// either way. Weights repacked for the CPU's matrix kernels (without a
@@ -54,11 +63,8 @@ fn all_weights(w: &llama::Weights) -> Vec<&llama::Weight> {
 #[test]
 fn loads_with_and_without_mmap() {
     let Some(fx) = fixtures() else { return };
-    for use_extra_bufts in [false, true] {
-        let base = ModelParams {
-            use_extra_bufts,
-            ..ModelParams::default()
-        };
+    for base in both_layouts() {
+        let use_extra_bufts = base.use_extra_bufts;
         let m = Model::load(stories(&fx), &base).expect("mmap load");
         assert_eq!(m.hparams.n_layer, 5);
         assert_eq!(m.hparams.n_ctx_train, 512);
@@ -294,11 +300,8 @@ fn cancel_from_progress_callback() {
 #[test]
 fn dry_run_plans_without_allocating() {
     let Some(fx) = fixtures() else { return };
-    for use_extra_bufts in [false, true] {
-        let params = ModelParams {
-            use_extra_bufts,
-            ..ModelParams::default()
-        };
+    for params in both_layouts() {
+        let use_extra_bufts = params.use_extra_bufts;
         let m = Model::load(
             stories(&fx),
             &ModelParams {

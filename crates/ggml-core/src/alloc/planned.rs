@@ -6,53 +6,36 @@
 //! bytes is an error.
 
 use std::any::Any;
-use std::ptr::NonNull;
 use std::sync::Arc;
 
-use crate::backend::{Buffer, BufferType, BufferUsage, UsageCell};
+use crate::backend::{Buffer, BufferCommon, BufferType, BufferUsage};
 use crate::{Error, Result};
 
 /// A buffer of a buffer type and size, without memory.
 pub struct PlannedBuffer {
-    buft: Arc<dyn BufferType>,
-    size: usize,
-    usage: UsageCell,
+    common: BufferCommon,
 }
 
 impl PlannedBuffer {
     /// A planned buffer of `size` bytes of `buft`, holding `usage`.
     pub fn shared(buft: Arc<dyn BufferType>, size: usize, usage: BufferUsage) -> Arc<dyn Buffer> {
         Arc::new(PlannedBuffer {
-            buft,
-            size,
-            usage: UsageCell::new(usage),
+            common: BufferCommon::new(buft, size, usage),
         })
     }
 
     fn no_memory(&self, what: &str) -> Error {
         Error::Invalid(format!(
             "{what} a planned {} buffer of {} bytes: it only plans memory and holds none",
-            self.buft.name(),
-            self.size
+            self.common.buft().name(),
+            self.common.size()
         ))
     }
 }
 
 impl Buffer for PlannedBuffer {
-    fn buffer_type(&self) -> Arc<dyn BufferType> {
-        self.buft.clone()
-    }
-    fn size(&self) -> usize {
-        self.size
-    }
-    fn base(&self) -> Option<NonNull<u8>> {
-        None
-    }
-    fn usage(&self) -> BufferUsage {
-        self.usage.get()
-    }
-    fn set_usage(&self, usage: BufferUsage) {
-        self.usage.set(usage);
+    fn common(&self) -> &BufferCommon {
+        &self.common
     }
     fn set_tensor(&self, _offset: usize, _data: &[u8]) -> Result<()> {
         Err(self.no_memory("writing to"))

@@ -39,6 +39,16 @@ pub fn mul_mat_check(ty: Type) -> Check {
     }
 }
 
+/// The check of a copy that quantizes floats to `ty`: exact, but for
+/// Q8_0, checked within an NMSE of 1e-5.
+pub fn quantizing_copy_check(ty: Type) -> Check {
+    if ty == Type::Q8_0 {
+        Check::Nmse(1e-5)
+    } else {
+        Check::Exact
+    }
+}
+
 /// Every case of the suite.
 pub fn cases() -> Vec<Case> {
     let mut v = Vec::new();
@@ -137,14 +147,9 @@ fn copy_cases(v: &mut Vec<Case>) {
         Type::IQ4_NL,
         Type::Q8_0,
     ] {
-        let check = if ty == Type::Q8_0 {
-            Check::Nmse(1e-5)
-        } else {
-            Check::Exact
-        };
         v.push(Case::new(
             format!("CPY F32->{ty} [64,3,2] permuted source"),
-            check,
+            quantizing_copy_check(ty),
             move |c| {
                 let x = c.permuted("x", Type::F32, &[64, 3, 2], [0, 2, 1, 3])?;
                 let d = c.rand("dst", ty, &[64, 3, 2]);
@@ -161,15 +166,12 @@ fn copy_cases(v: &mut Vec<Case>) {
             c.g.cont_shape(x, &[512, 2])
         },
     ));
-    v.push(Case::new(
+    v.push(Case::copy(
         "CPY Q8_0->F32 [96,5] (dequantize)",
         Check::Exact,
-        |c| {
-            let x = c.rand("x", Type::Q8_0, &[96, 5]);
-            let d = c.rand("dst", Type::F32, &[96, 5]);
-            c.g.cpy(x, d)?;
-            Ok(d)
-        },
+        Type::Q8_0,
+        Type::F32,
+        &[96, 5],
     ));
 }
 
@@ -342,22 +344,7 @@ fn rows_index_cases(v: &mut Vec<Case>) {
         (Type::Q8_0, Type::I64),
         (Type::Q4_0, Type::I32),
     ] {
-        let check = if dty == Type::Q8_0 {
-            Check::Nmse(1e-5)
-        } else {
-            Check::Exact
-        };
-        v.push(Case::new(
-            format!("SET_ROWS F32 [64,5,2] into {dty} [64,12,2] by {ity} [5,2]"),
-            check,
-            move |c| {
-                let dst = c.rand("dst", dty, &[64, 12, 2]);
-                let src = c.rand("src", Type::F32, &[64, 5, 2]);
-                let idx = c.input("idx", ity, &[5, 2], Fill::Distinct(12));
-                c.g.set_rows(dst, src, idx)?;
-                Ok(dst)
-            },
-        ));
+        v.push(Case::set_rows(dty, ity, [64, 5, 2], 12));
     }
     v.push(Case::new(
         "SET_ROWS F32 permuted src [32,3,4] into F16 [32,9,4] by I64 [3,1] (broadcast)",

@@ -8,7 +8,7 @@
 
 use super::blocks::{BlockIq4Nl, BlockIq4Xs, QK_K};
 use super::fp::{f2h, h2f, nearest_int, signed_absmax};
-use super::search::{best_index_int8, GROUP_MAX_EPS};
+use super::search::{best_index_int8, group_scales, GROUP_MAX_EPS};
 use super::tables::KVALUES_IQ4NL;
 
 /// Scale trials on each side of the first estimate.
@@ -99,16 +99,7 @@ impl BlockIq4Xs {
     /// ggml's IQ4_XS quantizer for one super-block (as `quantize_iq4_xs` without weights).
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let mut l = [0u8; QK_K];
-        let mut scales = [0f32; 8];
-        let (mut max_scale, mut amax_scale) = (0f32, 0f32);
-        for ib in 0..8 {
-            let d = search_group(&x[32 * ib..32 * ib + 32], &mut l[32 * ib..32 * ib + 32]);
-            scales[ib] = d;
-            if d.abs() > amax_scale {
-                amax_scale = d.abs();
-                max_scale = d;
-            }
-        }
+        let (scales, max_scale, _) = group_scales::<_, 8, 32>(x, &mut l, search_group);
         let d = -max_scale / 32.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let mut scales_h = 0u16;

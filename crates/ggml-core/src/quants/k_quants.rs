@@ -6,7 +6,9 @@
 
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
 use super::fp::{f2h, h2f, nearest_int, signed_absmax};
-use super::search::{make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS};
+use super::search::{
+    group_scales, make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS,
+};
 
 /// Unpacks the 6-bit scale and min of group `j` (0..8) of Q4_K / Q5_K.
 #[inline]
@@ -104,25 +106,8 @@ impl BlockQ2K {
             use_mad: true,
         };
         let mut l = [0u8; QK_K];
-        let mut scales = [0f32; 16];
-        let mut mins = [0f32; 16];
-        let (mut max_scale, mut max_min) = (0f32, 0f32);
-        for j in 0..16 {
-            let xs = &x[16 * j..16 * j + 16];
-            let mut w = [0f32; 16];
-            for (w, v) in w.iter_mut().zip(xs) {
-                *w = v.abs();
-            }
-            let (s, m) = make_qkx2_quants(&p, xs, &w, &mut l[16 * j..16 * j + 16]);
-            scales[j] = s;
-            mins[j] = m;
-            if s > max_scale {
-                max_scale = s;
-            }
-            if m > max_min {
-                max_min = m;
-            }
-        }
+        let (scales, mins, max_scale, max_min) =
+            qkx2_groups::<16, 16>(&p, x, |xs| std::array::from_fn(|i| xs[i].abs()), &mut l);
         let mut sc = [0u8; 16];
         let d = if max_scale > 0.0 {
             let iscale = Q4SCALE / max_scale;
@@ -178,16 +163,8 @@ impl BlockQ3K {
     /// ggml's `quantize_row_q3_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let mut l = [0i8; QK_K];
-        let mut scales = [0f32; 16];
-        let (mut max_scale, mut amax) = (0f32, 0f32);
-        for j in 0..16 {
-            scales[j] = make_q3_quants(4, &x[16 * j..16 * j + 16], &mut l[16 * j..16 * j + 16]);
-            let s = scales[j].abs();
-            if s > amax {
-                amax = s;
-                max_scale = scales[j];
-            }
-        }
+        let (scales, max_scale, _) =
+            group_scales::<_, 16, 16>(x, &mut l, |x, l| make_q3_quants(4, x, l));
         let mut sc = [0u8; 12];
         let d = if max_scale != 0.0 {
             let iscale = -32.0 / max_scale;
@@ -206,15 +183,7 @@ impl BlockQ3K {
             f2h(0.0)
         };
         let group = q3k_scales(&sc);
-        for j in 0..16 {
-            let dl = h2f(d) * f32::from(group[j]);
-            if dl == 0.0 {
-                continue;
-            }
-            for i in 16 * j..16 * j + 16 {
-                l[i] = (nearest_int(x[i] / dl).clamp(-4, 3) + 4) as i8;
-            }
-        }
+        requantize_16s(x, h2f(d), &group, 4, &mut l);
         let mut hmask = [0u8; QK_K / 8];
         let mut low = [0u8; QK_K];
         for j in 0..QK_K {
@@ -253,6 +222,49 @@ impl BlockQ3K {
     }
 }
 
+/// Quantizes again the 16 groups of 16 of a Q3_K / Q6_K super-block under
+/// their stored scales `d * group[j]`: levels `-half..half`, kept offset by
+/// `half`. A group whose scale is 0 keeps the levels it had.
+fn requantize_16s(x: &[f32], d: f32, group: &[i8; 16], half: i32, l: &mut [i8; QK_K]) {
+    for j in 0..16 {
+        let dl = d * f32::from(group[j]);
+        if dl == 0.0 {
+            continue;
+        }
+        for i in 16 * j..16 * j + 16 {
+            l[i] = (nearest_int(x[i] / dl).clamp(-half, half - 1) + half) as i8;
+        }
+    }
+}
+
+/// The scales and mins that `make_qkx2_quants` finds for the `G` groups of
+/// `S` weights of a super-block (each group's weights from `weights`), and
+/// the largest of each; the levels go to `l`. Q2_K and Q4_K / Q5_K differ
+/// only in the group size and the weights.
+fn qkx2_groups<const G: usize, const S: usize>(
+    p: &Qkx2,
+    x: &[f32],
+    weights: impl Fn(&[f32]) -> [f32; S],
+    l: &mut [u8; QK_K],
+) -> ([f32; G], [f32; G], f32, f32) {
+    let mut scales = [0f32; G];
+    let mut mins = [0f32; G];
+    let (mut max_scale, mut max_min) = (0f32, 0f32);
+    for j in 0..G {
+        let xs = &x[S * j..S * j + S];
+        let (s, m) = make_qkx2_quants(p, xs, &weights(xs), &mut l[S * j..S * j + S]);
+        scales[j] = s;
+        mins[j] = m;
+        if s > max_scale {
+            max_scale = s;
+        }
+        if m > max_min {
+            max_min = m;
+        }
+    }
+    (scales, mins, max_scale, max_min)
+}
+
 /// Scales, mins and levels of the Q4_K / Q5_K reference quantizer.
 fn quantize_qkx_sb(
     x: &[f32],
@@ -268,30 +280,15 @@ fn quantize_qkx_sb(
         use_mad: false,
     };
     let mut l = [0u8; QK_K];
-    let mut scales = [0f32; 8];
-    let mut mins = [0f32; 8];
-    let (mut max_scale, mut max_min) = (0f32, 0f32);
-    for j in 0..8 {
-        let xs = &x[32 * j..32 * j + 32];
+    let weights = |xs: &[f32]| {
         let mut sum_x2 = 0f32;
         for &v in xs {
             sum_x2 += v * v;
         }
         let av_x = (sum_x2 / 32.0).sqrt();
-        let mut w = [0f32; 32];
-        for (w, v) in w.iter_mut().zip(xs) {
-            *w = av_x + v.abs();
-        }
-        let (s, m) = make_qkx2_quants(&p, xs, &w, &mut l[32 * j..32 * j + 32]);
-        scales[j] = s;
-        mins[j] = m;
-        if s > max_scale {
-            max_scale = s;
-        }
-        if m > max_min {
-            max_min = m;
-        }
-    }
+        std::array::from_fn(|i| av_x + xs[i].abs())
+    };
+    let (scales, mins, max_scale, max_min) = qkx2_groups::<8, 32>(&p, x, weights, &mut l);
     let inv_scale = if max_scale > 0.0 {
         63.0 / max_scale
     } else {
@@ -407,16 +404,8 @@ impl BlockQ6K {
     /// ggml's `quantize_row_q6_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let mut l = [0i8; QK_K];
-        let mut scales = [0f32; 16];
-        let (mut max_scale, mut max_abs_scale) = (0f32, 0f32);
-        for ib in 0..16 {
-            let s = make_qx_quants(32, &x[16 * ib..16 * ib + 16], &mut l[16 * ib..16 * ib + 16]);
-            scales[ib] = s;
-            if s.abs() > max_abs_scale {
-                max_abs_scale = s.abs();
-                max_scale = s;
-            }
-        }
+        let (scales, max_scale, max_abs_scale) =
+            group_scales::<_, 16, 16>(x, &mut l, |x, l| make_qx_quants(32, x, l));
         if max_abs_scale < GROUP_MAX_EPS {
             return Self {
                 ql: [0; QK_K / 2],
@@ -431,15 +420,7 @@ impl BlockQ6K {
         for ib in 0..16 {
             sc[ib] = nearest_int(iscale * scales[ib]).min(127) as i8;
         }
-        for j in 0..16 {
-            let dl = h2f(d) * f32::from(sc[j]);
-            if dl == 0.0 {
-                continue;
-            }
-            for i in 16 * j..16 * j + 16 {
-                l[i] = (nearest_int(x[i] / dl).clamp(-32, 31) + 32) as i8;
-            }
-        }
+        requantize_16s(x, h2f(d), &sc, 32, &mut l);
         let mut ql = [0u8; QK_K / 2];
         let mut qh = [0u8; QK_K / 4];
         for (c, j) in (0..QK_K).step_by(128).enumerate() {

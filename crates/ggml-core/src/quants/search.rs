@@ -10,16 +10,47 @@ use super::fp::{nearest_int, signed_absmax};
 /// Groups whose largest magnitude is below this are quantized to zero.
 pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
 
+/// The scales that `quant` finds for the `G` groups of `S` weights of a
+/// super-block (it writes each group's levels into its part of `l`), with
+/// the scale of largest magnitude (the first of equal ones) and that
+/// magnitude.
+pub(crate) fn group_scales<T, const G: usize, const S: usize>(
+    x: &[f32],
+    l: &mut [T],
+    quant: impl Fn(&[f32], &mut [T]) -> f32,
+) -> ([f32; G], f32, f32) {
+    let mut scales = [0f32; G];
+    let (mut max_scale, mut amax) = (0f32, 0f32);
+    for j in 0..G {
+        let s = quant(&x[S * j..S * j + S], &mut l[S * j..S * j + S]);
+        scales[j] = s;
+        if s.abs() > amax {
+            amax = s.abs();
+            max_scale = s;
+        }
+    }
+    (scales, max_scale, amax)
+}
+
+/// The signed largest value of a group (as `signed_absmax`), or `None`,
+/// with the group's levels in `out` zeroed, when its largest magnitude is
+/// below [`GROUP_MAX_EPS`].
+fn group_max(x: &[f32], out: &mut [i8]) -> Option<f32> {
+    let (max, amax) = signed_absmax(x);
+    if amax < GROUP_MAX_EPS {
+        out[..x.len()].fill(0);
+        return None;
+    }
+    Some(max)
+}
+
 /// Symmetric quantization of `x` to levels `-nmax..nmax` with a scale search
 /// weighted by `x^2` (ggml's `make_qx_quants`, rmse_type 1, no importance
 /// weights). Writes `l + nmax` into `out` and returns the scale.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
-    let n = x.len();
-    let (max, amax) = signed_absmax(x);
-    if amax < GROUP_MAX_EPS {
-        out[..n].fill(0);
+    let Some(max) = group_max(x, out) else {
         return 0.0;
-    }
+    };
     let quant = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
 
     let mut iscale = -(nmax as f32) / max;
@@ -60,12 +91,9 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
 /// Symmetric 3-bit quantization with iterative refinement of single levels
 /// (ggml's `make_q3_quants` with `do_rmse`). Writes `l + nmax` into `out`.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
-    let n = x.len();
-    let (max, amax) = signed_absmax(x);
-    if amax < GROUP_MAX_EPS {
-        out[..n].fill(0);
+    let Some(max) = group_max(x, out) else {
         return 0.0;
-    }
+    };
     let iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0f32, 0f32);
     for (o, &v) in out.iter_mut().zip(x) {
@@ -100,7 +128,7 @@ pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
             break;
         }
     }
-    for o in out[..n].iter_mut() {
+    for o in out[..x.len()].iter_mut() {
         *o += nmax as i8;
     }
     if suml2 > 0.0 {

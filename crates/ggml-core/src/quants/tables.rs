@@ -39,41 +39,24 @@ const IQ3XXS_LEVELS: [u8; 8] = [0x04, 0x0c, 0x14, 0x1c, 0x24, 0x2c, 0x34, 0x3e];
 /// Levels of the IQ3_S grid.
 const IQ3S_LEVELS: [u8; 8] = [0x01, 0x03, 0x05, 0x07, 0x09, 0x0b, 0x0d, 0x0f];
 
-const fn expand8<const N: usize>(packed: &[u16; N]) -> [[u8; 8]; N] {
-    let mut t = [[0u8; 8]; N];
-    let mut i = 0;
-    while i < N {
-        let mut k = 0;
-        while k < 8 {
-            t[i][k] = IQ2_LEVELS[((packed[i] >> (2 * k)) & 3) as usize];
-            k += 1;
-        }
-        i += 1;
-    }
-    t
-}
+/// The values of IQ1's 2-bit coordinates: -1, 0, 1 (and 2, which the
+/// grid does not use).
+const IQ1_LEVELS: [i8; 4] = [-1, 0, 1, 2];
 
-const fn expand4<const N: usize>(packed: &[u16; N], levels: &[u8; 8]) -> [[u8; 4]; N] {
-    let mut t = [[0u8; 4]; N];
+/// Grid points of `W` coordinates from their packed `u16`s: coordinate `k`
+/// of point `i` is `levels[(packed[i] >> (stride * k)) & mask]`.
+const fn expand<T: Copy, const N: usize, const W: usize>(
+    packed: &[u16; N],
+    levels: &[T],
+    stride: usize,
+    mask: u16,
+) -> [[T; W]; N] {
+    let mut t = [[levels[0]; W]; N];
     let mut i = 0;
     while i < N {
         let mut k = 0;
-        while k < 4 {
-            t[i][k] = levels[((packed[i] >> (4 * k)) & 7) as usize];
-            k += 1;
-        }
-        i += 1;
-    }
-    t
-}
-
-const fn expand_ternary<const N: usize>(packed: &[u16; N]) -> [[i8; 8]; N] {
-    let mut t = [[0i8; 8]; N];
-    let mut i = 0;
-    while i < N {
-        let mut k = 0;
-        while k < 8 {
-            t[i][k] = ((packed[i] >> (2 * k)) & 3) as i8 - 1;
+        while k < W {
+            t[i][k] = levels[((packed[i] >> (stride * k)) & mask) as usize];
             k += 1;
         }
         i += 1;
@@ -82,17 +65,17 @@ const fn expand_ternary<const N: usize>(packed: &[u16; N]) -> [[i8; 8]; N] {
 }
 
 /// IQ2_XXS grid: 256 points of 8 magnitudes.
-pub static IQ2XXS_GRID: [[u8; 8]; 256] = expand8(&IQ2XXS_PACKED);
+pub static IQ2XXS_GRID: [[u8; 8]; 256] = expand(&IQ2XXS_PACKED, &IQ2_LEVELS, 2, 3);
 /// IQ2_XS grid: 512 points of 8 magnitudes.
-pub static IQ2XS_GRID: [[u8; 8]; 512] = expand8(&IQ2XS_PACKED);
+pub static IQ2XS_GRID: [[u8; 8]; 512] = expand(&IQ2XS_PACKED, &IQ2_LEVELS, 2, 3);
 /// IQ2_S grid: 1024 points of 8 magnitudes.
-pub static IQ2S_GRID: [[u8; 8]; 1024] = expand8(&IQ2S_PACKED);
+pub static IQ2S_GRID: [[u8; 8]; 1024] = expand(&IQ2S_PACKED, &IQ2_LEVELS, 2, 3);
 /// IQ3_XXS grid: 256 points of 4 magnitudes.
-pub static IQ3XXS_GRID: [[u8; 4]; 256] = expand4(&IQ3XXS_PACKED, &IQ3XXS_LEVELS);
+pub static IQ3XXS_GRID: [[u8; 4]; 256] = expand(&IQ3XXS_PACKED, &IQ3XXS_LEVELS, 4, 7);
 /// IQ3_S grid: 512 points of 4 magnitudes.
-pub static IQ3S_GRID: [[u8; 4]; 512] = expand4(&IQ3S_PACKED, &IQ3S_LEVELS);
+pub static IQ3S_GRID: [[u8; 4]; 512] = expand(&IQ3S_PACKED, &IQ3S_LEVELS, 4, 7);
 /// IQ1_S / IQ1_M grid: 2048 points of 8 values in {-1, 0, 1}.
-pub static IQ1S_GRID: [[i8; 8]; 2048] = expand_ternary(&IQ1S_PACKED);
+pub static IQ1S_GRID: [[i8; 8]; 2048] = expand(&IQ1S_PACKED, &IQ1_LEVELS, 2, 3);
 
 #[cfg(test)]
 mod tests {

@@ -15,6 +15,18 @@ use crate::convert;
 use crate::simd::{self, Kernels};
 use crate::tensor::View;
 
+/// FLASH_ATTN_EXT's numbers as both algorithms apply them.
+#[derive(Clone, Copy)]
+pub(crate) struct Params {
+    /// The scale of `q . k`, already divided by `softcap` when there is one
+    /// (the scores are `softcap * tanh(scale * q . k)`).
+    pub scale: f32,
+    /// ALiBi's maximum bias (0: none).
+    pub max_bias: f32,
+    /// The soft cap of the scores (0: none).
+    pub softcap: f32,
+}
+
 /// Attention of every query row: result [d_v, n_head, n_q, ne3].
 pub(crate) fn flash_attn_ext(
     ctx: &NodeCtx<'_>,
@@ -22,9 +34,18 @@ pub(crate) fn flash_attn_ext(
     max_bias: f32,
     softcap: f32,
 ) -> Result<()> {
+    let p = Params {
+        scale: if softcap != 0.0 {
+            scale / softcap
+        } else {
+            scale
+        },
+        max_bias,
+        softcap,
+    };
     let (q, k, v, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
     if flash_attn_tiled::applies(q, k, v) {
-        return flash_attn_tiled::flash_attn_tiled(ctx, scale, max_bias, softcap);
+        return flash_attn_tiled::flash_attn_tiled(ctx, p);
     }
     let mask = ctx.src.get(3);
     let att = OneQuery {
@@ -35,13 +56,9 @@ pub(crate) fn flash_attn_ext(
         n_head: q.ne[2],
         rk2: q.ne[2] / k.ne[2],
         rk3: q.ne[3] / k.ne[3],
-        scale: if softcap != 0.0 {
-            scale / softcap
-        } else {
-            scale
-        },
-        max_bias,
-        softcap,
+        scale: p.scale,
+        max_bias: p.max_bias,
+        softcap: p.softcap,
         kern: simd::kernels(),
     };
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);

@@ -13,6 +13,7 @@
 use ggml_core::{Result, Type};
 
 use super::alibi_slope;
+use super::flash_attn::Params;
 use crate::compute::{par_rows, NodeCtx};
 use crate::simd;
 use crate::tensor::View;
@@ -30,21 +31,16 @@ pub(crate) fn applies(q: &View, k: &View, v: &View) -> bool {
 }
 
 /// Attention of every query row: result [d_v, n_head, n_q, ne3].
-pub(crate) fn flash_attn_tiled(
-    ctx: &NodeCtx<'_>,
-    scale: f32,
-    max_bias: f32,
-    softcap: f32,
-) -> Result<()> {
+pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
+    let Params {
+        scale,
+        max_bias,
+        softcap,
+    } = p;
     let (q, k, v, d) = (&ctx.src[0], &ctx.src[1], &ctx.src[2], &ctx.dst);
     let mask = ctx.src.get(3);
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
     let (n_q, n_head, ne3) = (q.ne[1], q.ne[2], q.ne[3]);
-    let scale = if softcap != 0.0 {
-        scale / softcap
-    } else {
-        scale
-    };
     let kern = simd::kernels();
     let q_tiles = n_q.div_ceil(Q_TILE);
     // One task unit per (query tile, head, batch).

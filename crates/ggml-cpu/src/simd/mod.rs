@@ -51,6 +51,35 @@ pub(crate) const MAX_ROWS: usize = 4;
 /// partner values.
 pub(crate) type DotFn = fn(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]);
 
+/// Numbers a [`DotFn`] reads as bytes: no padding, every bit pattern a value.
+pub(crate) trait PlainFloat: Copy {}
+impl PlainFloat for f32 {}
+impl PlainFloat for f16 {}
+
+/// `x . y` over the shorter length through `row`, the [`DotFn`] of `T`'s
+/// type, as one row against one column: how a vector path gives its plain
+/// `dot_f32` / `dot_f16` the same bits as its row kernel.
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "aarch64")),
+    allow(dead_code)
+)]
+#[inline]
+pub(crate) fn dot_by_row<T: PlainFloat>(x: &[T], y: &[T], row: DotFn) -> f32 {
+    let n = x.len().min(y.len());
+    let len = n * std::mem::size_of::<T>();
+    // SAFETY: slices of plain numbers (no padding) viewed as their bytes,
+    // same lifetime and length.
+    let (xb, yb) = unsafe {
+        (
+            std::slice::from_raw_parts(x.as_ptr() as *const u8, len),
+            std::slice::from_raw_parts(y.as_ptr() as *const u8, len),
+        )
+    };
+    let mut out = [0f32];
+    row(n, &[xb], &[yb], &mut out);
+    out[0]
+}
+
 /// The partner type activations are converted to before a dot product with
 /// a row of `ty` (as ggml's `vec_dot_type`).
 pub(crate) fn vec_dot_type(ty: Type) -> Option<Type> {

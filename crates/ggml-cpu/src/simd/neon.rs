@@ -73,17 +73,7 @@ fn f32_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {
 }
 
 fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    // SAFETY: f32 slices viewed as their bytes, same lifetime and length.
-    let (xb, yb) = unsafe {
-        (
-            std::slice::from_raw_parts(x.as_ptr() as *const u8, 4 * n),
-            std::slice::from_raw_parts(y.as_ptr() as *const u8, 4 * n),
-        )
-    };
-    let mut out = [0f32];
-    f32_row(n, &[xb], &[yb], &mut out);
-    out[0]
+    super::dot_by_row(x, y, f32_row)
 }
 
 // ------------------------------------------------------ 32-blocks x Q8_0

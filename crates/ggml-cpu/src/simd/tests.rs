@@ -128,37 +128,46 @@ fn scalar_kernels_equal_the_reference_vec_dot() {
     }
 }
 
-#[test]
-fn tiles_do_not_change_results() {
+/// Runs `f` on every vector level, type of [`TYPES`] and length of
+/// [`lengths`], with the weight rows and activation columns of
+/// [`setup`] (seeded `seed + n`).
+fn each_row_set(seed: u64, mut f: impl FnMut(Isa, Type, usize, &[Vec<u8>], &[Vec<u8>])) {
     for isa in available_isas() {
         for &ty in TYPES {
             for n in lengths(ty) {
-                let (xs, ys) = setup(ty, n, 5 + n as u64, false);
-                let all = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
-                for rows in [1, MAX_ROWS] {
-                    for cols in 1..=MAX_COLS {
-                        let some = run(ty, isa, n, &xs, &ys, rows, cols);
-                        for r in 0..rows {
-                            for c in 0..cols {
-                                assert_eq!(
-                                    some[r][c].to_bits(),
-                                    all[r][c].to_bits(),
-                                    "{ty} {isa:?} n={n} tile {rows}x{cols} ({r},{c})"
-                                );
-                            }
-                        }
-                    }
-                }
-                // A single row other than the first, alone.
-                let one = run(ty, isa, n, &xs[2..], &ys[1..], 1, 1);
-                assert_eq!(
-                    one[0][0].to_bits(),
-                    all[2][1].to_bits(),
-                    "{ty} {isa:?} n={n} row 2 alone"
-                );
+                let (xs, ys) = setup(ty, n, seed + n as u64, false);
+                f(isa, ty, n, &xs, &ys);
             }
         }
     }
+}
+
+#[test]
+fn tiles_do_not_change_results() {
+    each_row_set(5, |isa, ty, n, xs, ys| {
+        let all = run(ty, isa, n, xs, ys, MAX_ROWS, MAX_COLS);
+        for rows in [1, MAX_ROWS] {
+            for cols in 1..=MAX_COLS {
+                let some = run(ty, isa, n, xs, ys, rows, cols);
+                for r in 0..rows {
+                    for c in 0..cols {
+                        assert_eq!(
+                            some[r][c].to_bits(),
+                            all[r][c].to_bits(),
+                            "{ty} {isa:?} n={n} tile {rows}x{cols} ({r},{c})"
+                        );
+                    }
+                }
+            }
+        }
+        // A single row other than the first, alone.
+        let one = run(ty, isa, n, &xs[2..], &ys[1..], 1, 1);
+        assert_eq!(
+            one[0][0].to_bits(),
+            all[2][1].to_bits(),
+            "{ty} {isa:?} n={n} row 2 alone"
+        );
+    });
 }
 
 #[test]
@@ -194,30 +203,25 @@ fn vector_paths_are_bit_exact_on_integer_sums() {
 
 #[test]
 fn vector_paths_match_scalar_within_rounding() {
-    for isa in available_isas() {
-        for &ty in TYPES {
-            for n in lengths(ty) {
-                let (xs, ys) = setup(ty, n, 17 + n as u64, false);
-                let want = run(ty, Isa::Scalar, n, &xs, &ys, MAX_ROWS, MAX_COLS);
-                let got = run(ty, isa, n, &xs, &ys, MAX_ROWS, MAX_COLS);
-                let vt = super::vec_dot_type(ty).unwrap();
-                for (r, x) in xs.iter().enumerate() {
-                    let mut xf = vec![0f32; n];
-                    convert::to_f32(ty, x, &mut xf).unwrap();
-                    for (c, y) in ys.iter().enumerate() {
-                        let tol = 2e-6 * magnitude(&xf, vt, y) + 1e-6;
-                        let err = f64::from((got[r][c] - want[r][c]).abs());
-                        assert!(
-                            err <= tol,
-                            "{ty} {isa:?} n={n} ({r},{c}): {} vs {} (tol {tol:e})",
-                            got[r][c],
-                            want[r][c]
-                        );
-                    }
-                }
+    each_row_set(17, |isa, ty, n, xs, ys| {
+        let want = run(ty, Isa::Scalar, n, xs, ys, MAX_ROWS, MAX_COLS);
+        let got = run(ty, isa, n, xs, ys, MAX_ROWS, MAX_COLS);
+        let vt = super::vec_dot_type(ty).unwrap();
+        for (r, x) in xs.iter().enumerate() {
+            let mut xf = vec![0f32; n];
+            convert::to_f32(ty, x, &mut xf).unwrap();
+            for (c, y) in ys.iter().enumerate() {
+                let tol = 2e-6 * magnitude(&xf, vt, y) + 1e-6;
+                let err = f64::from((got[r][c] - want[r][c]).abs());
+                assert!(
+                    err <= tol,
+                    "{ty} {isa:?} n={n} ({r},{c}): {} vs {} (tol {tol:e})",
+                    got[r][c],
+                    want[r][c]
+                );
             }
         }
-    }
+    });
 }
 
 #[test]

@@ -108,15 +108,8 @@ fn run() -> Result<(), String> {
     ggml_vulkan::register();
     ggml_cpu::register();
     if args.list {
-        for d in registry::devices() {
-            let (free, total) = d.memory();
-            println!(
-                "{}: {} ({} MiB, {} MiB free)",
-                d.name(),
-                d.description(),
-                total >> 20,
-                free >> 20
-            );
+        for line in registry::device_lines() {
+            println!("{line}");
         }
         return Ok(());
     }

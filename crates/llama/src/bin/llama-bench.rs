@@ -106,10 +106,7 @@ fn run() -> Result<()> {
     let mut n_cpu_moe = 0usize;
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .ok_or_else(|| LlamaError::InvalidParam(format!("{a} needs a value")))
-        };
+        let mut val = || llama::cli::flag_value(&mut it, &a);
         match a.as_str() {
             "-m" | "--model" => models.extend(val()?.split(',').map(String::from)),
             "-p" | "--n-prompt" => pp = list(&a, &val()?)?,
@@ -150,11 +147,7 @@ fn run() -> Result<()> {
                 println!("{HELP}");
                 return Ok(());
             }
-            _ => {
-                return Err(LlamaError::InvalidParam(format!(
-                    "unknown argument: {a} (see --help)"
-                )))
-            }
+            _ => return Err(llama::cli::unknown_argument(&a)),
         }
     }
     if models.is_empty() {

@@ -214,19 +214,22 @@ fn print_perf(model: &Model, ctx: &Context, total: std::time::Duration, n_past: 
         "llama_perf_context_print:        load time = {:10.2} ms",
         ms(model.load_time)
     );
+    // Milliseconds per token and tokens per second of `n` tokens in `d`.
+    let rates = |d: std::time::Duration, n: usize| {
+        let per_token = ms(d) / n.max(1) as f64;
+        (per_token, n as f64 / d.as_secs_f64().max(1e-9))
+    };
+    let (prompt_ms, prompt_tps) = rates(p.t_prompt, p.n_prompt);
     llama::info!(
-        "llama_perf_context_print: prompt eval time = {:10.2} ms / {:5} tokens ({:8.2} ms per token, {:8.2} tokens per second)",
+        "llama_perf_context_print: prompt eval time = {:10.2} ms / {:5} tokens ({prompt_ms:8.2} ms per token, {prompt_tps:8.2} tokens per second)",
         ms(p.t_prompt),
         p.n_prompt,
-        ms(p.t_prompt) / p.n_prompt.max(1) as f64,
-        p.n_prompt as f64 / p.t_prompt.as_secs_f64().max(1e-9)
     );
+    let (eval_ms, eval_tps) = rates(p.t_eval, p.n_eval);
     llama::info!(
-        "llama_perf_context_print:        eval time = {:10.2} ms / {:5} runs   ({:8.2} ms per token, {:8.2} tokens per second)",
+        "llama_perf_context_print:        eval time = {:10.2} ms / {:5} runs   ({eval_ms:8.2} ms per token, {eval_tps:8.2} tokens per second)",
         ms(p.t_eval),
         p.n_eval,
-        ms(p.t_eval) / p.n_eval.max(1) as f64,
-        p.n_eval as f64 / p.t_eval.as_secs_f64().max(1e-9)
     );
     llama::info!(
         "llama_perf_context_print:       total time = {:10.2} ms / {:5} tokens",

@@ -74,11 +74,5 @@ fn run() -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run() {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("error: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    llama::cli::exit_code(run())
 }

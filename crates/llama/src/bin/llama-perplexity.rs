@@ -26,18 +26,12 @@ fn run() -> Result<()> {
     while let Some(a) = rest.next() {
         match a.as_str() {
             "--chunks" => {
-                let v = rest
-                    .next()
-                    .ok_or_else(|| LlamaError::InvalidParam("--chunks needs a value".into()))?;
+                let v = llama::cli::flag_value(&mut rest, &a)?;
                 n_chunks = v
                     .parse()
                     .map_err(|_| LlamaError::InvalidParam(format!("invalid --chunks '{v}'")))?;
             }
-            _ => {
-                return Err(LlamaError::InvalidParam(format!(
-                    "unknown argument: {a} (see --help)"
-                )))
-            }
+            _ => return Err(llama::cli::unknown_argument(&a)),
         }
     }
     let path = args.model_path()?.to_string();

@@ -19,10 +19,7 @@ fn run() -> Result<()> {
     let (mut ids, mut no_bos, mut parse_special, mut show_count) = (false, false, true, false);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
-        let mut val = || {
-            it.next()
-                .ok_or_else(|| LlamaError::InvalidParam(format!("{a} needs a value")))
-        };
+        let mut val = || llama::cli::flag_value(&mut it, &a);
         match a.as_str() {
             "-m" | "--model" => model_path = Some(val()?),
             "-p" | "--prompt" => text = Some(val()?),
@@ -52,11 +49,7 @@ fn run() -> Result<()> {
                 println!("{HELP}");
                 return Ok(());
             }
-            _ => {
-                return Err(LlamaError::InvalidParam(format!(
-                    "unknown argument: {a} (see --help)"
-                )))
-            }
+            _ => return Err(llama::cli::unknown_argument(&a)),
         }
     }
     let path = model_path

@@ -229,6 +229,21 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// On the last layer, [`Self::out_rows`] of a block's output `cur` and
+    /// of the residual stream it is added to; on the others both as they are.
+    pub fn last_layer_rows(
+        &mut self,
+        il: usize,
+        cur: TensorId,
+        residual: TensorId,
+    ) -> Result<(TensorId, TensorId)> {
+        if il + 1 == self.hp.n_layer {
+            Ok((self.out_rows(cur)?, self.out_rows(residual)?))
+        } else {
+            Ok((cur, residual))
+        }
+    }
+
     /// Output norm and projection, with optional final soft-capping
     /// (`tanh(x / c) * c`). Returns (logits, normed hidden state).
     pub fn output_head(&mut self, x: TensorId, softcap: f32) -> Result<(TensorId, TensorId)> {

@@ -32,12 +32,8 @@ impl Builder<'_> {
         qkv.k = self.rope(qkv.k, il)?;
         qkv.q = self.g.scale(q, hp.f_attention_scale)?;
         let attn = self.attention(qkv, il, 1.0, hp.f_attn_logit_softcapping)?;
-        let mut cur = self.attn_out(attn, il)?;
-        let mut x = x;
-        if il == hp.n_layer - 1 {
-            cur = self.out_rows(cur)?;
-            x = self.out_rows(x)?;
-        }
+        let cur = self.attn_out(attn, il)?;
+        let (cur, x) = self.last_layer_rows(il, cur, x)?;
         let cur = self.rms_norm(cur, AttnPostNorm, il)?;
         Ok(self.g.add_op(cur, x)?)
     }

@@ -75,12 +75,8 @@ pub fn decoder(b: &mut Builder<'_>, qk_norm: bool) -> Result<(TensorId, TensorId
         qkv.q = b.rope(qkv.q, il)?;
         qkv.k = b.rope(qkv.k, il)?;
         let attn = b.attention(qkv, il, scale, 0.0)?;
-        let mut cur = b.attn_out(attn, il)?;
-        let mut inp_sa = inp_l;
-        if il == hp.n_layer - 1 {
-            cur = b.out_rows(cur)?;
-            inp_sa = b.out_rows(inp_sa)?;
-        }
+        let cur = b.attn_out(attn, il)?;
+        let (cur, inp_sa) = b.last_layer_rows(il, cur, inp_l)?;
         let ffn_inp = b.g.add_op(cur, inp_sa)?;
         let x = b.rms_norm(ffn_inp, FfnNorm, il)?;
         let down = b.ffn(x, ffn, il)?;

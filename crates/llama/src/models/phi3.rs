@@ -47,12 +47,8 @@ fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         qkv.k = b.rope(qkv.k, il)?;
         qkv.q = b.g.scale(q, q_scale)?;
         let attn = b.attention(qkv, il, 1.0, 0.0)?;
-        let mut cur = b.attn_out(attn, il)?;
-        let mut residual = inp_l;
-        if il == hp.n_layer - 1 {
-            cur = b.out_rows(cur)?;
-            residual = b.out_rows(residual)?;
-        }
+        let cur = b.attn_out(attn, il)?;
+        let (cur, residual) = b.last_layer_rows(il, cur, inp_l)?;
         let ffn_inp = b.g.add_op(cur, residual)?;
         let x = b.rms_norm(ffn_inp, FfnNorm, il)?;
         let down = b.ffn(x, Ffn::SwigluFused, il)?;

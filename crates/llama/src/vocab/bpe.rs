@@ -7,10 +7,9 @@
 //! falls back to the tokens of its single bytes, where such tokens exist.
 
 use std::cmp::{Ordering, Reverse};
-use std::collections::BinaryHeap;
 
 use super::pretokenize::PreTokenizer;
-use super::symbols::{merge, split_utf8, Symbol};
+use super::symbols::{merge_by_priority, split_utf8};
 use super::{TokenId, Vocab};
 
 /// A merge candidate; ordered so that the max-heap pops the lowest rank,
@@ -58,42 +57,27 @@ fn merge_word(vocab: &Vocab, word: &[u8]) -> Vec<(usize, usize)> {
     }
     let mut symbols = split_utf8(word);
 
-    let mut queue = BinaryHeap::new();
-    let try_add = |symbols: &[Symbol],
-                   queue: &mut BinaryHeap<Bigram>,
-                   left: Option<usize>,
-                   right: Option<usize>| {
-        let (Some(left), Some(right)) = (left, right) else {
-            return;
-        };
-        let (l, r) = (symbols[left], symbols[right]);
-        let left_text = &word[l.start..l.start + l.n];
-        let right_text = &word[r.start..r.start + r.n];
-        if let Some(rank) = vocab.find_bpe_rank(left_text, right_text) {
-            queue.push(Bigram {
+    merge_by_priority(
+        &mut symbols,
+        |symbols, left, right| {
+            let (l, r) = (symbols[left], symbols[right]);
+            let left_text = &word[l.start..l.start + l.n];
+            let right_text = &word[r.start..r.start + r.n];
+            let rank = vocab.find_bpe_rank(left_text, right_text)?;
+            Some(Bigram {
                 key: Reverse((rank, left)),
                 right,
                 size: l.n + r.n,
-            });
-        }
-    };
-
-    for i in 1..symbols.len() {
-        try_add(&symbols, &mut queue, Some(i - 1), Some(i));
-    }
-
-    while let Some(bigram) = queue.pop() {
-        let Reverse((_, l)) = bigram.key;
-        let r = bigram.right;
-        // A live pair is still adjacent, so its text is unchanged exactly
-        // when its length is.
-        if symbols[l].n == 0 || symbols[r].n == 0 || symbols[l].n + symbols[r].n != bigram.size {
-            continue;
-        }
-        merge(&mut symbols, l, r);
-        try_add(&symbols, &mut queue, symbols[l].prev, Some(l));
-        try_add(&symbols, &mut queue, Some(l), symbols[l].next);
-    }
+            })
+        },
+        |symbols, bigram| {
+            let (Reverse((_, l)), r) = (bigram.key, bigram.right);
+            // A live pair is still adjacent, so its text is unchanged
+            // exactly when its length is.
+            let (nl, nr) = (symbols[l].n, symbols[r].n);
+            (nl != 0 && nr != 0 && nl + nr == bigram.size).then_some((l, r))
+        },
+    );
 
     symbols
         .iter()

@@ -349,33 +349,82 @@ fn whitespace_end(pos: usize, n_ws: usize, more: bool) -> usize {
     }
 }
 
-/// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
-/// (a whitespace the regex leaves unmatched becomes a word of its own).
-fn split_gpt2(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
+/// One chunk of the text as the hand-written splitters read it: its code
+/// points and flags, with nothing past its end.
+struct Chunk<'a> {
+    cpts: &'a [Cpt],
+    flags: &'a [Flags],
+    end: usize,
+}
+
+impl Chunk<'_> {
+    /// The code point at `p`; `None` past the end.
+    fn cpt(&self, p: usize) -> Option<Cpt> {
+        (p < self.end).then(|| self.cpts[p])
+    }
+
+    /// The flags at `p`; none past the end.
+    fn fl(&self, p: usize) -> Flags {
+        if p < self.end {
+            self.flags[p]
+        } else {
+            Flags::NONE
+        }
+    }
+}
+
+/// A hand-written splitter: each chunk that `offsets` cut is read from its
+/// start, a contraction (letters compared through `fold`) being a word
+/// wherever one begins, and otherwise `word(chunk, pos, pieces)` giving
+/// the end of the word at `pos` (it may end shorter words on the way).
+/// Returns the word lengths.
+fn split_words(
+    cpts: &[Cpt],
+    flags: &[Flags],
+    offsets: &[usize],
+    fold: impl Fn(Cpt) -> Cpt + Copy,
+    word: impl Fn(&Chunk, usize, &mut Pieces) -> usize,
+) -> Vec<usize> {
     let mut out = Vec::with_capacity(offsets.len());
     let mut start = 0;
     for &len in offsets {
-        let (ini, end) = (start, start + len);
-        start = end;
-        let cpt = |p: usize| if p < end { Some(cpts[p]) } else { None };
-        let fl = |p: usize| if p < end { flags[p] } else { Flags::NONE };
-        let is_other = |f: Flags| !(f.whitespace || f.is_letter() || f.is_number()) && f.is_some();
+        let end = start + len;
+        let chunk = Chunk { cpts, flags, end };
         let mut pieces = Pieces {
             out: &mut out,
-            prev_end: ini,
+            prev_end: start,
         };
-        let mut pos = ini;
+        let mut pos = start;
         while pos < end {
-            let c = cpts[pos];
-            let f = flags[pos];
-            let n = contraction_len(&cpts[pos..end], |c| c);
-            if n > 0 {
-                pos += n;
-                pieces.add(pos);
-                continue;
-            }
+            pos = match contraction_len(&cpts[pos..end], fold) {
+                0 => word(&chunk, pos, &mut pieces),
+                n => pos + n,
+            };
+            pieces.add(pos);
+        }
+        start = end;
+    }
+    out
+}
+
+/// A code point that is neither whitespace, letter nor number (and not
+/// past the end).
+fn is_other(f: Flags) -> bool {
+    !(f.whitespace || f.is_letter() || f.is_number()) && f.is_some()
+}
+
+/// `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)`
+/// (a whitespace the regex leaves unmatched becomes a word of its own).
+fn split_gpt2(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
+    split_words(
+        cpts,
+        flags,
+        offsets,
+        |c| c,
+        |ch, mut pos, _| {
+            let (c, f) = (cpts[pos], flags[pos]);
             let space = c == ' ' as Cpt;
-            let f2 = if space { fl(pos + 1) } else { f };
+            let f2 = if space { ch.fl(pos + 1) } else { f };
             if f2.is_letter() || f2.is_number() || is_other(f2) {
                 let same = |g: Flags| {
                     if f2.is_letter() {
@@ -387,103 +436,82 @@ fn split_gpt2(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
                     }
                 };
                 pos += space as usize;
-                while same(fl(pos)) {
+                while same(ch.fl(pos)) {
                     pos += 1;
                 }
-                pieces.add(pos);
-                continue;
+                return pos;
             }
             let mut n_ws = 0;
-            while fl(pos + n_ws).whitespace {
+            while ch.fl(pos + n_ws).whitespace {
                 n_ws += 1;
             }
-            pos = whitespace_end(pos, n_ws, cpt(pos + n_ws).is_some());
-            pieces.add(pos);
-        }
-    }
-    out
+            whitespace_end(pos, n_ws, ch.cpt(pos + n_ws).is_some())
+        },
+    )
 }
 
 /// `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 /// ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 fn split_llama3(cpts: &[Cpt], flags: &[Flags], offsets: &[usize]) -> Vec<usize> {
-    let mut out = Vec::with_capacity(offsets.len());
-    let mut start = 0;
-    for &len in offsets {
-        let (ini, end) = (start, start + len);
-        start = end;
-        let cpt = |p: usize| if p < end { Some(cpts[p]) } else { None };
-        let fl = |p: usize| if p < end { flags[p] } else { Flags::NONE };
-        let is_other = |f: Flags| !(f.whitespace || f.is_letter() || f.is_number()) && f.is_some();
-        let is_cr_lf = |c: Option<Cpt>| c == Some('\r' as Cpt) || c == Some('\n' as Cpt);
-        let mut pieces = Pieces {
-            out: &mut out,
-            prev_end: ini,
-        };
-        let mut pos = ini;
-        while pos < end {
-            let c = cpts[pos];
-            let f = flags[pos];
-            let n = contraction_len(&cpts[pos..end], unicode::to_lower);
-            if n > 0 {
-                pos += n;
-                pieces.add(pos);
-                continue;
-            }
+    let is_cr_lf = |c: Option<Cpt>| c == Some('\r' as Cpt) || c == Some('\n' as Cpt);
+    split_words(
+        cpts,
+        flags,
+        offsets,
+        unicode::to_lower,
+        |ch, mut pos, pieces| {
+            let (c, f) = (cpts[pos], flags[pos]);
             // [^\r\n\p{L}\p{N}]?\p{L}+
-            if !(is_cr_lf(Some(c)) || f.is_number()) && (f.is_letter() || fl(pos + 1).is_letter()) {
+            if !(is_cr_lf(Some(c)) || f.is_number())
+                && (f.is_letter() || ch.fl(pos + 1).is_letter())
+            {
                 pos += 1;
-                while fl(pos).is_letter() {
+                while ch.fl(pos).is_letter() {
                     pos += 1;
                 }
-                pieces.add(pos);
-                continue;
+                return pos;
             }
             // \p{N}{1,3}
             if f.is_number() {
                 let mut group = pos;
-                while fl(pos).is_number() {
+                while ch.fl(pos).is_number() {
                     pos += 1;
                     if pos - group >= 3 {
                         pieces.add(pos);
                         group = pos;
                     }
                 }
-                pieces.add(pos);
-                continue;
+                return pos;
             }
             // ' ?[^\s\p{L}\p{N}]+[\r\n]*' (the current code point always
             // exists, so a lone trailing space is taken here too)
             let space = c == ' ' as Cpt;
-            let f2 = if space { fl(pos + 1) } else { f };
+            let f2 = if space { ch.fl(pos + 1) } else { f };
             if !(f2.whitespace || f2.is_letter() || f2.is_number()) {
                 pos += space as usize;
-                while is_other(fl(pos)) {
+                while is_other(ch.fl(pos)) {
                     pos += 1;
                 }
-                while is_cr_lf(cpt(pos)) {
+                while is_cr_lf(ch.cpt(pos)) {
                     pos += 1;
                 }
-                pieces.add(pos);
-                continue;
+                return pos;
             }
             let mut n_ws = 0;
             let mut last_cr_lf_end = None;
-            while fl(pos + n_ws).whitespace {
-                if is_cr_lf(cpt(pos + n_ws)) {
+            while ch.fl(pos + n_ws).whitespace {
+                if is_cr_lf(ch.cpt(pos + n_ws)) {
                     last_cr_lf_end = Some(pos + n_ws + 1);
                 }
                 n_ws += 1;
             }
-            pos = match last_cr_lf_end {
+            match last_cr_lf_end {
                 // \s*[\r\n]+
                 Some(e) => e,
-                None => whitespace_end(pos, n_ws, cpt(pos + n_ws).is_some()),
-            };
-            pieces.add(pos);
-        }
-    }
-    out
+                None => whitespace_end(pos, n_ws, ch.cpt(pos + n_ws).is_some()),
+            }
+        },
+    )
 }
 
 /// Splits every piece with `re`; unmatched text between matches is a piece

@@ -8,9 +8,8 @@
 //! fall back to one `<0xXX>` token per byte.
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 
-use super::symbols::{merge, split_utf8, Symbol};
+use super::symbols::{merge_by_priority, split_utf8};
 use super::{TokenId, Vocab};
 
 /// A merge candidate: the symbol at `left` and its right neighbour. It is
@@ -55,47 +54,28 @@ impl Ord for Bigram {
 pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
     let mut symbols = split_utf8(text);
 
-    let mut queue = BinaryHeap::new();
-    let try_add = |symbols: &[Symbol],
-                   queue: &mut BinaryHeap<Bigram>,
-                   left: Option<usize>,
-                   right: Option<usize>| {
-        let (Some(left), Some(right)) = (left, right) else {
-            return;
-        };
-        let start = symbols[left].start;
-        let size = symbols[left].n + symbols[right].n;
-        let Some(id) = vocab.text_to_token(&text[start..start + size]) else {
-            return;
-        };
-        let Some(token) = vocab.token(id) else { return };
-        // Positions past 4 GiB are out of reach (the text never gets there
-        // in one piece); such a candidate is simply not considered.
-        let (Ok(left), Ok(size)) = (u32::try_from(left), u32::try_from(size)) else {
-            return;
-        };
-        queue.push(Bigram {
-            score: token.score,
-            left,
-            size,
-        });
-    };
-
-    for i in 1..symbols.len() {
-        try_add(&symbols, &mut queue, Some(i - 1), Some(i));
-    }
-
-    while let Some(bigram) = queue.pop() {
-        let l = bigram.left as usize;
-        // Skip candidates whose symbols changed since they were queued.
-        let Some(r) = symbols[l].next else { continue };
-        if symbols[l].n == 0 || symbols[l].n + symbols[r].n != bigram.size as usize {
-            continue;
-        }
-        merge(&mut symbols, l, r);
-        try_add(&symbols, &mut queue, symbols[l].prev, Some(l));
-        try_add(&symbols, &mut queue, Some(l), symbols[l].next);
-    }
+    merge_by_priority(
+        &mut symbols,
+        |symbols, left, right| {
+            let start = symbols[left].start;
+            let size = symbols[left].n + symbols[right].n;
+            let token = vocab.token(vocab.text_to_token(&text[start..start + size])?)?;
+            // Positions past 4 GiB are out of reach (the text never gets
+            // there in one piece); such a candidate is simply not considered.
+            Some(Bigram {
+                score: token.score,
+                left: u32::try_from(left).ok()?,
+                size: u32::try_from(size).ok()?,
+            })
+        },
+        |symbols, bigram| {
+            // Skip candidates whose symbols changed since they were queued.
+            let l = bigram.left as usize;
+            let r = symbols[l].next?;
+            let live = symbols[l].n != 0 && symbols[l].n + symbols[r].n == bigram.size as usize;
+            live.then_some((l, r))
+        },
+    );
 
     let mut cursor = if symbols.is_empty() { None } else { Some(0) };
     while let Some(i) = cursor {

@@ -83,20 +83,24 @@ fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     unsafe { exp_sum_avx2(x, max) }
 }
 
+/// `v / (1 + exp(-v))` on eight lanes, as [`crate::simd::scalar::silu`]
+/// computes each.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+fn silu8(v: __m256) -> __m256 {
+    let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
+    _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0), e))
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 fn silu_avx2(x: &[f32], out: &mut [f32]) {
     let n = x.len().min(out.len());
-    let one = _mm256_set1_ps(1.0);
     let mut i = 0;
     while i + 8 <= n {
         // SAFETY: elements i..i+8 of both slices.
         unsafe {
             let v = _mm256_loadu_ps(x.as_ptr().add(i));
-            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
-            _mm256_storeu_ps(
-                out.as_mut_ptr().add(i),
-                _mm256_div_ps(v, _mm256_add_ps(one, e)),
-            );
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), silu8(v));
         }
         i += 8;
     }
@@ -111,14 +115,11 @@ fn silu(x: &[f32], out: &mut [f32]) {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn swiglu_avx2(g: &[f32], u: &[f32], out: &mut [f32]) {
     let n = g.len().min(u.len()).min(out.len());
-    let one = _mm256_set1_ps(1.0);
     let mut i = 0;
     while i + 8 <= n {
         // SAFETY: elements i..i+8 of the three slices.
         unsafe {
-            let v = _mm256_loadu_ps(g.as_ptr().add(i));
-            let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v));
-            let s = _mm256_div_ps(v, _mm256_add_ps(one, e));
+            let s = silu8(_mm256_loadu_ps(g.as_ptr().add(i)));
             let w = _mm256_mul_ps(s, _mm256_loadu_ps(u.as_ptr().add(i)));
             _mm256_storeu_ps(out.as_mut_ptr().add(i), w);
         }

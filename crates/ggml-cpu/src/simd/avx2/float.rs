@@ -6,7 +6,7 @@ use ggml_core::Type;
 use half::f16;
 
 use super::hsum;
-use crate::simd::{by_tile, check_tile, Kernels};
+use crate::simd::{by_tile, check_tile, dot_by_row, Kernels};
 
 /// Installs the float kernels.
 pub(super) fn install(k: &mut Kernels) {
@@ -107,29 +107,9 @@ float_kernel!(f16_tile, f16_row, 2, load_f16x8, f16_elem);
 float_kernel!(bf16_tile, bf16_row, 2, load_bf16x8, bf16_elem);
 
 fn dot_f32(x: &[f32], y: &[f32]) -> f32 {
-    let n = x.len().min(y.len());
-    // SAFETY: f32 slices viewed as their bytes, same lifetime and length.
-    let (xb, yb) = unsafe {
-        (
-            std::slice::from_raw_parts(x.as_ptr() as *const u8, 4 * n),
-            std::slice::from_raw_parts(y.as_ptr() as *const u8, 4 * n),
-        )
-    };
-    let mut out = [0f32];
-    f32_row(n, &[xb], &[yb], &mut out);
-    out[0]
+    dot_by_row(x, y, f32_row)
 }
 
 fn dot_f16(x: &[f16], y: &[f16]) -> f32 {
-    let n = x.len().min(y.len());
-    // SAFETY: f16 slices viewed as their bytes, same lifetime and length.
-    let (xb, yb) = unsafe {
-        (
-            std::slice::from_raw_parts(x.as_ptr() as *const u8, 2 * n),
-            std::slice::from_raw_parts(y.as_ptr() as *const u8, 2 * n),
-        )
-    };
-    let mut out = [0f32];
-    f16_row(n, &[xb], &[yb], &mut out);
-    out[0]
+    dot_by_row(x, y, f16_row)
 }

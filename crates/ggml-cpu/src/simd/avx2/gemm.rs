@@ -28,29 +28,12 @@ unsafe fn gemm_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: 
     let mut i = 0;
     while i < m {
         let rows = (m - i).min(RM);
-        let mut j = 0;
-        // SAFETY: every call's rows i..i + rows and columns j..j + 16 (or
-        // 8) lie inside the matrices (caller).
-        unsafe {
-            while j + 16 <= n {
-                match rows {
-                    4 => tile::<4, 2>(c, a, b, i, j, k, n),
-                    3 => tile::<3, 2>(c, a, b, i, j, k, n),
-                    2 => tile::<2, 2>(c, a, b, i, j, k, n),
-                    _ => tile::<1, 2>(c, a, b, i, j, k, n),
-                }
-                j += 16;
-            }
-            while j + 8 <= n {
-                match rows {
-                    4 => tile::<4, 1>(c, a, b, i, j, k, n),
-                    3 => tile::<3, 1>(c, a, b, i, j, k, n),
-                    2 => tile::<2, 1>(c, a, b, i, j, k, n),
-                    _ => tile::<1, 1>(c, a, b, i, j, k, n),
-                }
-                j += 8;
-            }
-        }
+        // SAFETY: rows i..i + rows lie inside the matrices (caller): tiles
+        // of 16 columns, then of 8.
+        let j = unsafe {
+            let j = tiles::<2>(c, a, b, (i, rows), 0, k, n);
+            tiles::<1>(c, a, b, (i, rows), j, k, n)
+        };
         for r in i..i + rows {
             for jj in j..n {
                 let mut acc = c[r * n + jj];
@@ -62,6 +45,39 @@ unsafe fn gemm_avx2(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: 
         }
         i += rows;
     }
+}
+
+/// Rows `i..i + rows` of C from column `j` on, `8 V` columns a tile while
+/// a whole tile fits; returns the first column left.
+///
+/// # Safety
+/// AVX2 and FMA; rows `i..i + rows` (at most [`RM`]) lie inside the
+/// matrices.
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn tiles<const V: usize>(
+    c: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    (i, rows): (usize, usize),
+    mut j: usize,
+    k: usize,
+    n: usize,
+) -> usize {
+    while j + 8 * V <= n {
+        // SAFETY: rows i..i + rows and columns j..j + 8 V lie inside the
+        // matrices (caller, and the loop's bound).
+        unsafe {
+            match rows {
+                4 => tile::<4, V>(c, a, b, i, j, k, n),
+                3 => tile::<3, V>(c, a, b, i, j, k, n),
+                2 => tile::<2, V>(c, a, b, i, j, k, n),
+                _ => tile::<1, V>(c, a, b, i, j, k, n),
+            }
+        }
+        j += 8 * V;
+    }
+    j
 }
 
 /// Rows `i..i + R`, columns `j..j + 8 V` of C.
