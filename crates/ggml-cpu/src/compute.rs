@@ -435,16 +435,6 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 && matches!(b.ty, Type::F32 | Type::F16)
                 && ids.ty == Type::I32
                 && d.ty == Type::F32
-                && a.ne[0] == b.ne[0]
-                && a.ne[2] > 0
-                && a.ne[3] == 1
-                && b.ne[1] > 0
-                && b.ne[3] == 1
-                && ids.ne[0] % b.ne[1] == 0
-                && ids.ne[1] == b.ne[2]
-                && ids.ne[2] == 1
-                && ids.ne[3] == 1
-                && d.ne == [a.ne[1], ids.ne[0], b.ne[2], 1]
                 && (a.rows_contiguous() || matches!(a.ty, Type::F32 | Type::F16 | Type::BF16));
             ensure(ok, || {
                 format!(
@@ -455,14 +445,13 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
         }
         Op::Argsort(_) => {
             let a = s(0)?;
-            let ok = a.ty == Type::F32 && d.ty == Type::I32 && a.ne == d.ne;
-            ensure(ok, || format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne))
+            let ok = a.ty == Type::F32 && d.ty == Type::I32;
+            ensure(ok, || format!("{} -> {}", a.ty, d.ty))
         }
         Op::SumRows => {
             let a = s(0)?;
-            let ok =
-                a.ty == Type::F32 && d.ty == Type::F32 && d.ne == [1, a.ne[1], a.ne[2], a.ne[3]];
-            ensure(ok, || format!("{} {:?} -> {} {:?}", a.ty, a.ne, d.ty, d.ne))
+            let ok = a.ty == Type::F32 && d.ty == Type::F32;
+            ensure(ok, || format!("{} -> {}", a.ty, d.ty))
         }
         Op::Rope(p) => {
             let (a, pos) = (s(0)?, s(1)?);
