@@ -16,9 +16,14 @@ use crate::repack::{RepackBuffer, REPACK_NAME};
 use crate::simd::Gemm;
 use crate::tensor::{AlignedBytes, View};
 
-/// Elements of work below which a node runs on the calling thread: waking
-/// the pool costs more than it saves.
-const SERIAL_WORK: usize = 16 * 1024;
+/// Units of work (elements, weighted per op) below which a node runs on
+/// the calling thread: handing it to the team costs more than it saves.
+/// Measured with `benches/split.rs` on 2 threads (fastest runs): at 512
+/// to 1,024 units one thread was faster (add 0.44 against 0.53 us,
+/// rms_norm 0.82 against 0.88); from 2,048 to 8,192 splitting was as fast
+/// or faster (add of 4,096: 1.72 against 1.92 us; one-query attention of
+/// 2,048: 2.67 against 2.92); from 18,000 it was 1.5 to 1.9 times faster.
+const SERIAL_WORK: usize = 4 * 1024;
 
 /// How nodes choose between the calling thread and the team: by their
 /// work (0), or, for the benches that measure the thresholds, every node
