@@ -254,6 +254,30 @@ thread_local! {
     static PANELS: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// Panels `p0..p0 + np` of matrix `matrix` (counted over `ne[2] x ne[3]`)
+/// of weights stored repacked (`crate::repack`): each matrix is
+/// `ceil(ne[1] / PANEL_ROWS)` panels, one matrix after the other.
+pub(crate) fn stored_panels<'a>(
+    g: &Gemm,
+    a: &'a View,
+    matrix: usize,
+    p0: usize,
+    np: usize,
+) -> &'a [u8] {
+    let pb = (g.panel_bytes)(a.ne[0]);
+    let per_matrix = a.ne[1].div_ceil(PANEL_ROWS);
+    assert!(
+        matrix < a.ne[2] * a.ne[3] && p0 + np <= per_matrix,
+        "stored panels {p0}+{np} of matrix {matrix} outside {:?}",
+        a.ne
+    );
+    // SAFETY: the tensor's buffer holds `per_matrix` panels of `pb` bytes
+    // for each of its matrices (its repacked size, checked when it was
+    // placed); the panels asked for lie inside matrix `matrix` (checked
+    // above), which nothing writes while the weights are read.
+    unsafe { std::slice::from_raw_parts(a.ptr.get().add((matrix * per_matrix + p0) * pb), np * pb) }
+}
+
 /// Where the panels of a [`mul_mat_panels`] come from.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Weights {
@@ -315,13 +339,7 @@ fn mul_mat_panels(
                 let rows = p0 * PANEL_ROWS..((p0 + np) * PANEL_ROWS).min(ne01);
                 pack_panels(g, k, rows, |r| weight_row(a, r, a2, a3), buf)
             }
-            Weights::Stored => {
-                let first = (a3 * a.ne[2] + a2) * panels + p0;
-                // SAFETY: the tensor's buffer holds `panels` panels of `pb`
-                // bytes per matrix (its repacked size, checked when it was
-                // placed), read-only while MUL_MAT runs.
-                unsafe { std::slice::from_raw_parts(a.ptr.get().add(first * pb), np * pb) }
-            }
+            Weights::Stored => stored_panels(g, a, a3 * a.ne[2] + a2, p0, np),
         };
         let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
         let col_base = (i3 * b.ne[2] + i2) * ne11;

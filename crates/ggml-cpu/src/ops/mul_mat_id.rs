@@ -23,8 +23,8 @@ use ggml_core::Result;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::matmul::{
-    dense_rows, pack_panels, partner, prepare_columns, weight_row, ColumnSource, RowDot,
-    TILES_PER_THREAD, TILE_WEIGHT_BYTES,
+    dense_rows, pack_panels, partner, prepare_columns, stored_panels, weight_row, ColumnSource,
+    RowDot, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
 };
 use crate::ops::read_index;
 use crate::pool;
@@ -181,7 +181,17 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         match (task.gemm, gemm) {
             (true, Some(g)) => PANELS.with_borrow_mut(|buf| {
                 let panels = match stored {
-                    Some(_) => stored_panels(g, a, task),
+                    Some(_) => {
+                        // Tasks start on a panel boundary.
+                        debug_assert!(task.rows.start % PANEL_ROWS == 0);
+                        stored_panels(
+                            g,
+                            a,
+                            task.expert,
+                            task.rows.start / PANEL_ROWS,
+                            task.rows.len().div_ceil(PANEL_ROWS),
+                        )
+                    }
                     None => pack_panels(
                         g,
                         k,
@@ -243,22 +253,6 @@ fn dot_tile(
             r0 += nr;
         }
     }
-}
-
-/// The stored panels of the task's rows of its expert (weights stored
-/// repacked: each expert's matrix is `ceil(m / PANEL_ROWS)` panels, one
-/// matrix after the other; a task starts on a panel boundary).
-fn stored_panels<'a>(g: &Gemm, a: &'a View, task: &Task) -> &'a [u8] {
-    let pb = (g.panel_bytes)(a.ne[0]);
-    let per_matrix = a.ne[1].div_ceil(PANEL_ROWS);
-    let first = task.expert * per_matrix + task.rows.start / PANEL_ROWS;
-    let n = task.rows.len().div_ceil(PANEL_ROWS);
-    debug_assert!(task.rows.start % PANEL_ROWS == 0 && task.expert < a.ne[2]);
-    // SAFETY: the weights' buffer holds `per_matrix` panels of `pb` bytes
-    // for each of the `ne[2]` experts (their repacked size, checked when
-    // the tensor was placed); the task's panels lie inside its expert's
-    // matrix, which nothing writes while MUL_MAT_ID runs.
-    unsafe { std::slice::from_raw_parts(a.ptr.get().add(first * pb), n * pb) }
 }
 
 /// Rows of one expert as panels (packed for this call, or as stored) by
