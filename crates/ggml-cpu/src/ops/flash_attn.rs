@@ -56,9 +56,7 @@ pub(crate) fn flash_attn_ext(
         n_head: q.ne[2],
         rk2: q.ne[2] / k.ne[2],
         rk3: q.ne[3] / k.ne[3],
-        scale: p.scale,
-        max_bias: p.max_bias,
-        softcap: p.softcap,
+        p,
         kern: simd::kernels(),
     };
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
@@ -94,10 +92,7 @@ struct OneQuery<'a> {
     /// Query heads (and batches) per key head (batch).
     rk2: usize,
     rk3: usize,
-    /// The score scale, already divided by `softcap` when that is set.
-    scale: f32,
-    max_bias: f32,
-    softcap: f32,
+    p: Params,
     kern: &'static Kernels,
 }
 
@@ -152,7 +147,7 @@ impl OneQuery<'_> {
         let (q, k) = (self.q, self.k);
         // SAFETY: (iq1, ih, iq3) is a query row (the result has a row for it).
         let qrow = unsafe { q.read_row([iq1, ih, iq3], false, &mut s.a)? };
-        let slope = alibi_slope(self.max_bias, self.n_head, ih);
+        let slope = alibi_slope(self.p.max_bias, self.n_head, ih);
         let mrow = match self.mask {
             Some(m) => {
                 let at = [iq1, ih % m.ne[2], iq3 % m.ne[3]];
@@ -195,9 +190,9 @@ impl OneQuery<'_> {
         // Scale, cap and mask the scores, then the exponent of each key.
         let mut max = f32::NEG_INFINITY;
         for ((sc, arg), &mv) in w.scores.iter_mut().zip(&mut w.ms).zip(&w.vs) {
-            let mut x = *sc * self.scale;
-            if self.softcap != 0.0 {
-                x = self.softcap * x.tanh();
+            let mut x = *sc * self.p.scale;
+            if self.p.softcap != 0.0 {
+                x = self.p.softcap * x.tanh();
             }
             x += mv;
             *sc = x;
