@@ -16,6 +16,8 @@
 //! Environment:
 //! * `GGML_BENCH_SECS=s`: seconds per case (default 1).
 //! * `GGML_BENCH_FILTER=text`: only the cases whose name contains `text`.
+//! * `GGML_BENCH_THREADS=n`: threads of the backend (default 1); the read
+//!   ceiling stays one thread's.
 
 mod common;
 #[path = "common/timing.rs"]
@@ -123,7 +125,11 @@ fn read_ceiling(secs: f64) {
 
 fn main() {
     let (secs, filter) = env_secs_and_filter(1.0);
-    let mut backend = CpuBackend::new(1).expect("backend");
+    let threads = std::env::var("GGML_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1);
+    let mut backend = CpuBackend::new(threads).expect("backend");
     println!(
         "{:<8} {:>13} {:<7} {:>9} {:>9} {:>6}  model tensor",
         "type", "k x m", "layout", "best GB/s", "med GB/s", "runs"

@@ -17,7 +17,7 @@ use ggml_core::{Result, Type};
 use crate::compute::{NodeCtx, Workspace};
 use crate::convert;
 use crate::pool;
-use crate::simd::{self, scalar, Gemm, Kernels, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
+use crate::simd::{self, scalar, Gemm, Kernels, Wide, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
 use crate::tensor::{AlignedBytes, SendPtr, View};
 
 /// Bytes of weight rows a tile should keep in cache (a share of L2).
@@ -70,17 +70,23 @@ pub(crate) fn mul_mat(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
 }
 
 /// MUL_MAT of weights stored as panels of `g`'s layout (see
-/// `crate::repack`), for any number of columns.
+/// `crate::repack`), for any number of columns: with [`GEMM_MIN_COLS`] or
+/// more, through `g`'s wide kernel where it has one.
 pub(crate) fn mul_mat_stored(
     a: &View,
     b: &View,
     d: &View,
-    g: &Gemm,
+    g: &'static Gemm,
     ws: &mut Workspace,
 ) -> Result<()> {
     let vt = partner(a.ty)?;
     let ys = ColumnSource::new(b, vt, a.ne[0], &mut ws.act)?;
-    mul_mat_panels(a, &ys, d, g, Weights::Stored, &mut ws.prep)
+    match g.wide {
+        Some(w) if b.ne[1] >= GEMM_MIN_COLS => {
+            mul_mat_panels(a, &ys, d, w.gemm, Weights::Expanded(g, w), &mut ws.prep)
+        }
+        _ => mul_mat_panels(a, &ys, d, g, Weights::Stored, &mut ws.prep),
+    }
 }
 
 /// MUL_MAT of `a` x `b` into `d` with a given kernel set.
@@ -101,6 +107,7 @@ pub(crate) fn mul_mat_with(
     let (ne01, ne11) = (a.ne[1], b.ne[1]);
     if ne11 >= GEMM_MIN_COLS {
         if let Some(g) = kern.gemm(a.ty) {
+            let g = g.for_packed_rows();
             return mul_mat_panels(a, &ys, d, g, Weights::Rows, &mut ws.prep);
         }
     }
@@ -278,13 +285,36 @@ pub(crate) fn stored_panels<'a>(
     unsafe { std::slice::from_raw_parts(a.ptr.get().add((matrix * per_matrix + p0) * pb), np * pb) }
 }
 
+/// Expands stored panels of `g`'s layout into `w`'s, at the start of
+/// `buf` (grown as needed); returns the expanded panels.
+pub(crate) fn expand_panels<'b>(
+    g: &Gemm,
+    w: &Wide,
+    k: usize,
+    panels: &[u8],
+    buf: &'b mut Vec<u8>,
+) -> &'b [u8] {
+    let (pb, wb) = ((g.panel_bytes)(k), (w.gemm.panel_bytes)(k));
+    let np = panels.len() / pb;
+    if buf.len() < np * wb {
+        buf.resize(np * wb, 0);
+    }
+    for (src, dst) in panels.chunks_exact(pb).zip(buf.chunks_exact_mut(wb)) {
+        (w.expand)(k, src, dst);
+    }
+    &buf[..np * wb]
+}
+
 /// Where the panels of a [`mul_mat_panels`] come from.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Weights {
     /// Weight rows in ggml's layout, packed tile by tile.
     Rows,
     /// Panels stored one matrix after the other (`crate::repack`).
     Stored,
+    /// Panels stored in the first kernel's layout, expanded tile by tile
+    /// for its wide kernel (the one run).
+    Expanded(&'static Gemm, &'static Wide),
 }
 
 /// MUL_MAT through a panel kernel: every activation column is prepared
@@ -316,7 +346,7 @@ fn mul_mat_panels(
     let panels = ne01.div_ceil(PANEL_ROWS);
     // Stored panels read once per call (a column group or less) need no
     // cache-sized tiles: each thread streams through its share.
-    let panels_cache = if weights == Weights::Stored && ne11 <= GEMM_COLS {
+    let panels_cache = if matches!(weights, Weights::Stored) && ne11 <= GEMM_COLS {
         panels
     } else {
         (TILE_WEIGHT_BYTES / pb.max(1)).max(1)
@@ -340,6 +370,13 @@ fn mul_mat_panels(
                 pack_panels(g, k, rows, |r| weight_row(a, r, a2, a3), buf)
             }
             Weights::Stored => stored_panels(g, a, a3 * a.ne[2] + a2, p0, np),
+            Weights::Expanded(sg, w) => expand_panels(
+                sg,
+                w,
+                k,
+                stored_panels(sg, a, a3 * a.ne[2] + a2, p0, np),
+                buf,
+            ),
         };
         let mut out = [0f32; GEMM_COLS * PANEL_ROWS];
         let col_base = (i3 * b.ne[2] + i2) * ne11;

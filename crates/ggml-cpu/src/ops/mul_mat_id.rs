@@ -23,8 +23,8 @@ use ggml_core::Result;
 
 use crate::compute::{NodeCtx, Workspace};
 use crate::matmul::{
-    dense_rows, pack_panels, partner, prepare_columns, stored_panels, weight_row, ColumnSource,
-    RowDot, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
+    dense_rows, expand_panels, pack_panels, partner, prepare_columns, stored_panels, weight_row,
+    ColumnSource, RowDot, GEMM_MIN_COLS, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
 };
 use crate::ops::read_index;
 use crate::pool;
@@ -87,7 +87,18 @@ impl Groups {
 struct Task {
     expert: usize,
     rows: Range<usize>,
-    gemm: bool,
+    kernel: Kernel,
+}
+
+/// How a [`Task`] computes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kernel {
+    /// The row dot products.
+    Rows,
+    /// The panel kernel, on panels as stored or packed for the call.
+    Panels,
+    /// The stored layout's wide kernel, on its panels expanded for the call.
+    Wide,
 }
 
 /// Columns (tokens) of one expert from which its rows are packed for the
@@ -115,7 +126,7 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let groups = Groups::new(ctx, ids, n_expert)?;
     let vt = partner(a.ty)?;
     let ys = ColumnSource::new(b, vt, k, &mut ws.act)?;
-    let gemm = stored.or_else(|| kern.gemm(a.ty));
+    let gemm = stored.or_else(|| Some(kern.gemm(a.ty)?.for_packed_rows()));
     let threads = pool::current_num_threads().max(1);
 
     // Columns are prepared for the panel kernel when the weights are
@@ -136,7 +147,16 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let mut tasks = Vec::new();
     for &x in &active {
         let n_cols = groups.of(x).len();
-        let use_gemm = stored.is_some() || (any_gemm && n_cols >= ID_GEMM_MIN_COLS);
+        let wide = stored
+            .and_then(|g| g.wide)
+            .filter(|_| n_cols >= GEMM_MIN_COLS);
+        let kernel = if wide.is_some() {
+            Kernel::Wide
+        } else if stored.is_some() || (any_gemm && n_cols >= ID_GEMM_MIN_COLS) {
+            Kernel::Panels
+        } else {
+            Kernel::Rows
+        };
         // Weights read once per call (few columns) need no cache-sized
         // tiles: each task streams through its rows.
         let once = if stored.is_some() {
@@ -144,10 +164,14 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         } else {
             MAX_COLS
         };
+        let cached_row_bytes = match wide {
+            Some(w) => (w.gemm.panel_bytes)(k) / PANEL_ROWS,
+            None => row_bytes,
+        };
         let rows_cache = if n_cols <= once {
             m
         } else {
-            (TILE_WEIGHT_BYTES / row_bytes).max(PANEL_ROWS)
+            (TILE_WEIGHT_BYTES / cached_row_bytes.max(1)).max(PANEL_ROWS)
         };
         let per_tile = m
             .div_ceil(tiles_per_expert)
@@ -159,7 +183,7 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
             tasks.push(Task {
                 expert: x,
                 rows: r..end,
-                gemm: use_gemm,
+                kernel,
             });
             r = end;
         }
@@ -178,31 +202,30 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let run = |t: usize| {
         let task = &tasks[t];
         let cols = groups.of(task.expert);
-        match (task.gemm, gemm) {
-            (true, Some(g)) => PANELS.with_borrow_mut(|buf| {
-                let panels = match stored {
-                    Some(_) => {
-                        // Tasks start on a panel boundary.
-                        debug_assert!(task.rows.start % PANEL_ROWS == 0);
-                        stored_panels(
-                            g,
-                            a,
-                            task.expert,
-                            task.rows.start / PANEL_ROWS,
-                            task.rows.len().div_ceil(PANEL_ROWS),
-                        )
+        match (task.kernel, gemm) {
+            (Kernel::Rows, _) | (_, None) => dot_tile(dot, a, task, cols, &ys, nb1, &put),
+            (kernel, Some(g)) => PANELS.with_borrow_mut(|buf| {
+                if stored.is_none() {
+                    let rows = |r| weight_row(a, r, task.expert, 0);
+                    let panels = pack_panels(g, k, task.rows.clone(), rows, buf);
+                    return panel_tile(g, k, panels, task, cols, prep, nb1, &put);
+                }
+                // Stored panels; tasks start on a panel boundary. The wide
+                // kernel takes the same prepared columns.
+                debug_assert!(task.rows.start % PANEL_ROWS == 0);
+                let (p0, np) = (
+                    task.rows.start / PANEL_ROWS,
+                    task.rows.len().div_ceil(PANEL_ROWS),
+                );
+                let panels = stored_panels(g, a, task.expert, p0, np);
+                match (kernel, g.wide) {
+                    (Kernel::Wide, Some(w)) => {
+                        let wide = expand_panels(g, w, k, panels, buf);
+                        panel_tile(w.gemm, k, wide, task, cols, prep, nb1, &put)
                     }
-                    None => pack_panels(
-                        g,
-                        k,
-                        task.rows.clone(),
-                        |r| weight_row(a, r, task.expert, 0),
-                        buf,
-                    ),
-                };
-                panel_tile(g, k, panels, task, cols, prep, nb1, &put);
+                    _ => panel_tile(g, k, panels, task, cols, prep, nb1, &put),
+                }
             }),
-            _ => dot_tile(dot, a, task, cols, &ys, nb1, &put),
         }
     };
     let work = groups.pairs.len() * m * k;

@@ -51,6 +51,7 @@ static F32_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_F32>,
     run: run::<false>,
+    wide: None,
 };
 
 static F16_GEMM: Gemm = Gemm {
@@ -59,6 +60,7 @@ static F16_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_F16>,
     run: run::<true>,
+    wide: None,
 };
 
 /// F16 weights widened to f32 panels (twice the bytes per FMA): not
@@ -69,6 +71,7 @@ static F16_WIDE_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_F16>,
     run: run::<false>,
+    wide: None,
 };
 
 /// The panel kernels of this file that [`install`] leaves out on this CPU,
@@ -87,6 +90,7 @@ static BF16_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_BF16>,
     run: run::<false>,
+    wide: None,
 };
 
 /// How far ahead, in pairs, `run` asks for the columns' data (1 KiB):
@@ -530,6 +534,7 @@ static BF16_DOT_GEMM: Gemm = Gemm {
     act_bytes: |n| quads(n) * 8,
     prep: prep_bf16_quads,
     run: run_bf16_dot,
+    wide: None,
 };
 
 /// Quads of an `n`-element row.

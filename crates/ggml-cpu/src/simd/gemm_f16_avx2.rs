@@ -31,6 +31,7 @@ static F16_GEMM_AVX2: Gemm = Gemm {
     act_bytes,
     prep,
     run,
+    wide: None,
 };
 
 /// Most columns of a pass over a half panel.

@@ -215,3 +215,45 @@ fn panel_layouts_and_results_agree_across_instruction_sets() {
         }
     }
 }
+
+/// A stored layout's wide kernel (see [`super::Wide`]) reads what packing
+/// the rows for it gives: expanding a stored panel gives those bytes, for
+/// full and partial panels; it takes the same prepared columns; and it is
+/// within f32 rounding of the row kernels and independent of the tiling.
+#[test]
+fn wide_kernels_read_expanded_panels_as_their_own() {
+    let mut tested = 0;
+    for isa in available_isas() {
+        let k = kernels_for(isa).unwrap();
+        for &ty in TYPES {
+            let Some((g, w)) = k.gemm(ty).and_then(|g| Some((g, g.wide?))) else {
+                continue;
+            };
+            tested += 1;
+            let label = format!("{isa:?} wide");
+            check_against_row_kernels(ty, w.gemm, &label);
+            check_tiling_independence(ty, w.gemm, &label);
+            let vt = super::vec_dot_type(ty).unwrap();
+            for n in lengths(ty) {
+                assert_eq!((w.gemm.act_bytes)(n), (g.act_bytes)(n), "{ty} n={n}");
+                let mut rng = Rng(0xe4a4d ^ n as u64);
+                let ys = random_rows(vt, n, 1, &mut rng);
+                for rows in [PANEL_ROWS, 3] {
+                    let xs = random_rows(ty, n, rows, &mut rng);
+                    let (stored, prep) = packed(g, n, &xs, &ys);
+                    let (want, wide_prep) = packed(w.gemm, n, &xs, &ys);
+                    assert_eq!(prep, wide_prep, "{ty} {label} n={n}: prepared columns");
+                    let mut got = vec![0x3cu8; (w.gemm.panel_bytes)(n)];
+                    (w.expand)(n, &stored, &mut got);
+                    assert!(
+                        got == want,
+                        "{ty} {label} n={n}, {rows} rows: expanded bytes"
+                    );
+                }
+            }
+        }
+    }
+    if crate::features::cpu_features().avx2 {
+        assert!(tested > 0, "no wide kernel tested");
+    }
+}

@@ -114,6 +114,31 @@ pub(crate) struct Gemm {
     /// `out[c * PANEL_ROWS + r] = dot(row r of panel, column c)` for the 1
     /// to [`GEMM_COLS`] prepared columns `cols`.
     pub run: PanelFn,
+    /// For a layout made compact enough to be stored (see
+    /// `crate::repack`), a faster kernel for many columns that its panels
+    /// expand into.
+    pub wide: Option<&'static Wide>,
+}
+
+impl Gemm {
+    /// The kernel for weight rows packed for a call with many columns: the
+    /// wide kernel where this layout has one (packing rows for it gives
+    /// the bytes that expanding this layout's panels would).
+    pub fn for_packed_rows(&'static self) -> &'static Gemm {
+        self.wide.map_or(self, |w| w.gemm)
+    }
+}
+
+/// The kernel that a compact stored panel layout expands its panels into
+/// when a MUL_MAT has enough columns to repay it (prompt processing): a
+/// tile's panels are expanded once and then read by every column group.
+/// It takes the same prepared columns as the compact layout's kernel.
+pub(crate) struct Wide {
+    /// The kernel of the expanded panels.
+    pub gemm: &'static Gemm,
+    /// Expands one stored panel of `n`-element rows into `out`
+    /// (`gemm.panel_bytes(n)` bytes).
+    pub expand: fn(n: usize, panel: &[u8], out: &mut [u8]),
 }
 
 /// See [`Kernels::gemm_f32`].
@@ -248,15 +273,21 @@ pub(crate) fn kernels() -> &'static Kernels {
     BEST.get_or_init(|| Kernels::build(features::selected_isa()))
 }
 
-/// The panel kernels of the level in use, named by their weight type, and
-/// on x86-64 the variants that are kept only for comparison: what the
-/// benches time (see `crate::bench_support`).
+/// The panel kernels of the level in use, named by their weight type, the
+/// wide kernels of stored layouts (see [`Wide`]), and on x86-64 the
+/// variants that are kept only for comparison: what the benches time (see
+/// `crate::bench_support`).
 pub(crate) fn panel_kernels() -> Vec<(String, Type, &'static Gemm)> {
     let k = kernels();
     let mut v: Vec<(String, Type, &'static Gemm)> = ggml_core::MATMUL_TYPES
         .iter()
         .filter_map(|&ty| Some((ty.to_string(), ty, k.gemm(ty)?)))
         .collect();
+    let wide: Vec<_> = v
+        .iter()
+        .filter_map(|&(_, ty, g)| Some((format!("{ty} (wide)"), ty, g.wide?.gemm)))
+        .collect();
+    v.extend(wide);
     #[cfg(target_arch = "x86_64")]
     if k.isa == Isa::Avx512 {
         v.extend(

@@ -61,9 +61,9 @@ pub(super) static Q6_K_GEMM_AVX2: Gemm = Gemm {
 };
 
 /// Lanes of a 256-bit register: rows of a half panel.
-const HALF: usize = PANEL_ROWS / 2;
+pub(super) const HALF: usize = PANEL_ROWS / 2;
 /// Most columns of a pass over one half panel.
-const PASS_COLS: usize = 4;
+pub(super) const PASS_COLS: usize = 4;
 
 /// 8 f16 at `p` as f32.
 ///
@@ -71,7 +71,7 @@ const PASS_COLS: usize = 4;
 /// `p` must be readable for 16 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn load_ph(p: *const u8) -> __m256 {
+pub(super) unsafe fn load_ph(p: *const u8) -> __m256 {
     // SAFETY: 16 readable bytes (caller).
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p as *const __m128i) })
 }
@@ -93,7 +93,7 @@ unsafe fn load_ps(p: *const u8) -> __m256 {
 /// `p` must be readable for 4 bytes.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn bcast_ps(p: *const u8) -> __m256 {
+pub(super) unsafe fn bcast_ps(p: *const u8) -> __m256 {
     // SAFETY: 4 readable bytes (caller).
     _mm256_set1_ps(unsafe { (p as *const f32).read_unaligned() })
 }
@@ -103,8 +103,7 @@ unsafe fn bcast_ps(p: *const u8) -> __m256 {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn byte_to_dword(k: i32) -> __m256i {
-    let b = 0x8080_8000_u32 as i32 + k;
-    _mm256_setr_epi32(b, b + 4, b + 8, b + 12, b, b + 4, b + 8, b + 12)
+    shuffle_control(0x8080_8000_u32 as i32 + k, 4)
 }
 
 /// A `VPSHUFB` control that moves bytes `2h` and `2h + 1` of every dword
@@ -112,8 +111,14 @@ fn byte_to_dword(k: i32) -> __m256i {
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn bytes_to_words(h: i32) -> __m256i {
-    let b = 0x8001_8000_u32 as i32 + 0x0002_0002 * h;
-    let s = 0x0004_0004;
+    shuffle_control(0x8001_8000_u32 as i32 + 0x0002_0002 * h, 0x0004_0004)
+}
+
+/// A `VPSHUFB` control whose dword `j` of each 128-bit lane is `b + j s`
+/// (`s` steps the byte indices to dword `j`'s bytes).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(super) fn shuffle_control(b: i32, s: i32) -> __m256i {
     _mm256_setr_epi32(
         b,
         b + s,
@@ -139,15 +144,18 @@ macro_rules! by_passes {
                             1 => $pass::<1, 1>($nb, $panel, h, $cols, c0, $out),
                             2 => $pass::<1, 2>($nb, $panel, h, $cols, c0, $out),
                             3 => $pass::<1, 3>($nb, $panel, h, $cols, c0, $out),
-                            _ => $pass::<1, PASS_COLS>($nb, $panel, h, $cols, c0, $out),
+                            _ => $pass::<1, { super::avx2::PASS_COLS }>(
+                                $nb, $panel, h, $cols, c0, $out,
+                            ),
                         }
-                        c0 += PASS_COLS;
+                        c0 += super::avx2::PASS_COLS;
                     }
                 }
             }
         }
     };
 }
+pub(super) use by_passes;
 
 /// Q4_K: `out[c * PANEL_ROWS + r] = dot(row r, column c)` for the 1 to
 /// [`GEMM_COLS`] prepared columns `cols`.
@@ -351,7 +359,7 @@ unsafe fn q6k_pass<const H: usize, const C: usize>(
 /// Stores the sums of halves `h0..h0 + H` for columns `c0..c0 + C`.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn store<const H: usize, const C: usize>(
+pub(super) fn store<const H: usize, const C: usize>(
     acc: &[[__m256; C]; H],
     h0: usize,
     c0: usize,

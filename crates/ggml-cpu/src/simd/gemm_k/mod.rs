@@ -20,6 +20,11 @@
 //! Q6_K's layout and kernel: its levels 0..7 (the weight plus 4), d times
 //! its 16 signed 6-bit scales, -4 times the scales.
 //!
+//! Q6_K's levels panel is 1.7 times as large as its rows: weights are
+//! stored, and token generation reads them, in a compact layout of its own
+//! (`q6_rows`, AVX2 at every level) whose panels are expanded into levels
+//! panels, tile by tile, for calls with many columns.
+//!
 //! Per sub-block and column the integer sum is exact (and exactly
 //! converted); one FMA adds it, times d * scale, to the super-block's f32
 //! sum. The mins, or the offset of Q6_K's and Q3_K's levels, come once per
@@ -63,7 +68,7 @@ pub(super) fn install(k: &mut Kernels) {
     if cpu_features().avx512_vnni {
         k.set_gemm(Type::Q4_K, &Q4_K_GEMM);
         k.set_gemm(Type::Q5_K, &Q5_K_GEMM);
-        k.set_gemm(Type::Q6_K, &Q6_K_GEMM);
+        k.set_gemm(Type::Q6_K, &q6_rows::Q6_K_ROWS_GEMM_VNNI);
         k.set_gemm(Type::Q3_K, &Q3_K_GEMM);
     } else {
         install_avx2(k);
@@ -71,10 +76,11 @@ pub(super) fn install(k: &mut Kernels) {
 }
 
 /// Installs the AVX2 K-quant panel kernels (the caller checked AVX2, FMA
-/// and F16C): Q4_K and Q6_K, in the VNNI kernels' layouts.
+/// and F16C): Q4_K in the VNNI kernel's layout, Q6_K in its compact one
+/// (with the levels panel's AVX2 kernel for many columns).
 pub(super) fn install_avx2(k: &mut Kernels) {
     k.set_gemm(Type::Q4_K, &avx2::Q4_K_GEMM_AVX2);
-    k.set_gemm(Type::Q6_K, &avx2::Q6_K_GEMM_AVX2);
+    k.set_gemm(Type::Q6_K, &q6_rows::Q6_K_ROWS_GEMM);
 }
 
 /// # Safety
@@ -347,7 +353,8 @@ macro_rules! by_cols {
 mod avx2;
 mod q4q5;
 mod q6;
+mod q6_rows;
 
 pub(crate) use q4q5::{A4_SB, Q4K_QS, Q4K_SB};
 use q4q5::{Q4_K_GEMM, Q5_K_GEMM};
-use q6::{Q3_K_GEMM, Q6_K_GEMM};
+use q6::Q3_K_GEMM;

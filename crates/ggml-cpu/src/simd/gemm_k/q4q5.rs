@@ -66,6 +66,7 @@ pub(super) static Q4_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * A4_SB,
     prep: q4k_prep,
     run: q4k_run,
+    wide: None,
 };
 
 pub(super) static Q5_K_GEMM: Gemm = Gemm {
@@ -74,6 +75,7 @@ pub(super) static Q5_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * A4_SB,
     prep: q4k_prep,
     run: q5k_run,
+    wide: None,
 };
 
 fn q4k_pack(n: usize, rows: &[&[u8]], out: &mut [u8]) {

@@ -24,6 +24,7 @@ pub(super) static Q6_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * Q8K_BYTES,
     prep: q8k_copy,
     run: q6k_run,
+    wide: None,
 };
 
 /// Q3_K in the Q6_K panel layout and kernel: levels 0..7 (the weight plus
@@ -34,6 +35,7 @@ pub(super) static Q3_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * Q8K_BYTES,
     prep: q8k_copy,
     run: q6k_run,
+    wide: None,
 };
 
 /// Bytes of a Q3_K block.
@@ -142,7 +144,7 @@ unsafe fn pack_i8_scales(sc: &[__m128i; PANEL_ROWS], d: &[u16; PANEL_ROWS], off:
 }
 
 /// Activations the kernel reads as Q8_K blocks as they are.
-fn q8k_copy(n: usize, y: &[u8], out: &mut [u8]) {
+pub(super) fn q8k_copy(n: usize, y: &[u8], out: &mut [u8]) {
     let len = n / QK * Q8K_BYTES;
     assert!(
         n % QK == 0 && y.len() >= len && out.len() >= len,

@@ -106,6 +106,7 @@ static Q4_0_GEMM: Gemm = Gemm {
     run: |n, panel, cols, out| {
         run_checked(n, panel, cols, out, Q4_0_PANEL_BLOCK, avx512::run::<true>)
     },
+    wide: None,
 };
 
 static Q8_0_GEMM: Gemm = Gemm {
@@ -116,6 +117,7 @@ static Q8_0_GEMM: Gemm = Gemm {
     run: |n, panel, cols, out| {
         run_checked(n, panel, cols, out, Q8_0_PANEL_BLOCK, avx512::run::<false>)
     },
+    wide: None,
 };
 
 /// Q5_0 in its own layout (levels `q + 16`, at most 31, from nibbles and
@@ -128,6 +130,7 @@ static Q5_0_GEMM: Gemm = Gemm {
     act_bytes,
     prep: |n, y, out| prep(16, n, y, out),
     run: run_avx2::<{ avx2::FIVE }, Q5_0_PANEL_BLOCK>,
+    wide: None,
 };
 
 static Q4_0_GEMM_AVX2: Gemm = Gemm {
