@@ -25,8 +25,8 @@
 //! (`simd/`); every vector path is tested against the scalar one, which
 //! agrees bit for bit with ggml-core's reference `vec_dot`. With 16
 //! columns or more (prompt processing), the types that have a panel kernel
-//! (`simd::Gemm`; with AVX-512: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K and
-//! Q6_K) have their weight rows packed, 16 at a time, into panels with one
+//! (`simd::Gemm`; with AVX2: F32, F16, Q4_0, Q5_0, Q8_0, Q4_K and Q6_K;
+//! with AVX-512 VNNI also BF16, Q5_K and Q3_K) have their weight rows packed, 16 at a time, into panels with one
 //! row per vector lane, each activation value broadcast to all lanes; a
 //! lane sums its (row, column) pair in a fixed order, so results do not
 //! depend on the tiling either, and agree with the row kernels within f32

@@ -120,11 +120,12 @@ fn panel_kernels_match_the_row_kernels() {
             check_against_row_kernels(ty, g, &format!("{isa:?}"));
         }
     }
-    // x86-64 CPUs with AVX2 have panel kernels for F16, Q4_0, Q5_0, Q8_0,
-    // Q4_K and Q6_K, at every level from AVX2 up.
+    // x86-64 CPUs with AVX2 have panel kernels for F32, F16, Q4_0, Q5_0,
+    // Q8_0, Q4_K and Q6_K, at every level from AVX2 up.
     if crate::features::cpu_features().avx2 {
         let k = kernels_for(crate::features::Isa::Avx2).unwrap();
         for ty in [
+            Type::F32,
             Type::F16,
             Type::Q4_0,
             Type::Q5_0,
@@ -134,7 +135,7 @@ fn panel_kernels_match_the_row_kernels() {
         ] {
             assert!(k.gemm(ty).is_some(), "no AVX2 panel kernel for {ty}");
         }
-        assert!(tested >= 6, "only {tested} panel kernels");
+        assert!(tested >= 7, "only {tested} panel kernels");
     }
 }
 
