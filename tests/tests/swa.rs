@@ -167,10 +167,13 @@ fn seq_add_keeps_generation_equal_to_a_fresh_decode() {
         let mut fresh2 = context(&m, swa_full);
         decode_at(&mut fresh2, &t, 0);
         decode_at(&mut fresh2, &[next], n);
+        // Within rounding of the largest logit (45 here): a wrong shift
+        // moves logits by whole units.
         let d = max_abs_diff(&first, fresh2.logits_ith(-1).expect("logits"));
+        let scale = first.iter().fold(0f32, |a, v| a.max(v.abs()));
         assert!(
-            d < 1e-2,
-            "swa_full {swa_full}: logits after the shift differ by {d}"
+            d < 5e-4 * scale,
+            "swa_full {swa_full}: logits after the shift differ by {d} (largest {scale})"
         );
     }
 }
