@@ -81,10 +81,8 @@ pub(crate) fn mul_mat_stored(
 ) -> Result<()> {
     let vt = partner(a.ty)?;
     let ys = ColumnSource::new(b, vt, a.ne[0], &mut ws.act)?;
-    match g.wide {
-        Some(w) if b.ne[1] >= GEMM_MIN_COLS => {
-            mul_mat_panels(a, &ys, d, w.gemm, Weights::Expanded(g, w), &mut ws.prep)
-        }
+    match g.wide_for(b.ne[1]) {
+        Some(w) => mul_mat_panels(a, &ys, d, w.gemm, Weights::Expanded(g, w), &mut ws.prep),
         _ => mul_mat_panels(a, &ys, d, g, Weights::Stored, &mut ws.prep),
     }
 }

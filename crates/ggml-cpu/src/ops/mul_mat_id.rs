@@ -24,11 +24,11 @@ use ggml_core::Result;
 use crate::compute::{NodeCtx, Workspace};
 use crate::matmul::{
     dense_rows, expand_panels, pack_panels, partner, prepare_columns, stored_panels, weight_row,
-    ColumnSource, RowDot, GEMM_MIN_COLS, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
+    ColumnSource, RowDot, TILES_PER_THREAD, TILE_WEIGHT_BYTES,
 };
 use crate::ops::read_index;
 use crate::pool;
-use crate::simd::{self, Gemm, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
+use crate::simd::{self, Gemm, Wide, GEMM_COLS, MAX_COLS, MAX_ROWS, PANEL_ROWS};
 use crate::tensor::{AlignedBytes, View};
 
 /// Multiply-adds below which the call runs on the calling thread.
@@ -91,14 +91,14 @@ struct Task {
 }
 
 /// How a [`Task`] computes.
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 enum Kernel {
     /// The row dot products.
     Rows,
     /// The panel kernel, on panels as stored or packed for the call.
     Panels,
     /// The stored layout's wide kernel, on its panels expanded for the call.
-    Wide,
+    Wide(&'static Wide),
 }
 
 /// Columns (tokens) of one expert from which its rows are packed for the
@@ -147,11 +147,9 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let mut tasks = Vec::new();
     for &x in &active {
         let n_cols = groups.of(x).len();
-        let wide = stored
-            .and_then(|g| g.wide)
-            .filter(|_| n_cols >= GEMM_MIN_COLS);
-        let kernel = if wide.is_some() {
-            Kernel::Wide
+        let wide = stored.and_then(|g| g.wide_for(n_cols));
+        let kernel = if let Some(w) = wide {
+            Kernel::Wide(w)
         } else if stored.is_some() || (any_gemm && n_cols >= ID_GEMM_MIN_COLS) {
             Kernel::Panels
         } else {
@@ -218,8 +216,8 @@ pub(crate) fn mul_mat_id(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
                     task.rows.len().div_ceil(PANEL_ROWS),
                 );
                 let panels = stored_panels(g, a, task.expert, p0, np);
-                match (kernel, g.wide) {
-                    (Kernel::Wide, Some(w)) => {
+                match kernel {
+                    Kernel::Wide(w) => {
                         let wide = expand_panels(g, w, k, panels, buf);
                         panel_tile(w.gemm, k, wide, task, cols, prep, nb1, &put)
                     }

@@ -127,6 +127,13 @@ impl Gemm {
     pub fn for_packed_rows(&'static self) -> &'static Gemm {
         self.wide.map_or(self, |w| w.gemm)
     }
+
+    /// The wide kernel that a call of `cols` columns on weights stored in
+    /// this layout runs, after expanding them: from `GEMM_MIN_COLS`
+    /// columns, where the layout has one.
+    pub fn wide_for(&self, cols: usize) -> Option<&'static Wide> {
+        self.wide.filter(|_| cols >= crate::matmul::GEMM_MIN_COLS)
+    }
 }
 
 /// The kernel that a compact stored panel layout expands its panels into
