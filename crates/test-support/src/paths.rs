@@ -106,7 +106,14 @@ fn remove_stale(tmp: &Path, stem: &str) {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
     use super::*;
+
+    /// Held by the tests that make scratch directories: each one sweeps
+    /// the stale directories, which would race with the sweep test setting
+    /// its stale directory up.
+    static SCRATCH: Mutex<()> = Mutex::new(());
 
     #[test]
     fn the_root_holds_the_workspace_manifest() {
@@ -126,6 +133,7 @@ mod tests {
 
     #[test]
     fn scratch_dirs_of_ended_processes_are_removed() {
+        let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
         // No process has this id (above the kernel's pid_max).
         let stale = std::env::temp_dir().join("test-support-test-4294967295-old");
         std::fs::create_dir_all(&stale).unwrap();
@@ -137,6 +145,7 @@ mod tests {
 
     #[test]
     fn scratch_dirs_start_empty() {
+        let _one = SCRATCH.lock().unwrap_or_else(|e| e.into_inner());
         let d = scratch_dir("test-support", "empty");
         std::fs::write(d.join("f"), b"x").unwrap();
         let d = scratch_dir("test-support", "empty");
