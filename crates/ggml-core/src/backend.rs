@@ -280,11 +280,14 @@ pub trait Buffer: Send + Sync {
     fn size(&self) -> usize {
         self.common().size
     }
-    /// Host address of byte 0, for host buffers (none for device memory).
+    /// Host address of byte 0, for host buffers (none for device memory):
+    /// the same for the buffer's whole life, so that what a backend derives
+    /// from a graph's placements holds while the graph is unchanged.
     fn base(&self) -> Option<NonNull<u8>> {
         None
     }
-    /// True when the memory must not be written (a read-only file mapping).
+    /// True when the memory must not be written (a read-only file mapping);
+    /// the same for the buffer's whole life.
     fn is_read_only(&self) -> bool {
         false
     }

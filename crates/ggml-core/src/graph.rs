@@ -5,6 +5,7 @@
 //! KV-cache tensors and inputs; views share their source's memory.
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use smallvec::SmallVec;
 
@@ -80,10 +81,33 @@ impl fmt::Debug for Node {
     }
 }
 
+/// The contents of a [`Graph`] at one moment: every change to a graph
+/// gives it a revision no graph of this process had before, and a clone
+/// keeps its original's until either changes. Two graphs of equal revision
+/// are thus equal, node for node, placements (and so the buffers they hold)
+/// included, which lets a backend keep what it derived from a graph (views,
+/// checks) for as long as the graph comes back unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Revision(u64);
+
+impl Revision {
+    fn next() -> Revision {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        Revision(NEXT.fetch_add(1, Ordering::Relaxed))
+    }
+}
+
+impl Default for Revision {
+    fn default() -> Revision {
+        Revision::next()
+    }
+}
+
 /// An arena of nodes, built by the op methods, in topological order.
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
     nodes: Vec<Node>,
+    revision: Revision,
 }
 
 fn shape_err<T>(op: &'static str, msg: String) -> Result<T> {
@@ -113,7 +137,18 @@ impl Graph {
 
     /// A node, mutably (placement, flags, name).
     pub fn node_mut(&mut self, id: TensorId) -> &mut Node {
-        &mut self.nodes[id.index()]
+        &mut self.nodes_mut()[id.index()]
+    }
+
+    /// The nodes, for a change: the graph takes a new [`Revision`].
+    fn nodes_mut(&mut self) -> &mut Vec<Node> {
+        self.revision = Revision::next();
+        &mut self.nodes
+    }
+
+    /// The graph's current [`Revision`].
+    pub fn revision(&self) -> Revision {
+        self.revision
     }
 
     /// The shape descriptor of a node.
@@ -145,7 +180,7 @@ impl Graph {
     /// pushed directly is checked by the backend that is asked to run it.
     pub fn push(&mut self, node: Node) -> TensorId {
         let id = TensorId(self.nodes.len() as u32);
-        self.nodes.push(node);
+        self.nodes_mut().push(node);
         id
     }
 
@@ -165,7 +200,7 @@ impl Graph {
     fn add_checked(&mut self, desc: TensorDesc, op: Op, src: &[TensorId]) -> Result<TensorId> {
         let id = self.add(desc, op, src);
         if let Err(e) = self.validate(id) {
-            self.nodes.pop();
+            self.nodes_mut().pop();
             return Err(e);
         }
         Ok(id)
@@ -180,7 +215,7 @@ impl Graph {
         offset: usize,
     ) -> Result<TensorId> {
         let id = self.add_checked(desc, op, src)?;
-        self.nodes[id.index()].view = Some((of, offset));
+        self.nodes_mut()[id.index()].view = Some((of, offset));
         Ok(id)
     }
 
@@ -196,14 +231,14 @@ impl Graph {
     /// A new input leaf: data is written after allocation, before compute.
     pub fn input(&mut self, name: impl Into<String>, ty: Type, ne: &[usize]) -> TensorId {
         let id = self.new_tensor(name, ty, ne);
-        self.nodes[id.index()].flags.insert(Flags::INPUT);
+        self.nodes_mut()[id.index()].flags.insert(Flags::INPUT);
         id
     }
 
     /// Imports a tensor whose memory already exists (a weight, a KV cache).
     pub fn import(&mut self, desc: TensorDesc, at: Placement, flags: Flags) -> TensorId {
         let id = self.add(desc, Op::None, &[]);
-        let n = &mut self.nodes[id.index()];
+        let n = &mut self.nodes_mut()[id.index()];
         n.at = Some(at);
         n.flags = flags;
         id
@@ -211,12 +246,12 @@ impl Graph {
 
     /// Renames a node.
     pub fn set_name(&mut self, id: TensorId, name: impl Into<String>) {
-        self.nodes[id.index()].desc.name = name.into();
+        self.nodes_mut()[id.index()].desc.name = name.into();
     }
 
     /// Marks a node as an output: its memory is kept until after compute.
     pub fn set_output(&mut self, id: TensorId) {
-        self.nodes[id.index()].flags.insert(Flags::OUTPUT);
+        self.nodes_mut()[id.index()].flags.insert(Flags::OUTPUT);
     }
 
     /// The tensor whose memory a view ultimately shares, with the total offset.
@@ -811,5 +846,35 @@ mod tests {
         assert_eq!(g.desc(p).ne, [64, 1, 3, 1]);
         assert!(g.view(x, &[64, 4], &[256], 0).is_err());
         assert_eq!(g.compute_ids().collect::<Vec<_>>(), vec![y]);
+    }
+
+    #[test]
+    fn every_change_gives_a_new_revision_and_reads_keep_it() {
+        let mut g = Graph::new();
+        let mut seen = vec![g.revision()];
+        let mut changed = |g: &Graph| {
+            assert!(!seen.contains(&g.revision()), "revision reused");
+            seen.push(g.revision());
+        };
+        let x = g.input("x", Type::F32, &[4, 2]);
+        changed(&g);
+        let y = g.scale(x, 2.0).unwrap();
+        changed(&g);
+        g.set_name(y, "y");
+        changed(&g);
+        g.set_output(y);
+        changed(&g);
+        g.node_mut(y).at = None;
+        changed(&g);
+
+        let r = g.revision();
+        let _ = (g.len(), g.node(y), g.desc(x), g.placement(y), g.validate(y));
+        assert_eq!(g.revision(), r, "reading changed the revision");
+        let mut c = g.clone();
+        assert_eq!(c.revision(), r, "an unchanged clone is the same graph");
+        c.set_name(x, "x2");
+        assert_ne!(c.revision(), r);
+        assert_eq!(g.revision(), r, "changing a clone changed its original");
+        assert_ne!(Graph::new().revision(), Graph::new().revision());
     }
 }

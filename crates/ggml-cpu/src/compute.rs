@@ -1,18 +1,19 @@
 //! Graph execution: per node, resolve memory, check what the kernels rely
 //! on, protect sources that share memory with the result, and dispatch.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use ggml_core::backend::Placement;
-use ggml_core::graph::{Graph, TensorId};
+use ggml_core::graph::{Graph, Revision, TensorId};
 use ggml_core::{Error, Op, Result, Type};
 use smallvec::SmallVec;
 
 use crate::matmul;
 use crate::ops;
 use crate::pool;
-use crate::repack::{RepackBuffer, REPACK_NAME};
+use crate::repack::{self, RepackBuffer, REPACK_NAME};
 use crate::simd::Gemm;
 use crate::tensor::{AlignedBytes, View};
 
@@ -129,11 +130,25 @@ fn row_local(op: &Op) -> bool {
         )
 }
 
-/// Computes one node. Leaves and views are no-ops.
-pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> Result<()> {
+/// A node ready to compute: everything its kernel needs that depends on
+/// the graph alone (memory, checks, kernel layout), not on the data, so
+/// that a graph computed again unchanged (see [`Plans`]) skips it.
+pub(crate) struct Resolved {
+    dst: View,
+    src: Srcs<View>,
+    alias: Srcs<bool>,
+    /// Sources that overlap the result in a way that is not a plain
+    /// in-place update: copied before each run.
+    copy: Srcs<bool>,
+    packed: Option<&'static Gemm>,
+}
+
+/// Checks node `id` and resolves its memory; `None` when there is nothing
+/// to compute (a leaf, a view, an empty result).
+pub(crate) fn resolve(graph: &Graph, id: TensorId) -> Result<Option<Resolved>> {
     let node = graph.node(id);
     if node.op == Op::None || node.op.is_view() {
-        return Ok(());
+        return Ok(None);
     }
     validate(graph, id)?;
     // Each tensor's placement is resolved once, for the repacked-weights
@@ -143,7 +158,7 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
     let packed = repacked_weights(graph, id, dst_at.as_ref(), &src_at)?;
     let dst = View::of(graph, id, placed(graph, id, dst_at.as_ref())?, true)?;
     if dst.n_rows() == 0 || dst.ne[0] == 0 {
-        return Ok(());
+        return Ok(None);
     }
     if !dst.is_non_overlapping() {
         return Err(Error::Invalid(format!(
@@ -157,35 +172,97 @@ pub(crate) fn compute_node(graph: &Graph, id: TensorId, ws: &mut Workspace) -> R
     let reads = read_sources(&node.op, node.src.len());
     let mut src = Srcs::new();
     let mut alias: Srcs<bool> = smallvec::smallvec![false; node.src.len()];
-    // Owned copies of sources that overlap the result in a way that is not a
-    // plain in-place update; they must outlive the kernel call.
-    let mut copies: Vec<AlignedBytes> = Vec::new();
+    let mut copy: Srcs<bool> = smallvec::smallvec![false; node.src.len()];
     for (i, &s) in node.src.iter().enumerate() {
         let v = View::of(graph, s, placed(graph, s, src_at[i].as_ref())?, false)?;
         if reads.contains(&i) && v.overlaps(&dst) {
             if row_local(&node.op) && v.same_layout(&dst) && (i == 0 || v.ne == dst.ne) {
                 alias[i] = true;
             } else {
-                let mut bytes = AlignedBytes::default();
-                let copy = materialize(&v, &mut bytes);
-                copies.push(bytes);
-                src.push(copy);
-                continue;
+                copy[i] = true;
             }
         }
         src.push(v);
     }
-    let ctx = NodeCtx {
-        graph,
-        id,
+    Ok(Some(Resolved {
         dst,
         src,
         alias,
+        copy,
         packed,
+    }))
+}
+
+/// Computes node `id`, resolved as `r` for this graph.
+pub(crate) fn run(graph: &Graph, id: TensorId, r: &Resolved, ws: &mut Workspace) -> Result<()> {
+    // Owned copies of the sources marked to copy; they must outlive the
+    // kernel call.
+    let mut copies: Vec<AlignedBytes> = Vec::new();
+    let mut src = r.src.clone();
+    for (v, _) in src.iter_mut().zip(&r.copy).filter(|(_, &c)| c) {
+        let mut bytes = AlignedBytes::default();
+        *v = materialize(v, &mut bytes);
+        copies.push(bytes);
+    }
+    let ctx = NodeCtx {
+        graph,
+        id,
+        dst: r.dst.clone(),
+        src,
+        alias: r.alias.clone(),
+        packed: r.packed,
     };
-    let r = dispatch(&ctx, ws);
+    let res = dispatch(&ctx, ws);
     drop(copies);
-    r
+    res
+}
+
+/// The nodes of the graphs a backend computed last, resolved, by the
+/// list of nodes it was asked for (a scheduler hands a backend one list
+/// per split): valid while the graph keeps its [`Revision`] and no
+/// repacked tensor is added, which is how a graph reused from one token to
+/// the next comes back.
+#[derive(Default)]
+pub(crate) struct Plans {
+    at: Option<(Revision, u64)>,
+    lists: HashMap<Vec<TensorId>, Vec<(TensorId, Resolved)>>,
+}
+
+/// Lists a backend keeps for one revision: the splits of a graph, or its
+/// nodes one at a time (an eval callback).
+const MAX_LISTS: usize = 4096;
+
+impl Plans {
+    /// Computes `nodes` of `graph`, resolving them unless they were
+    /// resolved for this revision of it.
+    pub(crate) fn compute(
+        &mut self,
+        graph: &Graph,
+        nodes: &[TensorId],
+        ws: &mut Workspace,
+    ) -> Result<()> {
+        let at = (graph.revision(), repack::tables_epoch());
+        if self.at != Some(at) {
+            self.lists.clear();
+            self.at = Some(at);
+        }
+        if !self.lists.contains_key(nodes) {
+            let mut list = Vec::with_capacity(nodes.len());
+            for &id in nodes {
+                if let Some(r) = resolve(graph, id)? {
+                    list.push((id, r));
+                }
+            }
+            if self.lists.len() >= MAX_LISTS {
+                self.lists.clear();
+            }
+            self.lists.insert(nodes.to_vec(), list);
+        }
+        for (id, r) in &self.lists[nodes] {
+            run(graph, *id, r, ws)?;
+        }
+        Ok(())
+    }
 }
 
 /// The placement of tensor `id`, or an error naming it when it has none.

@@ -8,7 +8,7 @@ use ggml_core::graph::{Graph, TensorId};
 use ggml_core::host::{HostBuffer, HostBufferType, HOST_ALIGNMENT};
 use ggml_core::{DeviceCaps, DeviceKind, DeviceProps, Error, Result};
 
-use crate::compute::{self, Workspace};
+use crate::compute::{self, Plans, Workspace};
 use crate::features;
 use crate::pool::Team;
 
@@ -195,6 +195,8 @@ pub struct CpuBackend {
     pool: Team,
     n_threads: usize,
     ws: Workspace,
+    /// The nodes of the graphs computed last, resolved.
+    plans: Plans,
 }
 
 impl std::fmt::Debug for CpuBackend {
@@ -217,6 +219,7 @@ impl CpuBackend {
             pool: build_pool(n)?,
             n_threads: n,
             ws: Workspace::default(),
+            plans: Plans::default(),
         })
     }
 
@@ -234,13 +237,8 @@ impl Backend for CpuBackend {
         cpu_device()
     }
     fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> Result<()> {
-        let ws = &mut self.ws;
-        self.pool.enter(|| {
-            for &id in nodes {
-                compute::compute_node(graph, id, ws)?;
-            }
-            Ok(())
-        })
+        let (ws, plans) = (&mut self.ws, &mut self.plans);
+        self.pool.enter(|| plans.compute(graph, nodes, ws))
     }
     fn set_n_threads(&mut self, n_threads: usize) {
         let n = n_threads.max(1);

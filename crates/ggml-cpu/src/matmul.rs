@@ -31,6 +31,14 @@ pub(crate) const TILES_PER_THREAD: usize = 8;
 /// many columns repay.
 pub(crate) const GEMM_MIN_COLS: usize = 16;
 
+/// Multiply-adds below which a MUL_MAT runs on the calling thread, its
+/// weights stored or not. Measured with `benches/split.rs` on 2 threads
+/// (fastest runs), F32 weights x 1 column: up to 11,000 one thread was as
+/// fast or faster (64 x 64: 0.91 against 1.08 us; 64 x 172: 1.57 against
+/// 1.86), from 32,768 splitting won (64 x 512: 3.43 against 3.73 us;
+/// 288 x 288: 3.99 against 5.20).
+const SERIAL_MACS: usize = 32 * 1024;
+
 /// True when MUL_MAT takes weights of type `t`.
 pub(crate) fn supports_type(t: Type) -> bool {
     simd::vec_dot_type(t).is_some()
@@ -182,7 +190,7 @@ pub(crate) fn mul_mat_with(
         }
     };
     let work = ne01 * ne11 * n_batch * k;
-    if threads == 1 || n_tiles == 1 || !crate::compute::split_pays(work, 64 * 1024) {
+    if threads == 1 || n_tiles == 1 || !crate::compute::split_pays(work, SERIAL_MACS) {
         (0..n_tiles).for_each(tile);
     } else {
         pool::for_each(n_tiles, tile);
@@ -420,7 +428,8 @@ fn mul_mat_panels(
     // Each thread keeps its panel buffer from one MUL_MAT to the next:
     // a fresh one per call would be a fresh mapping to fault in.
     let run = |t: usize| PANELS.with_borrow_mut(|buf| tile(buf, t));
-    if threads == 1 || n_tiles == 1 {
+    let work = ne01 * ne11 * n_batch * k;
+    if threads == 1 || n_tiles == 1 || !crate::compute::split_pays(work, SERIAL_MACS) {
         (0..n_tiles).for_each(run);
     } else {
         pool::for_each(n_tiles, run);

@@ -26,6 +26,7 @@
 use std::any::Any;
 use std::collections::BTreeMap;
 use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use ggml_core::backend::{Buffer, BufferCommon, BufferType, Placement};
@@ -137,6 +138,16 @@ impl BufferType for RepackBufferType {
     }
 }
 
+/// Bumped whenever a tensor is added to a repacked buffer's table: what
+/// was derived from the tables before (see [`crate::compute::Plans`]) may
+/// no longer hold.
+static TABLES_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// The current [`TABLES_EPOCH`].
+pub(crate) fn tables_epoch() -> u64 {
+    TABLES_EPOCH.load(Ordering::Acquire)
+}
+
 /// A tensor stored in a repacked buffer.
 struct Packed {
     desc: TensorDesc,
@@ -216,6 +227,7 @@ impl Buffer for RepackBuffer {
                 gemm,
             },
         );
+        TABLES_EPOCH.fetch_add(1, Ordering::Release);
         Ok(())
     }
     fn set_tensor(&self, offset: usize, data: &[u8]) -> Result<()> {
