@@ -52,6 +52,9 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
         let mut kq = vec![0f32; Q_TILE * KV_TILE];
         let mut vkq = vec![0f32; Q_TILE * dv];
         let mut masks = vec![0f32; if mask.is_some() { Q_TILE * n_kv } else { 0 }];
+        // The mask rows in `masks` (first query row, mask head and batch,
+        // slope): the heads of a query tile usually share them.
+        let mut masks_of = None;
         for u in range {
             let t0 = (u % q_tiles) * Q_TILE;
             let ih = (u / q_tiles) % n_head;
@@ -66,7 +69,8 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
             }
             if let Some(m) = mask {
                 let slope = alibi_slope(max_bias, n_head, ih);
-                for t in 0..rows {
+                let of = Some((t0, ih % m.ne[2], iq3 % m.ne[3], slope.to_bits()));
+                for t in (0..rows).filter(|_| masks_of != of) {
                     // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
                     let r = unsafe {
                         m.read_row([t0 + t, ih % m.ne[2], iq3 % m.ne[3]], false, &mut s.b)?
@@ -75,6 +79,7 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
                         *o = slope * x;
                     }
                 }
+                masks_of = of;
             }
             let mut max = [f32::NEG_INFINITY; Q_TILE];
             let mut sum = [0f32; Q_TILE];
@@ -101,19 +106,26 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
                 let kq = &mut kq[..rows * w];
                 kq.fill(0.0);
                 (kern.gemm_f32)(kq, &qt, &kt, rows, dk, w);
-                for x in kq.iter_mut() {
-                    *x *= scale;
-                    if softcap != 0.0 {
-                        *x = softcap * x.tanh();
-                    }
-                }
-                if mask.is_some() {
-                    for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-                        let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
-                        for (x, &mv) in row.iter_mut().zip(m) {
-                            *x += mv;
+                // Scaled (and capped), then masked: one loop per case, so
+                // that the plain ones are vectorised.
+                if softcap != 0.0 {
+                    kq.iter_mut()
+                        .for_each(|x| *x = softcap * (*x * scale).tanh());
+                    if mask.is_some() {
+                        for (t, row) in kq.chunks_exact_mut(w).enumerate() {
+                            let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
+                            row.iter_mut().zip(m).for_each(|(x, &mv)| *x += mv);
                         }
                     }
+                } else if mask.is_some() {
+                    for (t, row) in kq.chunks_exact_mut(w).enumerate() {
+                        let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
+                        row.iter_mut()
+                            .zip(m)
+                            .for_each(|(x, &mv)| *x = *x * scale + mv);
+                    }
+                } else {
+                    kq.iter_mut().for_each(|x| *x *= scale);
                 }
                 for (t, row) in kq.chunks_exact_mut(w).enumerate() {
                     let tile_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);

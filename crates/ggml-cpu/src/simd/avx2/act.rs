@@ -55,12 +55,20 @@ fn exp8(x: __m256) -> __m256 {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn exp_sum_avx2(x: &mut [f32], max: f32) -> f64 {
     let m = _mm256_set1_ps(max);
+    let hidden = _mm256_set1_ps(f32::NEG_INFINITY);
     let (mut s0, mut s1) = (_mm256_setzero_pd(), _mm256_setzero_pd());
     let mut chunks = x.chunks_exact_mut(8);
     for ch in &mut chunks {
         // SAFETY: an 8-element chunk, read and written in place.
         unsafe {
-            let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(ch.as_ptr()), m));
+            let v = _mm256_loadu_ps(ch.as_ptr());
+            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(v, hidden)) == 0xff {
+                // Eight masked keys (a causal mask's upper half): their
+                // exponentials are zeros, which add nothing to the sum.
+                _mm256_storeu_ps(ch.as_mut_ptr(), _mm256_setzero_ps());
+                continue;
+            }
+            let e = exp8(_mm256_sub_ps(v, m));
             _mm256_storeu_ps(ch.as_mut_ptr(), e);
             s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
             s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
