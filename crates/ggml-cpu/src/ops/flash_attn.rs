@@ -102,8 +102,13 @@ struct RowScratch {
     acc16: Vec<f16>,
     /// The weighted sum of the values (as f32 also for an F16 accumulator).
     acc32: Vec<f32>,
-    /// The keys the mask does not hide, in order.
+    /// The keys the mask does not hide, in order,
     keys: Vec<u32>,
+    /// their mask terms,
+    terms: Vec<f32>,
+    /// and the mask row and slope they are of (query row, mask head and
+    /// batch, slope bits): rows of one query token usually share them.
+    listed_for: Option<[usize; 4]>,
     /// Per listed key: its score.
     scores: Vec<f32>,
     /// Per listed key: the factor of the sum so far and of its value.
@@ -121,6 +126,8 @@ impl RowScratch {
             acc16: vec![f16::ZERO; dv],
             acc32: vec![0.0; dv],
             keys: Vec::new(),
+            terms: Vec::new(),
+            listed_for: None,
             scores: Vec::new(),
             ms: Vec::new(),
             vs: Vec::new(),
@@ -144,58 +151,39 @@ impl OneQuery<'_> {
     /// maximum), then all exponentials at once, vectorised; the values are
     /// summed last, in key order, as ggml does.
     fn row(&self, [iq1, ih, iq3]: [usize; 3], s: &mut Scratch, w: &mut RowScratch) -> Result<f32> {
-        let (q, k) = (self.q, self.k);
+        let q = self.q;
         // SAFETY: (iq1, ih, iq3) is a query row (the result has a row for it).
         let qrow = unsafe { q.read_row([iq1, ih, iq3], false, &mut s.a)? };
         let slope = alibi_slope(self.p.max_bias, self.n_head, ih);
-        let mrow = match self.mask {
-            Some(m) => {
-                let at = [iq1, ih % m.ne[2], iq3 % m.ne[3]];
-                // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
-                Some(unsafe { m.read_row(at, false, &mut s.b)? })
-            }
-            None => None,
+        let listed_for = match self.mask {
+            Some(m) => [iq1, ih % m.ne[2], iq3 % m.ne[3], slope.to_bits() as usize],
+            None => [usize::MAX; 4],
         };
-        // The keys the mask does not hide, with their mask terms (in `vs`
-        // until the weights replace them), without a branch per key.
-        let n_kv = k.ne[1];
-        w.keys.resize(n_kv, 0);
-        w.vs.resize(n_kv, 0.0);
-        let n = match mrow {
-            Some(m) => {
-                let mut n = 0;
-                for (ic, &x) in m[..n_kv].iter().enumerate() {
-                    let mv = slope * x;
-                    w.keys[n] = ic as u32;
-                    w.vs[n] = mv;
-                    n += usize::from(mv != f32::NEG_INFINITY);
-                }
-                n
-            }
-            None => {
-                w.keys
-                    .iter_mut()
-                    .enumerate()
-                    .for_each(|(ic, x)| *x = ic as u32);
-                w.vs.fill(0.0);
-                n_kv
-            }
-        };
-        w.keys.truncate(n);
-        w.vs.truncate(n);
+        if w.listed_for != Some(listed_for) {
+            w.listed_for = None;
+            self.list_keys(listed_for, slope, &mut s.b, w)?;
+            w.listed_for = Some(listed_for);
+        }
+        let n = w.keys.len();
         w.scores.resize(n, 0.0);
         w.ms.resize(n, 0.0);
+        w.vs.resize(n, 0.0);
         let kh = [ih / self.rk2, iq3 / self.rk3];
         self.scores(qrow, kh, &mut s.d, w)?;
-        // Scale, cap and mask the scores, then the exponent of each key.
-        let mut max = f32::NEG_INFINITY;
-        for ((sc, arg), &mv) in w.scores.iter_mut().zip(&mut w.ms).zip(&w.vs) {
-            let mut x = *sc * self.p.scale;
-            if self.p.softcap != 0.0 {
-                x = self.p.softcap * x.tanh();
+        // Scale, cap and mask the scores (one loop per case, so that the
+        // plain one is vectorised), then the exponent of each key.
+        let (scale, softcap) = (self.p.scale, self.p.softcap);
+        if softcap != 0.0 {
+            for (sc, &mv) in w.scores.iter_mut().zip(&w.terms) {
+                *sc = softcap * (*sc * scale).tanh() + mv;
             }
-            x += mv;
-            *sc = x;
+        } else {
+            for (sc, &mv) in w.scores.iter_mut().zip(&w.terms) {
+                *sc = *sc * scale + mv;
+            }
+        }
+        let mut max = f32::NEG_INFINITY;
+        for (&x, arg) in w.scores.iter().zip(&mut w.ms) {
             if x > max {
                 *arg = max - x;
                 max = x;
@@ -205,21 +193,63 @@ impl OneQuery<'_> {
         }
         (self.kern.exp_sum)(&mut w.ms, 0.0);
         // The exponential rescales the sum when the key raised the maximum
-        // (its value then counts once), else it weighs the value.
+        // (its value then counts once), else it weighs the value (and the
+        // sum times 1 is the sum: one addition).
         let mut sum = 0f32;
         let mut max = f32::NEG_INFINITY;
         for ((&sc, ms), vs) in w.scores.iter().zip(&mut w.ms).zip(&mut w.vs) {
             let e = *ms;
-            (*ms, *vs) = if sc > max {
+            if sc > max {
                 max = sc;
-                (e, 1.0)
+                (*ms, *vs) = (e, 1.0);
+                sum = sum * e + 1.0;
             } else {
-                (1.0, e)
-            };
-            sum = sum * *ms + *vs;
+                (*ms, *vs) = (1.0, e);
+                sum += e;
+            }
         }
         self.values(kh, w)?;
         Ok(sum)
+    }
+
+    /// Lists in `w` the keys that mask row `[iq1, im2, im3, _]` leaves
+    /// visible, with their mask terms (`slope` times the mask); every key
+    /// with a zero term without a mask.
+    fn list_keys(
+        &self,
+        [iq1, im2, im3, _]: [usize; 4],
+        slope: f32,
+        buf: &mut Vec<f32>,
+        w: &mut RowScratch,
+    ) -> Result<()> {
+        let n_kv = self.k.ne[1];
+        w.keys.clear();
+        w.terms.clear();
+        match self.mask {
+            Some(m) => {
+                // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
+                let mrow = unsafe { m.read_row([iq1, im2, im3], false, buf)? };
+                w.keys.resize(n_kv, 0);
+                w.terms.resize(n_kv, 0.0);
+                // Without a branch per key: each key is written at the end
+                // of the list, which grows past it when it is visible.
+                let (keys, terms) = (&mut w.keys[..], &mut w.terms[..]);
+                let mut n = 0;
+                for (ic, &x) in mrow[..n_kv].iter().enumerate() {
+                    let mv = slope * x;
+                    keys[n] = ic as u32;
+                    terms[n] = mv;
+                    n += usize::from(mv != f32::NEG_INFINITY);
+                }
+                w.keys.truncate(n);
+                w.terms.truncate(n);
+            }
+            None => {
+                w.keys.extend(0..n_kv as u32);
+                w.terms.resize(n_kv, 0.0);
+            }
+        }
+        Ok(())
     }
 
     /// `w.scores[j]`: the dot product of the query with key `w.keys[j]`.
