@@ -1,6 +1,7 @@
 //! Graph execution: per node, resolve memory, check what the kernels rely
 //! on, protect sources that share memory with the result, and dispatch.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -84,11 +85,12 @@ pub(crate) struct NodeCtx<'g> {
     /// The result's memory.
     pub dst: View,
     /// Sources in the node's order (for CPY and SET_ROWS the destination
-    /// source is included, but never read through this list).
-    pub src: Srcs<View>,
+    /// source is included, but never read through this list): the resolved
+    /// views, or copies of those that overlap the result.
+    pub src: Cow<'g, [View]>,
     /// `alias[i]`: source i has exactly the result's layout (an in-place
     /// op): its rows must be copied before the result row is written.
-    pub alias: Srcs<bool>,
+    pub alias: &'g [bool],
     /// For MUL_MAT / MUL_MAT_ID weights stored repacked (`CPU_REPACK`): the panel kernel
     /// whose layout they have.
     pub packed: Option<&'static Gemm>,
@@ -198,18 +200,20 @@ pub(crate) fn run(graph: &Graph, id: TensorId, r: &Resolved, ws: &mut Workspace)
     // Owned copies of the sources marked to copy; they must outlive the
     // kernel call.
     let mut copies: Vec<AlignedBytes> = Vec::new();
-    let mut src = r.src.clone();
-    for (v, _) in src.iter_mut().zip(&r.copy).filter(|(_, &c)| c) {
-        let mut bytes = AlignedBytes::default();
-        *v = materialize(v, &mut bytes);
-        copies.push(bytes);
+    let mut src = Cow::Borrowed(&r.src[..]);
+    if r.copy.contains(&true) {
+        for (v, _) in src.to_mut().iter_mut().zip(&r.copy).filter(|(_, &c)| c) {
+            let mut bytes = AlignedBytes::default();
+            *v = materialize(v, &mut bytes);
+            copies.push(bytes);
+        }
     }
     let ctx = NodeCtx {
         graph,
         id,
         dst: r.dst.clone(),
         src,
-        alias: r.alias.clone(),
+        alias: &r.alias,
         packed: r.packed,
     };
     let res = dispatch(&ctx, ws);
