@@ -1,44 +1,9 @@
 //! SCALE, the unary activations, the gated units and ARGMAX.
 
-use std::sync::OnceLock;
-
 use ggml_core::{GluOp, Result, UnaryOp};
-use half::f16;
 
 use crate::compute::{par_rows, NodeCtx};
-
-const GELU_COEF_A: f32 = 0.044715;
-const SQRT_2_OVER_PI: f32 = 0.797_884_6;
-
-/// GELU, tanh approximation, in f32.
-#[inline]
-pub(crate) fn gelu_exact(x: f32) -> f32 {
-    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
-}
-
-fn gelu_table() -> &'static [u16] {
-    static TABLE: OnceLock<Vec<u16>> = OnceLock::new();
-    TABLE.get_or_init(|| {
-        (0..=u16::MAX)
-            .map(|h| f16::from_f32(gelu_exact(f16::from_bits(h).to_f32())).to_bits())
-            .collect()
-    })
-}
-
-/// GELU as ggml's CPU backend computes it by default: 0 below -10, the
-/// identity above 10, else the f16 table of the tanh approximation looked
-/// up at the f16 rounding of x.
-#[inline]
-pub(crate) fn gelu(x: f32) -> f32 {
-    if x <= -10.0 {
-        0.0
-    } else if x >= 10.0 {
-        x
-    } else {
-        let h = f16::from_f32(x).to_bits();
-        f16::from_bits(gelu_table()[h as usize]).to_f32()
-    }
-}
+use crate::simd::scalar::{gelu, gelu_table};
 
 fn map_rows(ctx: &NodeCtx<'_>, work: usize, f: impl Fn(f32) -> f32 + Sync) -> Result<()> {
     map_rows_with(ctx, work, |x, out| {
@@ -107,11 +72,8 @@ pub(crate) fn glu(ctx: &NodeCtx<'_>, op: GluOp, swapped: bool) -> Result<()> {
         }
         GluOp::Geglu => {
             gelu_table();
-            glu_with(ctx, swapped, |g, u, out| {
-                for ((o, &a), &b) in out.iter_mut().zip(g).zip(u) {
-                    *o = gelu(a) * b;
-                }
-            })
+            let k = crate::simd::kernels().geglu;
+            glu_with(ctx, swapped, k)
         }
     }
 }
@@ -178,6 +140,8 @@ pub(crate) fn argmax(ctx: &NodeCtx<'_>) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::simd::scalar::gelu_exact;
+    use half::f16;
 
     #[test]
     fn gelu_follows_the_f16_table() {

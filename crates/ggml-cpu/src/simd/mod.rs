@@ -186,6 +186,8 @@ pub(crate) struct Kernels {
     pub silu: fn(&[f32], &mut [f32]),
     /// `out[i] = silu(g[i]) * u[i]`.
     pub swiglu: fn(&[f32], &[f32], &mut [f32]),
+    /// `out[i] = gelu(g[i]) * u[i]`, with ggml's f16 GELU table.
+    pub geglu: fn(&[f32], &[f32], &mut [f32]),
     /// `c += a x b` for row-major f32 matrices `c` (m x n), `a` (m x k) and
     /// `b` (k x n); each element of `c` takes one fused multiply-add per
     /// step of k, in order, so every level gives the same bits.
@@ -231,6 +233,7 @@ impl Kernels {
             exp_sum: scalar::exp_sum,
             silu: scalar::silu,
             swiglu: scalar::swiglu,
+            geglu: scalar::geglu,
             gemm_f32: scalar::gemm_f32,
             table: vec![None; ggml_core::Type::all().len().max(64)],
             gemms: vec![None; ggml_core::Type::all().len().max(64)],

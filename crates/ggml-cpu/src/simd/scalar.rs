@@ -118,6 +118,47 @@ pub(crate) fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
     }
 }
 
+const GELU_COEF_A: f32 = 0.044715;
+const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+
+/// GELU, tanh approximation, in f32.
+#[inline]
+pub(crate) fn gelu_exact(x: f32) -> f32 {
+    0.5 * x * (1.0 + (SQRT_2_OVER_PI * x * (1.0 + GELU_COEF_A * x * x)).tanh())
+}
+
+/// [`gelu_exact`] at every f16 value, as f16 bits, indexed by the f16 bits.
+pub(crate) fn gelu_table() -> &'static [u16] {
+    static TABLE: std::sync::OnceLock<Vec<u16>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        (0..=u16::MAX)
+            .map(|h| half::f16::from_f32(gelu_exact(half::f16::from_bits(h).to_f32())).to_bits())
+            .collect()
+    })
+}
+
+/// GELU as ggml's CPU backend computes it by default: 0 below -10, the
+/// identity above 10, else the f16 table of the tanh approximation looked
+/// up at the f16 rounding of x.
+#[inline]
+pub(crate) fn gelu(x: f32) -> f32 {
+    if x <= -10.0 {
+        0.0
+    } else if x >= 10.0 {
+        x
+    } else {
+        let h = half::f16::from_f32(x).to_bits();
+        half::f16::from_bits(gelu_table()[h as usize]).to_f32()
+    }
+}
+
+/// `out[i] = gelu(g[i]) * u[i]`.
+pub(crate) fn geglu(g: &[f32], u: &[f32], out: &mut [f32]) {
+    for ((o, &a), &b) in out.iter_mut().zip(g).zip(u) {
+        *o = gelu(a) * b;
+    }
+}
+
 /// exp(x) without a library call: Cody-Waite reduction by ln 2 and Cephes'
 /// degree-6 polynomial (within 2 ulp; results below 2^-126 flush to zero,
 /// above f32::MAX are +inf). The vector paths compute the same operations

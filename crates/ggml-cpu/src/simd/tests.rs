@@ -249,6 +249,48 @@ fn float_dot_helpers_agree() {
 }
 
 #[test]
+fn geglu_agrees_across_paths() {
+    let mut rng = Rng(77);
+    let mut g: Vec<f32> = (0..1000).map(|_| rng.f() * 24.0).collect();
+    // The bounds and around them, zeros, f16 subnormals, the largest
+    // values, ties of the f16 rounding, and a NaN.
+    let special = [
+        -10.0,
+        10.0,
+        -10.000001,
+        9.999999,
+        0.0,
+        -0.0,
+        3e-6,
+        -6e-8,
+        f32::MAX,
+        f32::MIN,
+        1.0 + 1.0 / 2048.0,
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+    ];
+    g[..special.len()].copy_from_slice(&special);
+    let u: Vec<f32> = (0..1000).map(|_| rng.f() * 3.0).collect();
+    for n in [0usize, 5, 8, 13, 1000] {
+        let mut want = vec![0f32; n];
+        scalar::geglu(&g[..n], &u[..n], &mut want);
+        for isa in available_isas() {
+            let k = kernels_for(isa).unwrap();
+            let mut got = vec![0f32; n];
+            (k.geglu)(&g[..n], &u[..n], &mut got);
+            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()),
+                    "{isa:?} geglu n={n} at {i} (x {}): {a} against {b}",
+                    g[i]
+                );
+            }
+        }
+    }
+}
+
+#[test]
 fn activations_agree_across_paths() {
     let mut rng = Rng(1234);
     for n in [0usize, 1, 7, 8, 9, 64, 333] {

@@ -1,4 +1,5 @@
-//! Activations: `exp` with a running sum (soft_max), SiLU and SwiGLU.
+//! Activations: `exp` with a running sum (soft_max), SiLU, SwiGLU and
+//! GEGLU.
 
 use std::arch::x86_64::*;
 
@@ -9,6 +10,7 @@ pub(super) fn install(k: &mut Kernels) {
     k.exp_sum = exp_sum;
     k.silu = silu;
     k.swiglu = swiglu;
+    k.geglu = geglu;
 }
 
 /// [`crate::simd::scalar::exp_f32`] on eight lanes, with the same operations in
@@ -139,4 +141,40 @@ fn swiglu_avx2(g: &[f32], u: &[f32], out: &mut [f32]) {
 fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
     unsafe { swiglu_avx2(g, u, out) }
+}
+
+/// [`crate::simd::scalar::geglu`] eight lanes at a time: the f16 rounding
+/// of x (F16C rounds to nearest even, as `half` does), the table looked up
+/// lane by lane, the bounds at -10 and 10 as blends; the same bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn geglu_avx2(g: &[f32], u: &[f32], out: &mut [f32]) {
+    let table = crate::simd::scalar::gelu_table();
+    let n = g.len().min(u.len()).min(out.len());
+    let (lo, hi) = (_mm256_set1_ps(-10.0), _mm256_set1_ps(10.0));
+    let mut i = 0;
+    while i + 8 <= n {
+        // SAFETY: elements i..i+8 of the three slices; the lanes' f16 bits
+        // index the 65,536-entry table.
+        unsafe {
+            let x = _mm256_loadu_ps(g.as_ptr().add(i));
+            let mut h = [0u16; 8];
+            _mm_storeu_si128(
+                h.as_mut_ptr() as *mut __m128i,
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(x),
+            );
+            let t = h.map(|b| table[b as usize]);
+            let v = _mm256_cvtph_ps(_mm_loadu_si128(t.as_ptr() as *const __m128i));
+            let v = _mm256_blendv_ps(v, x, _mm256_cmp_ps::<_CMP_GE_OQ>(x, hi));
+            let v = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_LE_OQ>(x, lo), v);
+            let w = _mm256_mul_ps(v, _mm256_loadu_ps(u.as_ptr().add(i)));
+            _mm256_storeu_ps(out.as_mut_ptr().add(i), w);
+        }
+        i += 8;
+    }
+    crate::simd::scalar::geglu(&g[i..n], &u[i..n], &mut out[i..n]);
+}
+
+fn geglu(g: &[f32], u: &[f32], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
+    unsafe { geglu_avx2(g, u, out) }
 }
