@@ -250,23 +250,29 @@ impl Plans {
             self.lists.clear();
             self.at = Some(at);
         }
-        if !self.lists.contains_key(nodes) {
-            let mut list = Vec::with_capacity(nodes.len());
-            for &id in nodes {
-                if let Some(r) = resolve(graph, id)? {
-                    list.push((id, r));
-                }
-            }
-            if self.lists.len() >= MAX_LISTS {
-                self.lists.clear();
-            }
-            self.lists.insert(nodes.to_vec(), list);
+        // One lookup when the list is known (every token of a reused graph).
+        if let Some(list) = self.lists.get(nodes) {
+            return run_list(graph, list, ws);
         }
-        for (id, r) in &self.lists[nodes] {
-            run(graph, *id, r, ws)?;
+        let mut list = Vec::with_capacity(nodes.len());
+        for &id in nodes {
+            if let Some(r) = resolve(graph, id)? {
+                list.push((id, r));
+            }
         }
-        Ok(())
+        if self.lists.len() >= MAX_LISTS {
+            self.lists.clear();
+        }
+        run_list(graph, self.lists.entry(nodes.to_vec()).or_insert(list), ws)
     }
+}
+
+/// Computes the resolved nodes `list` of `graph` in order.
+fn run_list(graph: &Graph, list: &[(TensorId, Resolved)], ws: &mut Workspace) -> Result<()> {
+    for (id, r) in list {
+        run(graph, *id, r, ws)?;
+    }
+    Ok(())
 }
 
 /// The placement of tensor `id`, or an error naming it when it has none.
