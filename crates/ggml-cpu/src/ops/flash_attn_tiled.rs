@@ -69,17 +69,18 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
             }
             if let Some(m) = mask {
                 let slope = alibi_slope(max_bias, n_head, ih);
-                let of = Some((t0, ih % m.ne[2], iq3 % m.ne[3], slope.to_bits()));
-                for t in (0..rows).filter(|_| masks_of != of) {
-                    // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
-                    let r = unsafe {
-                        m.read_row([t0 + t, ih % m.ne[2], iq3 % m.ne[3]], false, &mut s.b)?
-                    };
-                    for (o, &x) in masks[t * n_kv..(t + 1) * n_kv].iter_mut().zip(r) {
-                        *o = slope * x;
+                let (im2, im3) = (ih % m.ne[2], iq3 % m.ne[3]);
+                let of = Some((t0, im2, im3, slope.to_bits()));
+                if masks_of != of {
+                    for t in 0..rows {
+                        // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
+                        let r = unsafe { m.read_row([t0 + t, im2, im3], false, &mut s.b)? };
+                        for (o, &x) in masks[t * n_kv..(t + 1) * n_kv].iter_mut().zip(r) {
+                            *o = slope * x;
+                        }
                     }
+                    masks_of = of;
                 }
-                masks_of = of;
             }
             let mut max = [f32::NEG_INFINITY; Q_TILE];
             let mut sum = [0f32; Q_TILE];
