@@ -126,6 +126,18 @@ pub(crate) fn scalar_from_f32(ty: Type, v: f32, b: &mut [u8]) {
 
 /// Widens little-endian f16 bytes to f32 (vectorised by `half` when F16C is present).
 pub(crate) fn f16_bytes_to_f32(src: &[u8], dst: &mut [f32]) {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: every bit pattern of two bytes is an f16, which is a
+        // transparent u16: on a little-endian target the aligned middle
+        // of `src` is the values themselves.
+        let (head, mid, _) = unsafe { src.align_to::<f16>() };
+        if head.is_empty() {
+            let n = dst.len().min(mid.len());
+            mid[..n].convert_to_f32_slice(&mut dst[..n]);
+            return;
+        }
+    }
     let mut tmp = [f16::ZERO; 256];
     for (s, d) in src.chunks(512).zip(dst.chunks_mut(256)) {
         let n = d.len();
