@@ -24,16 +24,36 @@ fn yarn_ramp(low: f32, high: f32, i0: usize) -> f32 {
     1.0 - y.clamp(0.0, 1.0)
 }
 
+/// What [`rope_cache`] derives from the parameters alone, once per node
+/// instead of once per position.
+pub(crate) struct Angles {
+    /// YaRN's correction range in dims.
+    corr: [f32; 2],
+    /// The factor from one pair's angle to the next one's.
+    theta_scale: f32,
+    /// The magnitude of an extrapolation-mixed pair (YaRN only).
+    yarn_mscale: f32,
+}
+
+impl Angles {
+    pub(crate) fn new(p: &RopeParams) -> Angles {
+        Angles {
+            corr: yarn_corr_dims(p),
+            theta_scale: p.freq_base.powf(-2.0 / p.n_dims as f32),
+            yarn_mscale: p.attn_factor * (1.0 + 0.1 * (1.0 / p.freq_scale).ln()),
+        }
+    }
+}
+
 /// Fills `cache` with (cos, sin) pairs for the first `n_dims` dims at
 /// position `pos`.
 pub(crate) fn rope_cache(
     p: &RopeParams,
+    a: &Angles,
     pos: f32,
     freq_factors: Option<&[f32]>,
     cache: &mut Vec<f32>,
 ) {
-    let corr = yarn_corr_dims(p);
-    let theta_scale = p.freq_base.powf(-2.0 / p.n_dims as f32);
     cache.clear();
     let mut theta = pos;
     let mut i0 = 0;
@@ -44,13 +64,13 @@ pub(crate) fn rope_cache(
         let mut th = theta_interp;
         let mut mscale = p.attn_factor;
         if p.ext_factor != 0.0 {
-            let ramp_mix = yarn_ramp(corr[0], corr[1], i0) * p.ext_factor;
+            let ramp_mix = yarn_ramp(a.corr[0], a.corr[1], i0) * p.ext_factor;
             th = theta_interp * (1.0 - ramp_mix) + theta_extrap * ramp_mix;
-            mscale *= 1.0 + 0.1 * (1.0 / p.freq_scale).ln();
+            mscale = a.yarn_mscale;
         }
         cache.push(th.cos() * mscale);
         cache.push(th.sin() * mscale);
-        theta *= theta_scale;
+        theta *= a.theta_scale;
         i0 += 2;
     }
 }
@@ -93,6 +113,7 @@ pub(crate) fn rope(ctx: &NodeCtx<'_>, p: &RopeParams) -> Result<()> {
         }
         None => None,
     };
+    let angles = Angles::new(p);
     par_rows(d.n_rows(), d.ne[0] * 4, |rows, s| {
         let mut cached: Option<usize> = None;
         for r in rows {
@@ -100,7 +121,7 @@ pub(crate) fn rope(ctx: &NodeCtx<'_>, p: &RopeParams) -> Result<()> {
             if cached != Some(i[1]) {
                 // SAFETY: pos.ne0 >= a.ne2 (checked), so element i2 exists.
                 let pv = unsafe { read_index(pos, [i[1], 0, 0, 0]) };
-                rope_cache(p, pv as f32, ff.as_deref(), &mut s.d);
+                rope_cache(p, &angles, pv as f32, ff.as_deref(), &mut s.d);
                 cached = Some(i[1]);
             }
             // SAFETY: same shape as the result; aliased rows are copied.
