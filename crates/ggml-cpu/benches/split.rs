@@ -54,7 +54,8 @@ impl Case {
 }
 
 /// Places every tensor of `ids` in its own CPU buffer, filled with small
-/// random values (an F16 mask: zeros, every key visible).
+/// random values (an F16 mask: zeros, every key visible; a causal mask:
+/// query row i sees keys 0..=i).
 fn place(g: &mut Graph, ids: &[TensorId]) -> Vec<Arc<dyn Buffer>> {
     let bt = cpu_buffer_type();
     let mut rng = test_support::Rng(5);
@@ -68,6 +69,13 @@ fn place(g: &mut Graph, ids: &[TensorId]) -> Vec<Arc<dyn Buffer>> {
         let bytes: Vec<u8> = match desc.ty {
             // An F16 mask of zeros: every key visible.
             _ if desc.name == "mask" => vec![0u8; 2 * n],
+            _ if desc.name == "causal mask" => (0..n)
+                .flat_map(|e| {
+                    let (key, row) = (e % desc.ne[0], e / desc.ne[0]);
+                    let m = if key <= row { 0.0 } else { f32::NEG_INFINITY };
+                    half::f16::from_f32(m).to_bits().to_le_bytes()
+                })
+                .collect(),
             Type::F32 => vals.iter().flat_map(|v| v.to_le_bytes()).collect(),
             Type::F16 => vals
                 .iter()
@@ -122,6 +130,26 @@ fn attention(dk: usize, heads: usize, kv_heads: usize, n_kv: usize) -> Case {
     )
 }
 
+/// Attention of a prompt of `n_q` tokens, the first of the cache's `n_kv`
+/// keys, under a causal mask (the rest of the cache hidden).
+fn prompt_attention(dk: usize, heads: usize, kv_heads: usize, n_q: usize, n_kv: usize) -> Case {
+    let mut g = Graph::new();
+    let q = g.input("q", Type::F32, &[dk, n_q, heads]);
+    let k = g.new_tensor("k", Type::F16, &[dk, n_kv, kv_heads]);
+    let v = g.new_tensor("v", Type::F16, &[dk, n_kv, kv_heads]);
+    let m = g.input("causal mask", Type::F16, &[n_kv, n_q]);
+    let y = g
+        .flash_attn_ext(q, k, v, Some(m), 1.0 / (dk as f32).sqrt(), 0.0, 0.0)
+        .expect("flash_attn_ext");
+    Case::placed(
+        format!("flash_attn prompt dk {dk}, {heads}/{kv_heads} heads, {n_q} of {n_kv} keys"),
+        heads * n_q * n_kv * 2 * dk,
+        g,
+        &[q, k, v, m, y],
+        y,
+    )
+}
+
 fn rms_norm(n: usize, rows: usize) -> Case {
     let mut g = Graph::new();
     let x = g.input("x", Type::F32, &[n, rows]);
@@ -165,6 +193,10 @@ fn main() {
     ] {
         cases.push(mul_mat(Type::F32, k, m, 1));
     }
+    // A 64-token prompt through stories260K's matrices.
+    for (k, m) in [(64, 32), (64, 64), (64, 172), (172, 64)] {
+        cases.push(mul_mat(Type::F32, k, m, 64));
+    }
     for (k, m) in [(640, 256), (640, 640), (640, 1024), (2048, 640)] {
         cases.push(mul_mat(Type::Q8_0, k, m, 1));
     }
@@ -172,6 +204,8 @@ fn main() {
         cases.push(attention(8, 8, 8, n_kv));
         cases.push(attention(256, 4, 1, n_kv));
     }
+    cases.push(prompt_attention(8, 8, 4, 64, 256));
+    cases.push(prompt_attention(256, 4, 1, 512, 512));
     for (n, rows) in [
         (64, 8),
         (64, 64),

@@ -410,16 +410,34 @@ pub(crate) fn par_rows<F>(n_rows: usize, work_per_row: usize, f: F) -> Result<()
 where
     F: Fn(Range<usize>, &mut Scratch) -> Result<()> + Sync,
 {
+    par_rows_with(n_rows, work_per_row, || (), |rows, s, _| f(rows, s))
+}
+
+/// [`par_rows`] with state of each thread made by `init` and kept across
+/// the chunks the thread computes in this call: what neighbouring rows
+/// share (converted operands, mask rows) is then made once per thread,
+/// not once per chunk.
+pub(crate) fn par_rows_with<S, F>(
+    n_rows: usize,
+    work_per_row: usize,
+    init: impl Fn() -> S + Sync,
+    f: F,
+) -> Result<()>
+where
+    F: Fn(Range<usize>, &mut Scratch, &mut S) -> Result<()> + Sync,
+{
     let threads = pool::current_num_threads();
     if threads <= 1 || n_rows <= 1 || !split_pays(n_rows.saturating_mul(work_per_row), SERIAL_WORK)
     {
-        return f(0..n_rows, &mut ReusedScratch::take().0);
+        return f(0..n_rows, &mut ReusedScratch::take().0, &mut init());
     }
     let n_chunks = n_rows.min(threads * 4);
     let chunk = n_rows.div_ceil(n_chunks);
-    pool::try_for_each_init(n_rows.div_ceil(chunk), ReusedScratch::take, |s, c| {
-        f(c * chunk..((c + 1) * chunk).min(n_rows), &mut s.0)
-    })
+    pool::try_for_each_init(
+        n_rows.div_ceil(chunk),
+        || (ReusedScratch::take(), init()),
+        |(s, state), c| f(c * chunk..((c + 1) * chunk).min(n_rows), &mut s.0, state),
+    )
 }
 
 fn is_float(t: Type) -> bool {

@@ -1,10 +1,10 @@
-//! FLASH_ATTN_EXT with fewer than 64 query rows (ggml's one-query path) on
-//! the CPU against ggml-core's reference: head sizes with and without a
-//! tail of vector lanes, value heads of another size than key heads, F16
-//! and F32 caches in each combination, keys and values read from a
-//! cache-shaped tensor (rows of a head at the stride of all heads), keys
-//! whose elements are not adjacent, masks that hide keys, logit softcap
-//! and ALiBi.
+//! FLASH_ATTN_EXT on the CPU against ggml-core's reference, with fewer
+//! than 64 query rows (ggml's one-query path) and with more (its tiles):
+//! head sizes with and without a tail of vector lanes, value heads of
+//! another size than key heads, F16 and F32 caches in each combination,
+//! keys and values read from a cache-shaped tensor (rows of a head at the
+//! stride of all heads), keys whose elements are not adjacent, masks that
+//! hide keys, logit softcap and ALiBi.
 
 use ggml_core::conformance::{run_cases, Case, CaseGraph, Check, Fill};
 use ggml_core::graph::TensorId;
@@ -104,6 +104,52 @@ fn one_query_attention_matches_the_reference() {
                 Layout::Dense,
             ));
         }
+    }
+    let report = run_cases(&ggml_cpu::cpu_device(), &cases);
+    println!("{report}");
+    report.assert_ok();
+    assert!(
+        report.skipped().is_empty(),
+        "skipped: {:#?}",
+        report.skipped()
+    );
+    assert_eq!(report.passed(), cases.len());
+}
+
+/// 64 and more query rows (ggml's tiles) against the reference: heads that
+/// share key heads (a task's heads then share converted key and value
+/// tiles), query tiles whose causal masks hide whole key tiles, and a
+/// cache too long for every converted tile to be kept (one tile at a time).
+#[test]
+fn tiled_attention_matches_the_reference() {
+    let mut cases = Vec::new();
+    for kv in [(Type::F16, Type::F16), (Type::F32, Type::F32)] {
+        for (dims, n_q, n_kv) in [
+            ((8, 8), 130, 256),
+            ((64, 64), 64, 200),
+            ((256, 256), 70, 2200),
+        ] {
+            cases.push(case(
+                kv,
+                dims,
+                n_q,
+                n_kv,
+                Some(Fill::Causal),
+                0.0,
+                0.0,
+                Layout::Cache,
+            ));
+        }
+        cases.push(case(
+            kv,
+            (40, 40),
+            128,
+            150,
+            Some(Fill::Mask),
+            30.0,
+            4.0,
+            Layout::Dense,
+        ));
     }
     let report = run_cases(&ggml_cpu::cpu_device(), &cases);
     println!("{report}");

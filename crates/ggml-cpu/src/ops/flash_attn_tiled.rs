@@ -14,7 +14,8 @@ use ggml_core::{Result, Type};
 
 use super::alibi_slope;
 use super::flash_attn::Params;
-use crate::compute::{par_rows, NodeCtx};
+use crate::compute::{par_rows_with, NodeCtx, Scratch};
+use crate::pool;
 use crate::simd;
 use crate::tensor::View;
 
@@ -23,6 +24,9 @@ use crate::tensor::View;
 pub(crate) const Q_TILE: usize = 64;
 /// Keys per tile (ggml's `GGML_FA_TILE_KV`).
 const KV_TILE: usize = 64;
+/// Most bytes of converted keys and values a task keeps for the heads and
+/// query tiles that share them.
+const KEPT_BYTES: usize = 2 << 20;
 
 /// True when the tiled algorithm computes this attention (as in ggml:
 /// enough query rows, F32 queries, keys and values of one float type).
@@ -30,8 +34,100 @@ pub(crate) fn applies(q: &View, k: &View, v: &View) -> bool {
     q.ne[1] >= Q_TILE && q.ty == Type::F32 && k.ty == v.ty && matches!(k.ty, Type::F16 | Type::F32)
 }
 
+/// What a thread keeps while it computes its units of one attention: the
+/// tiles it works in and what the units share.
+struct Tiles {
+    /// A query tile (rows x dk).
+    qt: Vec<f32>,
+    /// Converted key tiles (transposed, dk x keys) and value tiles (keys x
+    /// dv), one slot per key tile while every tile fits in [`KEPT_BYTES`]
+    /// (the heads and query tiles that use the same keys and values then
+    /// convert them once), else one slot for every tile in turn.
+    kts: Vec<f32>,
+    vts: Vec<f32>,
+    /// What each slot holds: (key head, key batch, value head, value batch,
+    /// tile).
+    held: Vec<Option<[usize; 5]>>,
+    /// Scores of a query tile against a key tile.
+    kq: Vec<f32>,
+    /// The weighted sums of the values of a query tile.
+    vkq: Vec<f32>,
+    /// The mask rows of a query tile, times the head's slope,
+    masks: Vec<f32>,
+    /// per row and key tile whether the row sees a key of the tile,
+    sees: Vec<bool>,
+    /// and which rows they are (first query row, mask head and batch, slope
+    /// bits): the heads of a query tile usually share them.
+    masks_of: Option<[usize; 4]>,
+}
+
+impl Tiles {
+    fn new(dk: usize, dv: usize, n_kv: usize, masked: bool) -> Tiles {
+        let n_tiles = n_kv.div_ceil(KV_TILE);
+        let slots = if n_kv * (dk + dv) * 4 <= KEPT_BYTES {
+            n_tiles
+        } else {
+            1
+        };
+        Tiles {
+            qt: vec![0.0; Q_TILE * dk],
+            kts: vec![0.0; slots * dk * KV_TILE],
+            vts: vec![0.0; slots * KV_TILE * dv],
+            held: vec![None; slots],
+            kq: vec![0.0; Q_TILE * KV_TILE],
+            vkq: vec![0.0; Q_TILE * dv],
+            masks: vec![0.0; if masked { Q_TILE * n_kv } else { 0 }],
+            sees: vec![false; if masked { Q_TILE * n_tiles } else { 0 }],
+            masks_of: None,
+        }
+    }
+}
+
 /// Attention of every query row: result [d_v, n_head, n_q, ne3].
 pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
+    let (q, k, v) = (&ctx.src[0], &ctx.src[1], &ctx.src[2]);
+    let mask = ctx.src.get(3);
+    let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
+    let (n_q, n_head, ne3) = (q.ne[1], q.ne[2], q.ne[3]);
+    let q_tiles = n_q.div_ceil(Q_TILE);
+    // One task unit per query tile, batch and group of heads: the heads
+    // that share a key head, where that leaves units enough for the team
+    // (a unit's heads then convert each key and value tile once), else
+    // one head.
+    let shared = n_head / k.ne[2];
+    let group = if (n_head / shared) * q_tiles * ne3 >= 2 * pool::current_num_threads() {
+        shared
+    } else {
+        1
+    };
+    let groups = n_head / group;
+    let units = groups * q_tiles * ne3;
+    par_rows_with(
+        units,
+        group * Q_TILE * n_kv * (dk + dv),
+        || Tiles::new(dk, dv, n_kv, mask.is_some()),
+        |range, s, t| {
+            for u in range {
+                let g = u % groups;
+                let t0 = (u / groups % q_tiles) * Q_TILE;
+                let iq3 = u / (groups * q_tiles);
+                for ih in g * group..(g + 1) * group {
+                    head(ctx, p, [t0, ih, iq3], s, t)?;
+                }
+            }
+            Ok(())
+        },
+    )
+}
+
+/// Attention of the query tile from row `t0` of head `ih`, batch `iq3`.
+fn head(
+    ctx: &NodeCtx<'_>,
+    p: Params,
+    [t0, ih, iq3]: [usize; 3],
+    s: &mut Scratch,
+    t: &mut Tiles,
+) -> Result<()> {
     let Params {
         scale,
         max_bias,
@@ -41,132 +137,158 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
     let mask = ctx.src.get(3);
     let (dk, dv, n_kv) = (q.ne[0], v.ne[0], k.ne[1]);
     let (n_q, n_head, ne3) = (q.ne[1], q.ne[2], q.ne[3]);
+    let n_tiles = n_kv.div_ceil(KV_TILE);
     let kern = simd::kernels();
-    let q_tiles = n_q.div_ceil(Q_TILE);
-    // One task unit per (query tile, head, batch).
-    let units = q_tiles * n_head * ne3;
-    par_rows(units, Q_TILE * n_kv * (dk + dv), |range, s| {
-        let mut qt = vec![0f32; Q_TILE * dk];
-        let mut kt = vec![0f32; dk * KV_TILE];
-        let mut vt = vec![0f32; KV_TILE * dv];
-        let mut kq = vec![0f32; Q_TILE * KV_TILE];
-        let mut vkq = vec![0f32; Q_TILE * dv];
-        let mut masks = vec![0f32; if mask.is_some() { Q_TILE * n_kv } else { 0 }];
-        // The mask rows in `masks` (first query row, mask head and batch,
-        // slope): the heads of a query tile usually share them.
-        let mut masks_of = None;
-        for u in range {
-            let t0 = (u % q_tiles) * Q_TILE;
-            let ih = (u / q_tiles) % n_head;
-            let iq3 = u / (q_tiles * n_head);
-            let rows = (n_q - t0).min(Q_TILE);
-            let (ik2, ik3) = (ih / (n_head / k.ne[2]), iq3 / (ne3 / k.ne[3]));
-            let (iv2, iv3) = (ih / (n_head / v.ne[2]), iq3 / (ne3 / v.ne[3]));
+    let Tiles {
+        qt,
+        kts,
+        vts,
+        held,
+        kq,
+        vkq,
+        masks,
+        sees,
+        masks_of,
+    } = t;
+    let rows = (n_q - t0).min(Q_TILE);
+    let (ik2, ik3) = (ih / (n_head / k.ne[2]), iq3 / (ne3 / k.ne[3]));
+    let (iv2, iv3) = (ih / (n_head / v.ne[2]), iq3 / (ne3 / v.ne[3]));
+    for t in 0..rows {
+        // SAFETY: (t0 + t, ih, iq3) is a query row, only read.
+        let r = unsafe { q.read_row([t0 + t, ih, iq3], false, &mut s.a)? };
+        qt[t * dk..(t + 1) * dk].copy_from_slice(r);
+    }
+    if let Some(m) = mask {
+        let slope = alibi_slope(max_bias, n_head, ih);
+        let (im2, im3) = (ih % m.ne[2], iq3 % m.ne[3]);
+        let of = Some([t0, im2, im3, slope.to_bits() as usize]);
+        if *masks_of != of {
             for t in 0..rows {
-                // SAFETY: (t0 + t, ih, iq3) is a query row, only read.
-                let r = unsafe { q.read_row([t0 + t, ih, iq3], false, &mut s.a)? };
-                qt[t * dk..(t + 1) * dk].copy_from_slice(r);
-            }
-            if let Some(m) = mask {
-                let slope = alibi_slope(max_bias, n_head, ih);
-                let (im2, im3) = (ih % m.ne[2], iq3 % m.ne[3]);
-                let of = Some((t0, im2, im3, slope.to_bits()));
-                if masks_of != of {
-                    for t in 0..rows {
-                        // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
-                        let r = unsafe { m.read_row([t0 + t, im2, im3], false, &mut s.b)? };
-                        for (o, &x) in masks[t * n_kv..(t + 1) * n_kv].iter_mut().zip(r) {
-                            *o = slope * x;
-                        }
-                    }
-                    masks_of = of;
+                // SAFETY: m.ne1 >= n_q (checked); batch dims wrap.
+                let r = unsafe { m.read_row([t0 + t, im2, im3], false, &mut s.b)? };
+                let row = &mut masks[t * n_kv..(t + 1) * n_kv];
+                for (o, &x) in row.iter_mut().zip(r) {
+                    *o = slope * x;
                 }
-            }
-            let mut max = [f32::NEG_INFINITY; Q_TILE];
-            let mut sum = [0f32; Q_TILE];
-            vkq[..rows * dv].fill(0.0);
-            for ic in (0..n_kv).step_by(KV_TILE) {
-                let w = (n_kv - ic).min(KV_TILE);
-                let hidden = |t: usize| {
-                    masks[t * n_kv + ic..t * n_kv + ic + w]
+                for (seen, keys) in sees[t * n_tiles..(t + 1) * n_tiles]
+                    .iter_mut()
+                    .zip(row.chunks(KV_TILE))
+                {
+                    *seen = keys
                         .iter()
-                        .all(|&x| x == f32::NEG_INFINITY)
-                };
-                if mask.is_some() && (0..rows).all(hidden) {
-                    continue;
+                        .fold(false, |a, &x| a | (x != f32::NEG_INFINITY));
                 }
-                // Keys transposed (dk x w), so that a score row is a row of
-                // the product.
-                for tk in 0..w {
-                    // SAFETY: key row (ic + tk, ik2, ik3), only read.
-                    let r = unsafe { k.read_row([ic + tk, ik2, ik3], false, &mut s.c)? };
-                    for (x, &e) in r.iter().enumerate() {
-                        kt[x * w + tk] = e;
-                    }
-                }
-                let kq = &mut kq[..rows * w];
-                kq.fill(0.0);
-                (kern.gemm_f32)(kq, &qt, &kt, rows, dk, w);
-                // Scaled (and capped), then masked: one loop per case, so
-                // that the plain ones are vectorised.
-                if softcap != 0.0 {
-                    kq.iter_mut()
-                        .for_each(|x| *x = softcap * (*x * scale).tanh());
-                    if mask.is_some() {
-                        for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-                            let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
-                            row.iter_mut().zip(m).for_each(|(x, &mv)| *x += mv);
-                        }
-                    }
-                } else if mask.is_some() {
-                    for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-                        let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
-                        row.iter_mut()
-                            .zip(m)
-                            .for_each(|(x, &mv)| *x = *x * scale + mv);
-                    }
-                } else {
-                    kq.iter_mut().for_each(|x| *x *= scale);
-                }
-                for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-                    let tile_max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    if tile_max == f32::NEG_INFINITY {
-                        // Every key of the tile hidden from this row.
-                        row.fill(0.0);
-                        continue;
-                    }
-                    let new_max = max[t].max(tile_max);
-                    if new_max > max[t] {
-                        let ms = (max[t] - new_max).exp();
-                        for x in &mut vkq[t * dv..(t + 1) * dv] {
-                            *x *= ms;
-                        }
-                        sum[t] *= ms;
-                    }
-                    max[t] = new_max;
-                    sum[t] = (f64::from(sum[t]) + (kern.exp_sum)(row, new_max)) as f32;
-                }
-                for tk in 0..w {
-                    let vp = v.row_ptr([ic + tk, iv2, iv3]);
-                    // SAFETY: value row (ic + tk, iv2, iv3) of dv elements
-                    // inside the view, only read.
-                    unsafe { v.read_strided(vp, dv, &mut vt[tk * dv..(tk + 1) * dv])? };
-                }
-                (kern.gemm_f32)(&mut vkq[..rows * dv], kq, &vt, rows, w, dv);
             }
-            for t in 0..rows {
-                let inv = if sum[t] == 0.0 { 0.0 } else { 1.0 / sum[t] };
-                let acc = &vkq[t * dv..(t + 1) * dv];
-                // SAFETY: each result row is written by one task.
-                unsafe {
-                    d.write_row([ih, t0 + t, iq3], &mut s.d, |o| {
-                        for (o, &a) in o.iter_mut().zip(acc) {
-                            *o = a * inv;
-                        }
-                    })?
-                };
-            }
+            *masks_of = of;
         }
-        Ok(())
-    })
+    }
+    let mut max = [f32::NEG_INFINITY; Q_TILE];
+    let mut sum = [0f32; Q_TILE];
+    vkq[..rows * dv].fill(0.0);
+    let slots = held.len();
+    for ic in (0..n_kv).step_by(KV_TILE) {
+        let w = (n_kv - ic).min(KV_TILE);
+        let it = ic / KV_TILE;
+        if mask.is_some() && !(0..rows).any(|t| sees[t * n_tiles + it]) {
+            continue;
+        }
+        let slot = if slots == 1 { 0 } else { it };
+        let kt = &mut kts[slot * dk * KV_TILE..(slot + 1) * dk * KV_TILE];
+        let vt = &mut vts[slot * KV_TILE * dv..(slot + 1) * KV_TILE * dv];
+        let tag = Some([ik2, ik3, iv2, iv3, it]);
+        if held[slot] != tag {
+            // Keys transposed (dk x w), so that a score row is a row of
+            // the product.
+            for tk in 0..w {
+                // SAFETY: key row (ic + tk, ik2, ik3), only read.
+                let r = unsafe { k.read_row([ic + tk, ik2, ik3], false, &mut s.c)? };
+                for (x, &e) in r.iter().enumerate() {
+                    kt[x * w + tk] = e;
+                }
+            }
+            for tk in 0..w {
+                let vp = v.row_ptr([ic + tk, iv2, iv3]);
+                // SAFETY: value row (ic + tk, iv2, iv3) of dv elements
+                // inside the view, only read.
+                unsafe { v.read_strided(vp, dv, &mut vt[tk * dv..(tk + 1) * dv])? };
+            }
+            held[slot] = tag;
+        }
+        let kq = &mut kq[..rows * w];
+        kq.fill(0.0);
+        (kern.gemm_f32)(kq, qt, kt, rows, dk, w);
+        // Scaled (and capped), then masked: one loop per case, so that the
+        // plain ones are vectorised.
+        if softcap != 0.0 {
+            kq.iter_mut()
+                .for_each(|x| *x = softcap * (*x * scale).tanh());
+            if mask.is_some() {
+                for (t, row) in kq.chunks_exact_mut(w).enumerate() {
+                    let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
+                    row.iter_mut().zip(m).for_each(|(x, &mv)| *x += mv);
+                }
+            }
+        } else if mask.is_some() {
+            for (t, row) in kq.chunks_exact_mut(w).enumerate() {
+                let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
+                row.iter_mut()
+                    .zip(m)
+                    .for_each(|(x, &mv)| *x = *x * scale + mv);
+            }
+        } else {
+            kq.iter_mut().for_each(|x| *x *= scale);
+        }
+        for (t, row) in kq.chunks_exact_mut(w).enumerate() {
+            let tile_max = max_of(row);
+            if tile_max == f32::NEG_INFINITY {
+                // Every key of the tile hidden from this row.
+                row.fill(0.0);
+                continue;
+            }
+            let new_max = max[t].max(tile_max);
+            if new_max > max[t] {
+                let ms = (max[t] - new_max).exp();
+                for x in &mut vkq[t * dv..(t + 1) * dv] {
+                    *x *= ms;
+                }
+                sum[t] *= ms;
+            }
+            max[t] = new_max;
+            sum[t] = (f64::from(sum[t]) + (kern.exp_sum)(row, new_max)) as f32;
+        }
+        (kern.gemm_f32)(&mut vkq[..rows * dv], kq, vt, rows, w, dv);
+    }
+    for t in 0..rows {
+        let inv = if sum[t] == 0.0 { 0.0 } else { 1.0 / sum[t] };
+        let acc = &vkq[t * dv..(t + 1) * dv];
+        // SAFETY: each result row is written by one task.
+        unsafe {
+            d.write_row([ih, t0 + t, iq3], &mut s.d, |o| {
+                for (o, &a) in o.iter_mut().zip(acc) {
+                    *o = a * inv;
+                }
+            })?
+        };
+    }
+    Ok(())
+}
+
+/// The largest value of `x` (NaNs ignored, as `f32::max` does), in eight
+/// lanes that the compiler vectorises: each lane keeps `y` where `y > m`,
+/// which is what the packed maximum instructions compute.
+fn max_of(x: &[f32]) -> f32 {
+    let pick = |m: f32, y: f32| if y > m { y } else { m };
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (m, &y) in lanes.iter_mut().zip(c) {
+            *m = pick(*m, y);
+        }
+    }
+    lanes
+        .iter()
+        .chain(tail)
+        .copied()
+        .fold(f32::NEG_INFINITY, pick)
 }
