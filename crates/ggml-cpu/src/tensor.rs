@@ -158,13 +158,21 @@ impl View {
         self.ne[1] * self.ne[2] * self.ne[3]
     }
 
-    /// The (i1, i2, i3) of flat row `r`.
+    /// The (i1, i2, i3) of flat row `r`: one division, or two for a row
+    /// past the first batch (row loops of small ops call this per row).
     #[inline]
     pub fn row_index(&self, r: usize) -> [usize; 3] {
-        let i1 = r % self.ne[1];
-        let i2 = (r / self.ne[1]) % self.ne[2];
-        let i3 = r / (self.ne[1] * self.ne[2]);
-        [i1, i2, i3]
+        let (n1, n2) = (self.ne[1], self.ne[2]);
+        if r < n1 {
+            return [r, 0, 0];
+        }
+        let q = r / n1;
+        let i1 = r - q * n1;
+        if q < n2 {
+            return [i1, q, 0];
+        }
+        let i3 = q / n2;
+        [i1, q - i3 * n2, i3]
     }
 
     /// Byte offset of row (i1, i2, i3).
@@ -417,5 +425,30 @@ mod tests {
         let mut mem2 = vec![0u8; 96];
         let w = View::over(&mut mem2, Type::F32, [4, 2, 3, 1]);
         assert_eq!(w.row_index(5), [1, 2, 0]);
+    }
+
+    #[test]
+    fn row_index_counts_rows_in_order() {
+        for ne in [
+            [3, 1, 1, 1],
+            [3, 4, 1, 1],
+            [3, 4, 5, 1],
+            [3, 1, 5, 2],
+            [3, 4, 5, 6],
+            [3, 4, 1, 6],
+        ] {
+            let mut mem = vec![0u8; 4 * ne.iter().product::<usize>()];
+            let v = View::over(&mut mem, Type::F32, ne);
+            let mut r = 0;
+            for i3 in 0..ne[3] {
+                for i2 in 0..ne[2] {
+                    for i1 in 0..ne[1] {
+                        assert_eq!(v.row_index(r), [i1, i2, i3], "row {r} of {ne:?}");
+                        r += 1;
+                    }
+                }
+            }
+            assert_eq!(r, v.n_rows());
+        }
     }
 }
