@@ -150,6 +150,17 @@ pub(crate) fn f16_bytes_to_f32(src: &[u8], dst: &mut [f32]) {
 
 /// Narrows f32 to little-endian f16 bytes, rounding to nearest even.
 pub(crate) fn f32_to_f16_bytes(src: &[f32], dst: &mut [u8]) {
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: as in `f16_bytes_to_f32`; any f16 written is two valid
+        // bytes.
+        let (head, mid, _) = unsafe { dst.align_to_mut::<f16>() };
+        if head.is_empty() {
+            let n = src.len().min(mid.len());
+            mid[..n].convert_from_f32_slice(&src[..n]);
+            return;
+        }
+    }
     let mut tmp = [f16::ZERO; 256];
     for (s, d) in src.chunks(256).zip(dst.chunks_mut(512)) {
         let n = s.len();
@@ -447,12 +458,33 @@ mod tests {
     #[test]
     fn f16_bytes_round_trip() {
         let x = data(300, 9);
-        let mut b = vec![0u8; 600];
-        f32_to_f16_bytes(&x, &mut b);
-        let mut y = vec![0f32; 300];
-        f16_bytes_to_f32(&b, &mut y);
-        for (a, c) in x.iter().zip(&y) {
-            assert_eq!(f16::from_f32(*a).to_f32(), *c);
+        // Bytes at an even and at an odd address: converted in place, and
+        // through a copy.
+        let mut mem = vec![0u16; 301];
+        let bytes: &mut [u8] = as_bytes(&mut mem);
+        for at in [0, 1] {
+            let b = &mut bytes[at..at + 600];
+            b.fill(0);
+            f32_to_f16_bytes(&x, b);
+            for (a, h) in x.iter().zip(b.chunks_exact(2)) {
+                assert_eq!(
+                    f16::from_f32(*a).to_bits().to_le_bytes(),
+                    [h[0], h[1]],
+                    "at {at}"
+                );
+            }
+            let mut y = vec![0f32; 300];
+            f16_bytes_to_f32(b, &mut y);
+            for (a, c) in x.iter().zip(&y) {
+                assert_eq!(f16::from_f32(*a).to_f32(), *c, "at {at}");
+            }
         }
+    }
+
+    /// The bytes of `v`.
+    fn as_bytes(v: &mut [u16]) -> &mut [u8] {
+        // SAFETY: u16 has no padding and any byte is a valid u8; the
+        // length covers the same memory.
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, 2 * v.len()) }
     }
 }
