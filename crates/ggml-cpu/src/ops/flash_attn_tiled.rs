@@ -93,8 +93,8 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
     // One task unit per query tile, batch and group of heads: the heads
     // that share a key head, where that leaves units enough for the team
     // (a unit's heads then convert each key and value tile once), else
-    // one head.
-    let shared = n_head / k.ne[2];
+    // one head (at least one: a graph may hold an attention of no heads).
+    let shared = (n_head / k.ne[2]).max(1);
     let group = if (n_head / shared) * q_tiles * ne3 >= 2 * pool::current_num_threads() {
         shared
     } else {
