@@ -105,15 +105,7 @@ fn one_query_attention_matches_the_reference() {
             ));
         }
     }
-    let report = run_cases(&ggml_cpu::cpu_device(), &cases);
-    println!("{report}");
-    report.assert_ok();
-    assert!(
-        report.skipped().is_empty(),
-        "skipped: {:#?}",
-        report.skipped()
-    );
-    assert_eq!(report.passed(), cases.len());
+    passes_all(&cases);
 }
 
 /// 64 and more query rows (ggml's tiles) against the reference: heads that
@@ -151,7 +143,12 @@ fn tiled_attention_matches_the_reference() {
             Layout::Dense,
         ));
     }
-    let report = run_cases(&ggml_cpu::cpu_device(), &cases);
+    passes_all(&cases);
+}
+
+/// Runs `cases` on the CPU; every one must run and pass.
+fn passes_all(cases: &[Case]) {
+    let report = run_cases(&ggml_cpu::cpu_device(), cases);
     println!("{report}");
     report.assert_ok();
     assert!(
