@@ -283,3 +283,52 @@ fn gemma3_sliding_window_cpu() {
         n,
     );
 }
+
+// ------------------------------------------------------------ cleared cache
+
+/// A prompt decoded again after the cache is cleared (as `llama-bench` does
+/// between repetitions) runs the graph of the first time, with the same
+/// logits, and generation after it equals a fresh context's. Also with
+/// sliding-window layers, whose cache is cleared too.
+#[test]
+fn a_cleared_cache_runs_the_prompt_graph_again() {
+    let Some(fx) = fixtures() else { return };
+    for (name, file) in [
+        ("stories260K", "models/stories260K.gguf"),
+        ("tiny gemma3", "models/tiny-gemma3-f32.gguf"),
+    ] {
+        let model = Model::load(fx.join(file), &cpu_params()).expect("load");
+        let prompt: Vec<i32> = (1..40).collect();
+        let cp = ContextParams {
+            swa_full: false,
+            graph_reuse: true,
+            ..ctx_params(FlashAttnType::Enabled)
+        };
+        let fresh = generate(&model, &cp, &prompt, 2);
+        let mut ctx = Context::new(&model, cp).expect("context");
+        let mut prompts = Vec::new();
+        for _ in 0..2 {
+            ctx.kv_clear();
+            ctx.decode(&Batch::get_one(&prompt)).expect("prompt");
+            prompts.push(ctx.logits_ith(-1).expect("logits").to_vec());
+        }
+        assert!(
+            prompts[1] == prompts[0],
+            "{name}: prompt logits after the cache was cleared"
+        );
+        let tok = argmax(&prompts[1]) as i32;
+        ctx.decode(&Batch::get_one(&[tok])).expect("decode");
+        assert!(
+            [
+                prompts[1].clone(),
+                ctx.logits_ith(-1).expect("logits").to_vec()
+            ] == fresh.logits[..],
+            "{name}: logits against a fresh context"
+        );
+        assert_eq!(
+            (ctx.perf.n_graph_builds, ctx.perf.n_graph_reuses),
+            (2, 1),
+            "{name}: the prompt's graph built once, the step's once"
+        );
+    }
+}

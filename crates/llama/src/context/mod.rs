@@ -633,11 +633,11 @@ impl<'m> Context<'m> {
     pub fn can_shift(&self) -> bool {
         self.kv.can_shift()
     }
-    /// Empties the cache.
+    /// Empties the cache. The graph kept for reuse stays (as llama.cpp's
+    /// does): it depends on the next ubatch's shape, not on the cells'
+    /// contents, so the same prompt decoded again runs it again.
     pub fn kv_clear(&mut self) {
         self.kv.clear();
-        // A cleared cache starts over: so does the graph.
-        self.forget_graph();
     }
 
     /// Sets the threads for single-token and batch decoding.
