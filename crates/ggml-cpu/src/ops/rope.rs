@@ -5,6 +5,7 @@
 use ggml_core::{Result, RopeMode, RopeParams};
 
 use super::read_index;
+use super::rope_tables::{table, Settings};
 use crate::compute::{par_rows, NodeCtx};
 
 fn yarn_corr_dim(n_dims: usize, n_ctx_orig: usize, n_rot: f32, base: f32) -> f32 {
@@ -114,6 +115,7 @@ pub(crate) fn rope(ctx: &NodeCtx<'_>, p: &RopeParams) -> Result<()> {
         None => None,
     };
     let angles = Angles::new(p);
+    let settings = Settings::of(p, ff.as_deref());
     par_rows(d.n_rows(), d.ne[0] * 4, |rows, s| {
         let mut cached: Option<usize> = None;
         for r in rows {
@@ -121,7 +123,7 @@ pub(crate) fn rope(ctx: &NodeCtx<'_>, p: &RopeParams) -> Result<()> {
             if cached != Some(i[1]) {
                 // SAFETY: pos.ne0 >= a.ne2 (checked), so element i2 exists.
                 let pv = unsafe { read_index(pos, [i[1], 0, 0, 0]) };
-                rope_cache(p, &angles, pv as f32, ff.as_deref(), &mut s.d);
+                table(&settings, p, &angles, pv as f32, ff.as_deref(), &mut s.d);
                 cached = Some(i[1]);
             }
             // SAFETY: same shape as the result; aliased rows are copied.
