@@ -117,7 +117,7 @@ mod tests {
         p.n_ctx_orig = 4096;
         p.beta_fast = 32.0;
         p.beta_slow = 1.0;
-        variants.push((p.clone(), None));
+        variants.push((p, None));
         p.attn_factor = 0.5;
         variants.push((p, None));
         variants.push((base, Some(vec![1.0, 2.0, 4.0, 8.0])));
