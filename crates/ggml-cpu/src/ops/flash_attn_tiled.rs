@@ -10,6 +10,8 @@
 //! Each result row depends only on its own query, keys, values and mask,
 //! not on which tile or thread computes it.
 
+use std::cell::RefCell;
+
 use ggml_core::{Result, Type};
 
 use super::alibi_slope;
@@ -36,6 +38,7 @@ pub(crate) fn applies(q: &View, k: &View, v: &View) -> bool {
 
 /// What a thread keeps while it computes its units of one attention: the
 /// tiles it works in and what the units share.
+#[derive(Default)]
 struct Tiles {
     /// A query tile (rows x dk).
     qt: Vec<f32>,
@@ -62,23 +65,67 @@ struct Tiles {
 }
 
 impl Tiles {
-    fn new(dk: usize, dv: usize, n_kv: usize, masked: bool) -> Tiles {
+    /// Sizes the buffers for an attention of these dimensions and forgets
+    /// what they held (the buffers' old values are never read: each is
+    /// written before it is read).
+    fn fit(&mut self, dk: usize, dv: usize, n_kv: usize, masked: bool) {
         let n_tiles = n_kv.div_ceil(KV_TILE);
         let slots = if n_kv * (dk + dv) * 4 <= KEPT_BYTES {
             n_tiles
         } else {
             1
         };
-        Tiles {
-            qt: vec![0.0; Q_TILE * dk],
-            kts: vec![0.0; slots * dk * KV_TILE],
-            vts: vec![0.0; slots * KV_TILE * dv],
-            held: vec![None; slots],
-            kq: vec![0.0; Q_TILE * KV_TILE],
-            vkq: vec![0.0; Q_TILE * dv],
-            masks: vec![0.0; if masked { Q_TILE * n_kv } else { 0 }],
-            sees: vec![false; if masked { Q_TILE * n_tiles } else { 0 }],
-            masks_of: None,
+        self.qt.resize(Q_TILE * dk, 0.0);
+        self.kts.resize(slots * dk * KV_TILE, 0.0);
+        self.vts.resize(slots * KV_TILE * dv, 0.0);
+        self.held.clear();
+        self.held.resize(slots, None);
+        self.kq.resize(Q_TILE * KV_TILE, 0.0);
+        self.vkq.resize(Q_TILE * dv, 0.0);
+        self.masks
+            .resize(if masked { Q_TILE * n_kv } else { 0 }, 0.0);
+        self.sees
+            .resize(if masked { Q_TILE * n_tiles } else { 0 }, false);
+        self.masks_of = None;
+    }
+
+    /// Bytes the buffers hold.
+    fn bytes(&self) -> usize {
+        4 * (self.qt.capacity()
+            + self.kts.capacity()
+            + self.vts.capacity()
+            + self.kq.capacity()
+            + self.vkq.capacity()
+            + self.masks.capacity())
+    }
+}
+
+/// Most bytes of tiles a thread keeps between attentions.
+const SPARE_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// The tiles of the thread's last attention, for the next one: fresh
+    /// buffers (zeroed, and faulted in when large) were a visible share of
+    /// a small prompt's attention.
+    static SPARE: RefCell<Option<Tiles>> = const { RefCell::new(None) };
+}
+
+/// A thread's tiles for one attention, kept for the next when dropped.
+struct Lent(Tiles);
+
+impl Lent {
+    fn take(dk: usize, dv: usize, n_kv: usize, masked: bool) -> Lent {
+        let mut t = SPARE.with_borrow_mut(Option::take).unwrap_or_default();
+        t.fit(dk, dv, n_kv, masked);
+        Lent(t)
+    }
+}
+
+impl Drop for Lent {
+    fn drop(&mut self) {
+        let t = std::mem::take(&mut self.0);
+        if t.bytes() <= SPARE_BYTES {
+            SPARE.with_borrow_mut(|s| *s = Some(t));
         }
     }
 }
@@ -105,14 +152,14 @@ pub(crate) fn flash_attn_tiled(ctx: &NodeCtx<'_>, p: Params) -> Result<()> {
     par_rows_with(
         units,
         group * Q_TILE * n_kv * (dk + dv),
-        || Tiles::new(dk, dv, n_kv, mask.is_some()),
+        || Lent::take(dk, dv, n_kv, mask.is_some()),
         |range, s, t| {
             for u in range {
                 let g = u % groups;
                 let t0 = (u / groups % q_tiles) * Q_TILE;
                 let iq3 = u / (groups * q_tiles);
                 for ih in g * group..(g + 1) * group {
-                    head(ctx, p, [t0, ih, iq3], s, t)?;
+                    head(ctx, p, [t0, ih, iq3], s, &mut t.0)?;
                 }
             }
             Ok(())
