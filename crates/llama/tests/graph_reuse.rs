@@ -191,8 +191,9 @@ fn several_sequences_and_cache_changes_give_the_same_numbers() {
             "batch {i}: logits with reuse differ from a fresh graph's"
         );
     }
-    // The pairs, the triples and the single tokens reuse; each change of
-    // batch size, the clear and the shift build.
+    // The pairs, the triples and the single tokens reuse (after the clear
+    // too, where the shape holds); each change of batch size and the shift
+    // build.
     assert!(on.n_graph_reuses >= 25, "{on:?}");
     assert_eq!(
         on.n_graph_builds + on.n_graph_reuses,
@@ -202,7 +203,7 @@ fn several_sequences_and_cache_changes_give_the_same_numbers() {
 }
 
 #[test]
-fn clear_and_shift_build_a_new_graph() {
+fn a_clear_keeps_the_graph_and_a_shift_builds_a_new_one() {
     let Some(fx) = fixtures() else { return };
     let model = load(&fx);
     let mut ctx = Context::new(&model, params(true)).unwrap();
@@ -211,12 +212,18 @@ fn clear_and_shift_build_a_new_graph() {
     ctx.decode(&Batch::get_one(&[5])).unwrap();
     ctx.decode(&Batch::get_one(&[6])).unwrap();
     assert_eq!(ctx.perf.n_graph_reuses, 1);
-    // After a clear the single-token graph would have the same shape (one
-    // padding step of cells), but the cache started over: a new graph.
+    // After a clear the single-token graph has the same shape (one padding
+    // step of cells): it runs again, with a fresh context's numbers.
     ctx.kv_clear();
     let before = ctx.perf;
     ctx.decode(&Batch::get_one(&[1])).unwrap();
-    assert_eq!(delta(&ctx, before), (1, 0), "after a clear");
+    assert_eq!(delta(&ctx, before), (0, 1), "after a clear");
+    let mut fresh = Context::new(&model, params(true)).unwrap();
+    fresh.decode(&Batch::get_one(&[1])).unwrap();
+    assert!(
+        ctx.logits_ith(-1).unwrap() == fresh.logits_ith(-1).unwrap(),
+        "logits after a clear against a fresh context's"
+    );
     ctx.decode(&Batch::get_one(&[7])).unwrap();
     // A shift runs its own graph on the scheduler: the next ubatch builds.
     ctx.seq_add(0, 1, -1, 3);
