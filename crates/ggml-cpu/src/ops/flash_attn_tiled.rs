@@ -89,7 +89,7 @@ impl Tiles {
         self.masks_of = None;
     }
 
-    /// Bytes the buffers hold.
+    /// Bytes of the f32 buffers (the flags and tags besides are small).
     fn bytes(&self) -> usize {
         4 * (self.qt.capacity()
             + self.kts.capacity()
