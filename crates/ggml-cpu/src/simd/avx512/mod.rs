@@ -11,6 +11,7 @@ use std::arch::x86_64::*;
 
 use super::Kernels;
 
+mod act;
 mod float;
 mod kquant;
 mod legacy;
@@ -21,6 +22,7 @@ pub(super) use kquant::k4_scale_bytes;
 /// Installs the AVX-512 kernels over the AVX2 ones (the caller checked
 /// AVX-512 F/BW/VL/DQ).
 pub(super) fn install(k: &mut Kernels) {
+    act::install(k);
     float::install(k);
     legacy::install(k);
     kquant::install(k);

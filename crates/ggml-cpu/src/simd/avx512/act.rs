@@ -1,0 +1,150 @@
+//! Activations sixteen lanes a step: `exp` with a running sum (soft_max
+//! and attention), SiLU and SwiGLU. Each lane does the operations of
+//! [`crate::simd::scalar::exp_f32`] in the same order (no fused
+//! multiply-adds), so every value has the scalar path's bits; only the
+//! order of the f64 partial sums of `exp_sum` differs.
+
+use std::arch::x86_64::*;
+
+use crate::simd::Kernels;
+
+/// Installs the activation kernels over the AVX2 ones.
+pub(super) fn install(k: &mut Kernels) {
+    k.exp_sum = exp_sum;
+    k.silu = silu;
+    k.swiglu = swiglu;
+}
+
+/// `exp(x)` on sixteen lanes, as the scalar function computes each.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn exp16(x: __m512) -> __m512 {
+    use crate::simd::scalar::{EXP_C1, EXP_C2, EXP_HI, EXP_LO, EXP_MAGIC, EXP_P};
+    let lo = _mm512_set1_ps(EXP_LO);
+    let hi = _mm512_set1_ps(EXP_HI);
+    let xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+    let magic = _mm512_set1_ps(EXP_MAGIC);
+    let k = _mm512_sub_ps(
+        _mm512_add_ps(
+            _mm512_mul_ps(xc, _mm512_set1_ps(std::f32::consts::LOG2_E)),
+            magic,
+        ),
+        magic,
+    );
+    let r = _mm512_sub_ps(
+        _mm512_sub_ps(xc, _mm512_mul_ps(k, _mm512_set1_ps(EXP_C1))),
+        _mm512_mul_ps(k, _mm512_set1_ps(EXP_C2)),
+    );
+    let z = _mm512_mul_ps(r, r);
+    let mut p = _mm512_set1_ps(EXP_P[0]);
+    for &c in &EXP_P[1..] {
+        p = _mm512_add_ps(_mm512_mul_ps(p, r), _mm512_set1_ps(c));
+    }
+    let poly = _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(p, z), r), _mm512_set1_ps(1.0));
+    let e = _mm512_slli_epi32::<23>(_mm512_add_epi32(
+        _mm512_cvttps_epi32(k),
+        _mm512_set1_epi32(127),
+    ));
+    let y = _mm512_mul_ps(poly, _mm512_castsi512_ps(e));
+    let y = _mm512_mask_blend_ps(
+        _mm512_cmp_ps_mask::<_CMP_GT_OQ>(x, hi),
+        y,
+        _mm512_set1_ps(f32::INFINITY),
+    );
+    let y = _mm512_mask_blend_ps(
+        _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, lo),
+        y,
+        _mm512_setzero_ps(),
+    );
+    _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), y, x)
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
+    let m = _mm512_set1_ps(max);
+    let hidden = _mm512_set1_ps(f32::NEG_INFINITY);
+    let (mut s0, mut s1) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+    let mut chunks = x.chunks_exact_mut(16);
+    for ch in &mut chunks {
+        // SAFETY: a 16-element chunk, read and written in place.
+        unsafe {
+            let v = _mm512_loadu_ps(ch.as_ptr());
+            if _mm512_cmp_ps_mask::<_CMP_EQ_OQ>(v, hidden) == 0xffff {
+                // Sixteen masked keys (a causal mask's upper half): their
+                // exponentials are zeros, which add nothing to the sum.
+                _mm512_storeu_ps(ch.as_mut_ptr(), _mm512_setzero_ps());
+                continue;
+            }
+            let e = exp16(_mm512_sub_ps(v, m));
+            _mm512_storeu_ps(ch.as_mut_ptr(), e);
+            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+            s1 = _mm512_add_pd(
+                s1,
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                    _mm512_castps_pd(e),
+                ))),
+            );
+        }
+    }
+    let mut sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    for v in chunks.into_remainder() {
+        let e = crate::simd::scalar::exp_f32(*v - max);
+        sum += f64::from(e);
+        *v = e;
+    }
+    sum
+}
+
+fn exp_sum(x: &mut [f32], max: f32) -> f64 {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { exp_sum_avx512(x, max) }
+}
+
+/// `v / (1 + exp(-v))` on sixteen lanes, as the scalar SiLU computes each.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn silu16(v: __m512) -> __m512 {
+    let e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v));
+    _mm512_div_ps(v, _mm512_add_ps(_mm512_set1_ps(1.0), e))
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn silu_avx512(x: &[f32], out: &mut [f32]) {
+    let n = x.len().min(out.len());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: elements i..i+16 of both slices.
+        unsafe {
+            let v = _mm512_loadu_ps(x.as_ptr().add(i));
+            _mm512_storeu_ps(out.as_mut_ptr().add(i), silu16(v));
+        }
+        i += 16;
+    }
+    crate::simd::scalar::silu(&x[i..n], &mut out[i..n]);
+}
+
+fn silu(x: &[f32], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { silu_avx512(x, out) }
+}
+
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn swiglu_avx512(g: &[f32], u: &[f32], out: &mut [f32]) {
+    let n = g.len().min(u.len()).min(out.len());
+    let mut i = 0;
+    while i + 16 <= n {
+        // SAFETY: elements i..i+16 of the three slices.
+        unsafe {
+            let s = silu16(_mm512_loadu_ps(g.as_ptr().add(i)));
+            let w = _mm512_mul_ps(s, _mm512_loadu_ps(u.as_ptr().add(i)));
+            _mm512_storeu_ps(out.as_mut_ptr().add(i), w);
+        }
+        i += 16;
+    }
+    crate::simd::scalar::swiglu(&g[i..n], &u[i..n], &mut out[i..n]);
+}
+
+fn swiglu(g: &[f32], u: &[f32], out: &mut [f32]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { swiglu_avx512(g, u, out) }
+}
