@@ -32,6 +32,7 @@ use super::avx2::{bcast_ps, by_passes, load_ph, shuffle_control, store, HALF};
 use super::q6::{Q6K_CORR, Q6K_D, Q6K_DSC, Q6K_QS, Q6K_SB};
 use super::{check_pack, check_run, QK, VEC};
 use crate::simd::avx2::{bcast4, load};
+use crate::simd::avx512::{bcast4 as bcast4_512, load256, load512};
 use crate::simd::scalar::{Q8K_BSUMS, Q8K_BYTES, Q8K_QS};
 use crate::simd::{Gemm, Wide, GEMM_COLS, PANEL_ROWS};
 
@@ -67,9 +68,16 @@ pub(super) static Q6_K_ROWS_GEMM: Gemm = Gemm {
     wide: Some(&WIDE),
 };
 
-/// As [`Q6_K_ROWS_GEMM`], with the levels panel's AVX-512 VNNI kernel for
-/// many columns.
+/// As [`Q6_K_ROWS_GEMM`], with the AVX-512 kernel (both half panels in
+/// one pass, the same operations per lane, so the same bits) and the
+/// levels panel's AVX-512 VNNI kernel for many columns.
 pub(super) static Q6_K_ROWS_GEMM_VNNI: Gemm = Gemm {
+    run: |n, panel, cols, out| {
+        check_run(n, panel, SB, cols, Q8K_BYTES, out);
+        // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ (and
+        // VNNI); lengths checked.
+        unsafe { run512(n / QK, panel, cols, out) }
+    },
     wide: Some(&WIDE_VNNI),
     ..Q6_K_ROWS_GEMM
 };
@@ -321,4 +329,155 @@ unsafe fn pass<const H: usize, const C: usize>(
         }
     }
     store(&acc, h0, c0, out);
+}
+
+/// [`run`] with AVX-512: a vector holds the 16 rows, so one pass does
+/// what [`pass`] does for each half panel, with the same integer sums and
+/// the same f32 operations per row.
+///
+/// # Safety
+/// AVX-512 F/BW/VL/DQ; `nb` super-blocks in `panel` and in every column,
+/// `cols.len() * PANEL_ROWS` results.
+unsafe fn run512(nb: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+    debug_assert!((1..=GEMM_COLS).contains(&cols.len()));
+    let p = panel.as_ptr();
+    let mut c0 = 0;
+    // SAFETY: as the caller guarantees, for columns that exist.
+    unsafe {
+        while c0 < cols.len() {
+            match cols.len() - c0 {
+                1 => pass512::<1>(nb, p, cols, c0, out),
+                2 => pass512::<2>(nb, p, cols, c0, out),
+                3 => pass512::<3>(nb, p, cols, c0, out),
+                _ => pass512::<4>(nb, p, cols, c0, out),
+            }
+            c0 += 4;
+        }
+    }
+}
+
+/// [`shuffle_control`] in each 128-bit lane of a 512-bit vector.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn shuffle_control512(b: i32, s: i32) -> __m512i {
+    _mm512_broadcast_i32x4(_mm256_castsi256_si128(shuffle_control(b, s)))
+}
+
+/// [`scale_words`] for the 16 rows, from the scale vectors `sc`.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn scale_words512(sc: &[__m512i; 4], s: usize, pair: bool) -> __m512i {
+    let k = (s % 4) as i32;
+    let b = 0x0080_0080 | (k << 8) | ((k + i32::from(pair)) << 24);
+    let w = _mm512_shuffle_epi8(sc[s / 4], shuffle_control512(b, 0x0400_0400));
+    _mm512_srai_epi16::<8>(w)
+}
+
+/// [`levels`] for the 16 rows.
+///
+/// # Safety
+/// `v` must be readable for the three vectors (64 bytes at 0, [`VEC`] and
+/// 2 [`VEC`]).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn levels512(v: *const u8, f: usize) -> __m512i {
+    let m4 = _mm512_set1_epi8(0x0f);
+    let m30 = _mm512_set1_epi8(0x30);
+    // SAFETY: as the caller guarantees.
+    let (qh, q) = unsafe { (load512(v), load512(v.add(VEC * (1 + f % 2)))) };
+    let (low, high) = match f {
+        0 => (q, _mm512_slli_epi16::<4>(qh)),
+        1 => (q, _mm512_slli_epi16::<2>(qh)),
+        2 => (_mm512_srli_epi16::<4>(q), qh),
+        _ => (_mm512_srli_epi16::<4>(q), _mm512_srli_epi16::<2>(qh)),
+    };
+    _mm512_or_si512(_mm512_and_si512(low, m4), _mm512_and_si512(high, m30))
+}
+
+/// The dot products of the panel's 16 rows with columns `c0..c0 + C`,
+/// stored at their places in `out`.
+///
+/// # Safety
+/// As [`run512`], for columns `c0..c0 + C`.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn pass512<const C: usize>(
+    nb: usize,
+    panel: *const u8,
+    cols: &[&[u8]],
+    c0: usize,
+    out: &mut [f32],
+) {
+    let mut acc = [_mm512_setzero_ps(); C];
+    for ib in 0..nb {
+        // SAFETY: super-block ib of the panel and Q8_K block ib of every
+        // column (caller); every offset below stays inside them.
+        unsafe {
+            let p = panel.add(ib * SB);
+            let y: [*const u8; C] =
+                std::array::from_fn(|c| cols[c0 + c].as_ptr().add(ib * Q8K_BYTES));
+            // As in `pass`: one column streams the panels from memory. A
+            // prefetch is only a hint: it never faults.
+            let ahead = |o: usize| {
+                if C == 1 {
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o + PREFETCH) as *const i8);
+                }
+            };
+            for o in (SC..LEVELS).step_by(64).chain([D]) {
+                ahead(o);
+            }
+            let sc: [__m512i; 4] = std::array::from_fn(|q| load512(p.add(SC + q * VEC)));
+            let mut isum = [_mm512_setzero_si512(); C];
+            for hf in 0..2 {
+                for sb4 in 0..2 {
+                    for n in 4 * sb4..4 * sb4 + 4 {
+                        for i in 0..3 {
+                            ahead(LEVELS + (3 * (8 * hf + n) + i) * VEC);
+                        }
+                    }
+                    // Field f of k-groups n holds sub-block 8 hf + 2 f + sb4.
+                    for f in 0..4 {
+                        let sw = scale_words512(&sc, 8 * hf + 2 * f + sb4, false);
+                        for pr in 0..2 {
+                            let mut s16 = [_mm512_setzero_si512(); C];
+                            for n in 4 * sb4 + 2 * pr..4 * sb4 + 2 * pr + 2 {
+                                let w = levels512(p.add(LEVELS + 3 * (8 * hf + n) * VEC), f);
+                                let at = Q8K_QS + 128 * hf + 32 * f + 4 * n;
+                                for c in 0..C {
+                                    let t = _mm512_maddubs_epi16(w, bcast4_512(y[c].add(at)));
+                                    s16[c] = _mm512_add_epi16(s16[c], t);
+                                }
+                            }
+                            for c in 0..C {
+                                let t = _mm512_madd_epi16(s16[c], sw);
+                                isum[c] = _mm512_add_epi32(isum[c], t);
+                            }
+                        }
+                    }
+                }
+            }
+            // The offset: -32 x the sum over sub-blocks of scale x the sum
+            // of its 16 activations.
+            let mut m = [_mm512_setzero_si512(); C];
+            for q in 0..8 {
+                let pq = scale_words512(&sc, 2 * q, true);
+                for c in 0..C {
+                    let t = _mm512_madd_epi16(pq, bcast4_512(y[c].add(Q8K_BSUMS + 4 * q)));
+                    m[c] = _mm512_add_epi32(m[c], t);
+                }
+            }
+            let d = _mm512_cvtph_ps(load256(p.add(D)));
+            for c in 0..C {
+                let s = _mm512_sub_epi32(isum[c], _mm512_slli_epi32::<5>(m[c]));
+                let dy = (y[c] as *const f32).read_unaligned();
+                let dd = _mm512_mul_ps(d, _mm512_set1_ps(dy));
+                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), dd, acc[c]);
+            }
+        }
+    }
+    for (c, a) in acc.iter().enumerate() {
+        let o = (c0 + c) * PANEL_ROWS;
+        let dst: &mut [f32; PANEL_ROWS] = (&mut out[o..o + PANEL_ROWS]).try_into().unwrap();
+        // SAFETY: `dst` holds 16 f32.
+        unsafe { _mm512_storeu_ps(dst.as_mut_ptr(), *a) };
+    }
 }
