@@ -22,7 +22,7 @@
 //!
 //! Q6_K's levels panel is 1.7 times as large as its rows: weights are
 //! stored, and token generation reads them, in a compact layout of its own
-//! (`q6_rows`, AVX2 at every level) whose panels are expanded into levels
+//! (`q6_rows`, with AVX2 and AVX-512 kernels) whose panels are expanded into levels
 //! panels, tile by tile, for calls with many columns.
 //!
 //! Per sub-block and column the integer sum is exact (and exactly

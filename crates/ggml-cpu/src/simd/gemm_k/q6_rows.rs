@@ -1,7 +1,9 @@
 //! The Q6_K panel that is as compact as its rows (16 x 210 bytes per
 //! super-block), so that Q6_K weights can be stored packed and token
-//! generation reads them through the panel kernel; its one kernel is
-//! AVX2's, at every level from AVX2 up (see [`Q6_K_ROWS_GEMM`]).
+//! generation reads them through the panel kernel: AVX2's (see
+//! [`Q6_K_ROWS_GEMM`]), and with AVX-512 one that takes both half panels
+//! in one pass with the same bits ([`Q6_K_ROWS_GEMM_VNNI`]; one column,
+//! one thread, 2048 x 144 rows hot in L2: 14 GB/s -> 36 GB/s of weights).
 //!
 //! Layout of a panel super-block: the rows' first 208 bytes (`ql`, `qh`,
 //! the 16 scales) cut into 52 chunks of 4 bytes, each chunk of the 16 rows
