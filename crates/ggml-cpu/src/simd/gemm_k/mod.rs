@@ -63,7 +63,7 @@ const QK: usize = 256;
 const VEC: usize = 4 * PANEL_ROWS;
 
 /// Installs the K-quant panel kernels (the caller checked AVX-512); without
-/// VNNI, the AVX2 ones.
+/// VNNI, the AVX2 ones, but for the compact Q6_K panels' AVX-512 kernel.
 pub(super) fn install(k: &mut Kernels) {
     if cpu_features().avx512_vnni {
         k.set_gemm(Type::Q4_K, &Q4_K_GEMM);
@@ -72,6 +72,7 @@ pub(super) fn install(k: &mut Kernels) {
         k.set_gemm(Type::Q3_K, &Q3_K_GEMM);
     } else {
         install_avx2(k);
+        k.set_gemm(Type::Q6_K, &q6_rows::Q6_K_ROWS_GEMM_512);
     }
 }
 

@@ -2,7 +2,7 @@
 //! super-block), so that Q6_K weights can be stored packed and token
 //! generation reads them through the panel kernel: AVX2's (see
 //! [`Q6_K_ROWS_GEMM`]), and with AVX-512 one that takes both half panels
-//! in one pass with the same bits ([`Q6_K_ROWS_GEMM_VNNI`]; one column,
+//! in one pass with the same bits ([`Q6_K_ROWS_GEMM_512`]; one column,
 //! one thread, 2048 x 144 rows hot in L2: 14 GB/s -> 36 GB/s of weights).
 //!
 //! Layout of a panel super-block: the rows' first 208 bytes (`ql`, `qh`,
@@ -71,17 +71,23 @@ pub(super) static Q6_K_ROWS_GEMM: Gemm = Gemm {
 };
 
 /// As [`Q6_K_ROWS_GEMM`], with the AVX-512 kernel (both half panels in
-/// one pass, the same operations per lane, so the same bits) and the
-/// levels panel's AVX-512 VNNI kernel for many columns.
-pub(super) static Q6_K_ROWS_GEMM_VNNI: Gemm = Gemm {
+/// one pass, the same operations per lane, so the same bits), for
+/// AVX-512 CPUs without VNNI.
+pub(super) static Q6_K_ROWS_GEMM_512: Gemm = Gemm {
     run: |n, panel, cols, out| {
         check_run(n, panel, SB, cols, Q8K_BYTES, out);
-        // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ (and
-        // VNNI); lengths checked.
+        // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ; lengths
+        // checked.
         unsafe { run512(n / QK, panel, cols, out) }
     },
-    wide: Some(&WIDE_VNNI),
     ..Q6_K_ROWS_GEMM
+};
+
+/// As [`Q6_K_ROWS_GEMM_512`], with the levels panel's AVX-512 VNNI kernel
+/// for many columns.
+pub(super) static Q6_K_ROWS_GEMM_VNNI: Gemm = Gemm {
+    wide: Some(&WIDE_VNNI),
+    ..Q6_K_ROWS_GEMM_512
 };
 
 static WIDE: Wide = Wide {
