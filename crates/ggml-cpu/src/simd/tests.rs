@@ -293,7 +293,7 @@ fn geglu_agrees_across_paths() {
 #[test]
 fn activations_agree_across_paths() {
     let mut rng = Rng(1234);
-    for n in [0usize, 1, 7, 8, 9, 64, 333] {
+    for n in [0usize, 1, 7, 8, 9, 15, 16, 17, 64, 333] {
         let mut x: Vec<f32> = (0..n).map(|_| rng.f() * 40.0).collect();
         if n > 3 {
             x[1] = 95.0;

@@ -86,13 +86,27 @@ fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
             );
         }
     }
-    let mut sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
-    for v in chunks.into_remainder() {
-        let e = crate::simd::scalar::exp_f32(*v - max);
-        sum += f64::from(e);
-        *v = e;
+    // The last 1 to 15 values in masked lanes (a short row, such as one
+    // query's keys while a cache fills, is mostly tail).
+    let tail = chunks.into_remainder();
+    if !tail.is_empty() {
+        let k: __mmask16 = (1u32 << tail.len()) as u16 - 1;
+        // SAFETY: the masked lanes are the tail's elements; the others are
+        // neither read nor written.
+        unsafe {
+            let v = _mm512_maskz_loadu_ps(k, tail.as_ptr());
+            let e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(v, m)));
+            _mm512_mask_storeu_ps(tail.as_mut_ptr(), k, e);
+            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+            s1 = _mm512_add_pd(
+                s1,
+                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
+                    _mm512_castps_pd(e),
+                ))),
+            );
+        }
     }
-    sum
+    _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))
 }
 
 fn exp_sum(x: &mut [f32], max: f32) -> f64 {
