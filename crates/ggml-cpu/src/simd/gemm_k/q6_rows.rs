@@ -364,21 +364,14 @@ unsafe fn run512(nb: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
     }
 }
 
-/// [`shuffle_control`] in each 128-bit lane of a 512-bit vector.
-#[inline]
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
-fn shuffle_control512(b: i32, s: i32) -> __m512i {
-    _mm512_broadcast_i32x4(_mm256_castsi256_si128(shuffle_control(b, s)))
-}
-
-/// [`scale_words`] for the 16 rows, from the scale vectors `sc`.
+/// [`scale_words`] for the 16 rows, from the scale vectors `sc`: the same
+/// control in each 128-bit lane.
 #[inline]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 fn scale_words512(sc: &[__m512i; 4], s: usize, pair: bool) -> __m512i {
-    let k = (s % 4) as i32;
-    let b = 0x0080_0080 | (k << 8) | ((k + i32::from(pair)) << 24);
-    let w = _mm512_shuffle_epi8(sc[s / 4], shuffle_control512(b, 0x0400_0400));
-    _mm512_srai_epi16::<8>(w)
+    let ctrl = byte_to_words((s % 4) as i32, pair);
+    let ctrl = _mm512_broadcast_i32x4(_mm256_castsi256_si128(ctrl));
+    _mm512_srai_epi16::<8>(_mm512_shuffle_epi8(sc[s / 4], ctrl))
 }
 
 /// [`levels`] for the 16 rows.
