@@ -59,6 +59,15 @@ fn exp16(x: __m512) -> __m512 {
     _mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_UNORD_Q>(x, x), y, x)
 }
 
+/// Adds lanes 0-7 of `e` to `s0` and lanes 8-15 to `s1`, in f64.
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn add_f64(s0: &mut __m512d, s1: &mut __m512d, e: __m512) {
+    let hi = _mm512_extractf64x4_pd::<1>(_mm512_castps_pd(e));
+    *s0 = _mm512_add_pd(*s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    *s1 = _mm512_add_pd(*s1, _mm512_cvtps_pd(_mm256_castpd_ps(hi)));
+}
+
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
 fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
     let m = _mm512_set1_ps(max);
@@ -77,13 +86,7 @@ fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
             }
             let e = exp16(_mm512_sub_ps(v, m));
             _mm512_storeu_ps(ch.as_mut_ptr(), e);
-            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-            s1 = _mm512_add_pd(
-                s1,
-                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
-                    _mm512_castps_pd(e),
-                ))),
-            );
+            add_f64(&mut s0, &mut s1, e);
         }
     }
     // The last 1 to 15 values in masked lanes (a short row, such as one
@@ -97,13 +100,7 @@ fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
             let v = _mm512_maskz_loadu_ps(k, tail.as_ptr());
             let e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(v, m)));
             _mm512_mask_storeu_ps(tail.as_mut_ptr(), k, e);
-            s0 = _mm512_add_pd(s0, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
-            s1 = _mm512_add_pd(
-                s1,
-                _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(
-                    _mm512_castps_pd(e),
-                ))),
-            );
+            add_f64(&mut s0, &mut s1, e);
         }
     }
     _mm512_reduce_add_pd(_mm512_add_pd(s0, s1))
