@@ -5,8 +5,10 @@
 //!
 //! * `run`: one panel of 16 weight rows against 8 prepared columns, hot in
 //!   the cache; elements are multiply-adds (16 x 8 x n per call).
-//! * `tile`: the panels of 192 KiB of weights against 512 columns, 8 at a
-//!   time, as a thread's share of a prompt is walked; elements as above.
+//! * `tile`: the panels of 192 KiB of weights (a whole pair of panels for
+//!   a kernel that takes two at a time) against 512 columns, 8 at a time
+//!   (6 against a pair), from cache-aligned buffers, as a thread's share
+//!   of a prompt is walked; elements as above.
 //! * `pack`: packing 16 rows into a panel; bytes are the rows' bytes.
 //! * `pack_from_memory`: packing a 2048 x 16384 matrix, larger than the
 //!   caches; bytes are the matrix's.
@@ -21,7 +23,9 @@ use std::time::Duration;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_core::{quants, Type};
-use ggml_cpu::bench_support::{panel_kernels, vec_dot_type, PanelKernel, GEMM_COLS, PANEL_ROWS};
+use ggml_cpu::bench_support::{
+    panel_kernels, vec_dot_type, PanelKernel, GEMM_COLS, PAIR_COLS, PANEL_ROWS,
+};
 use test_support::Rng;
 
 /// Row lengths the `run` and `pack` cases take (the first three for
@@ -103,6 +107,14 @@ fn bench_run(c: &mut Criterion) {
     g.finish();
 }
 
+/// `len` bytes of `buf` from a cache-line boundary, as the backend lays
+/// out packed panels and prepared columns.
+fn aligned(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    buf.resize(len + 63, 0);
+    let off = (64 - buf.as_ptr() as usize % 64) % 64;
+    &mut buf[off..off + len]
+}
+
 fn bench_tile(c: &mut Criterion) {
     let mut g = c.benchmark_group("gemm/tile");
     let n = 2048;
@@ -110,16 +122,38 @@ fn bench_tile(c: &mut Criterion) {
     for (name, ty, k) in selected() {
         let case = Case::new(&k, ty, n, ncols);
         let pb = case.panel.len();
-        let np = (192 * 1024 / pb).max(1);
-        let panels = case.panel.repeat(np);
-        let cols: Vec<&[u8]> = case.cols.iter().map(|v| &v[..]).collect();
-        let mut out = vec![0f32; GEMM_COLS * PANEL_ROWS];
+        let mut np = (192 * 1024 / pb).max(1);
+        if k.has_pair() {
+            np = np.next_multiple_of(2);
+        }
+        let mut pbuf = Vec::new();
+        let panels = aligned(&mut pbuf, np * pb);
+        for p in panels.chunks_exact_mut(pb) {
+            p.copy_from_slice(&case.panel);
+        }
+        let ab = k.act_bytes(n);
+        let mut cbuf = Vec::new();
+        let colbytes = aligned(&mut cbuf, ncols * ab);
+        for (dst, src) in colbytes.chunks_exact_mut(ab).zip(&case.cols) {
+            dst.copy_from_slice(src);
+        }
+        let cols: Vec<&[u8]> = colbytes.chunks_exact(ab).collect();
+        let group = if k.has_pair() { PAIR_COLS } else { GEMM_COLS };
+        let mut out = vec![0f32; 2 * GEMM_COLS * PANEL_ROWS];
         g.throughput(Throughput::Elements((np * ncols * n * PANEL_ROWS) as u64));
         g.bench_function(BenchmarkId::new(&name, format!("{np}x{ncols}")), |b| {
             b.iter(|| {
-                for cg in cols.chunks(GEMM_COLS) {
-                    for p in panels.chunks_exact(pb) {
-                        k.run(n, std::hint::black_box(p), cg, &mut out);
+                for cg in cols.chunks(group) {
+                    let mut p = 0;
+                    while p < np {
+                        let panel = |i: usize| std::hint::black_box(&panels[i * pb..(i + 1) * pb]);
+                        if k.has_pair() && p + 1 < np {
+                            k.run_pair(n, panel(p), panel(p + 1), cg, &mut out);
+                            p += 2;
+                        } else {
+                            k.run(n, panel(p), cg, &mut out);
+                            p += 1;
+                        }
                     }
                 }
             })

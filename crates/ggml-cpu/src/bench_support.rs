@@ -8,6 +8,8 @@ use ggml_core::Type;
 pub const PANEL_ROWS: usize = crate::simd::PANEL_ROWS;
 /// Most activation columns one [`PanelKernel::run`] call takes.
 pub const GEMM_COLS: usize = crate::simd::GEMM_COLS;
+/// Most activation columns one [`PanelKernel::run_pair`] call takes.
+pub const PAIR_COLS: usize = crate::simd::PAIR_COLS;
 
 /// One panel kernel: weight rows packed [`PANEL_ROWS`] at a time into a
 /// panel, activation rows (in the weight type's partner type) prepared, then
@@ -56,6 +58,25 @@ impl PanelKernel {
     /// `out[c * PANEL_ROWS + r]` = row `r` of `panel` times column `c`.
     pub fn run(&self, n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]) {
         (self.g.run)(n, panel, cols, out)
+    }
+
+    /// True when the kernel takes two panels at a time ([`Self::run_pair`]).
+    pub fn has_pair(&self) -> bool {
+        self.g.run_pair.is_some()
+    }
+
+    /// [`Self::run`] on panels `a` and `b` at once (up to [`PAIR_COLS`]
+    /// columns; `a`'s results, then `b`'s); `run` on each where the kernel
+    /// has no pair kernel.
+    pub fn run_pair(&self, n: usize, a: &[u8], b: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+        match self.g.run_pair {
+            Some(f) => f(n, a, b, cols, out),
+            None => {
+                let (oa, ob) = out.split_at_mut(cols.len() * PANEL_ROWS);
+                (self.g.run)(n, a, cols, oa);
+                (self.g.run)(n, b, cols, ob);
+            }
+        }
     }
 }
 

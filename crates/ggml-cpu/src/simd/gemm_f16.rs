@@ -16,17 +16,24 @@
 //! added at the end: the same operations whatever the number of columns
 //! per call.
 //!
-//! F16 panels stay f16: converting a pair's weights costs no measurable
-//! time against f32 panels (about 240 GFLOP/s either way on one hot panel,
-//! n=2048, 8 columns, 1 thread, near the FMA peak of about 245), and half
-//! the bytes leave more of L2 to the rest of a tile. On CPUs with AVX-512
-//! BF16, BF16 weights go through VDPBF16PS instead (see [`BF16_DOT_GEMM`]).
+//! Stored F16 panels stay f16: token generation reads every weight byte
+//! once per token, and converting a pair's weights costs it nothing
+//! measurable. With many columns (prompts) a tile's f16 panels are
+//! expanded into f32 panels ([`F16_WIDE`]) and read two at a time
+//! ([`super::Gemm::run_pair`]): 32 rows x 6 columns a step, 24 FMAs for
+//! 4 weight loads and 6 broadcasts, against 16 FMAs for 2 converted
+//! weight loads and 8 broadcasts. The conversions take the FMA ports, and
+//! fewer loads per FMA keep the load ports from limiting. One thread of an
+//! Ice Lake Xeon, two panels of n = 2048 against 480 columns, passes
+//! alternated: medians 80-92 against 103-114 GFLOP/s, best passes about
+//! 125 against 165 (FMA peak about 180). Both give the same bits. On CPUs with AVX-512 BF16, BF16 weights go
+//! through VDPBF16PS instead (see [`BF16_DOT_GEMM`]).
 
 use std::arch::x86_64::*;
 
 use ggml_core::Type;
 
-use super::{Gemm, Kernels, GEMM_COLS, PANEL_ROWS};
+use super::{Gemm, Kernels, Wide, GEMM_COLS, PAIR_COLS, PANEL_ROWS};
 use crate::features::cpu_features;
 
 /// Installs the float panel kernels (the caller checked AVX-512).
@@ -51,6 +58,7 @@ static F32_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_F32>,
     run: run::<false>,
+    run_pair: Some(run_pair),
     wide: None,
 };
 
@@ -60,24 +68,32 @@ static F16_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_F16>,
     run: run::<true>,
-    wide: None,
+    run_pair: None,
+    wide: Some(&F16_WIDE),
 };
 
-/// F16 weights widened to f32 panels (twice the bytes per FMA): not
-/// installed, kept to compare with [`F16_GEMM`] in the benches.
+/// F16 panels expanded to f32 panels, for many columns: twice the bytes,
+/// no conversions in the kernel, and two panels at a time.
+static F16_WIDE: Wide = Wide {
+    gemm: &F16_WIDE_GEMM,
+    expand: expand_f16,
+};
+
+/// The kernel of [`F16_WIDE`]: F16 rows packed as f32 panels.
 static F16_WIDE_GEMM: Gemm = Gemm {
     panel_bytes: panel_bytes::<false>,
     pack: pack::<SRC_F16, false>,
     act_bytes,
     prep: prep::<SRC_F16>,
     run: run::<false>,
+    run_pair: Some(run_pair),
     wide: None,
 };
 
 /// The panel kernels of this file that [`install`] leaves out on this CPU,
 /// by name, for the benches to compare with the installed ones.
 pub(super) fn variants() -> Vec<(&'static str, Type, &'static Gemm)> {
-    let mut v = vec![("F16 (f32 panel)", Type::F16, &F16_WIDE_GEMM)];
+    let mut v = Vec::new();
     if cpu_features().avx512_bf16 {
         v.push(("BF16 (FMA)", Type::BF16, &BF16_GEMM));
     }
@@ -90,6 +106,7 @@ static BF16_GEMM: Gemm = Gemm {
     act_bytes,
     prep: prep::<SRC_BF16>,
     run: run::<false>,
+    run_pair: Some(run_pair),
     wide: None,
 };
 
@@ -515,6 +532,98 @@ fn run<const HALF: bool>(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]
     }
 }
 
+/// Expands an f16 panel into the f32 panel of the same rows (what packing
+/// the rows as f32 gives).
+fn expand_f16(n: usize, panel: &[u8], out: &mut [u8]) {
+    assert!(
+        panel.len() >= panel_bytes::<true>(n) && out.len() >= panel_bytes::<false>(n),
+        "panel expand: {n} elements, short slices"
+    );
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ (and F16C);
+    // both hold every pair (checked).
+    unsafe { expand_f16_avx512(n, panel.as_ptr(), out.as_mut_ptr()) }
+}
+
+/// # Safety
+/// `panel` holds the f16 pairs of `n` elements and `out` room for the f32
+/// ones.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn expand_f16_avx512(n: usize, panel: *const u8, out: *mut u8) {
+    let pb = pair_bytes(false);
+    for p in 0..pairs(n) {
+        // SAFETY: pair p lies in both (caller).
+        unsafe {
+            let (lo, hi) = weights::<true>(panel, p);
+            _mm512_storeu_ps(out.add(p * pb) as *mut f32, lo);
+            _mm512_storeu_ps(out.add(p * pb + 64) as *mut f32, hi);
+        }
+    }
+}
+
+/// # Safety
+/// `a` and `b` hold the f32 pairs of `n` elements, `cols` has `C` prepared
+/// columns of `n` elements and `out` room for 2 x `C` x 16 values (see
+/// [`run_pair`]).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn run_pair_tile<const C: usize>(
+    n: usize,
+    a: *const u8,
+    b: *const u8,
+    cols: &[&[u8]],
+    out: &mut [f32],
+) {
+    let y: [*const f64; C] = std::array::from_fn(|c| cols[c].as_ptr() as *const f64);
+    let mut acc = [[_mm512_setzero_ps(); C]; 4];
+    let step = |p: usize| {
+        // SAFETY: pair p lies in both panels and in every column (caller).
+        unsafe {
+            let (al, ah) = weights::<false>(a, p);
+            let (bl, bh) = weights::<false>(b, p);
+            for c in 0..C {
+                let yv = _mm512_castpd_ps(_mm512_set1_pd(y[c].add(p).read_unaligned()));
+                acc[0][c] = _mm512_fmadd_ps(al, yv, acc[0][c]);
+                acc[1][c] = _mm512_fmadd_ps(ah, yv, acc[1][c]);
+                acc[2][c] = _mm512_fmadd_ps(bl, yv, acc[2][c]);
+                acc[3][c] = _mm512_fmadd_ps(bh, yv, acc[3][c]);
+            }
+        }
+    };
+    stream_steps(pairs(n), &y, a, pair_bytes(false), 0, step);
+    let (oa, ob) = out.split_at_mut(C * PANEL_ROWS);
+    // SAFETY: out holds 2 x C x 16 values (caller).
+    unsafe {
+        store_row_sums(&acc[0], &acc[1], oa);
+        store_row_sums(&acc[2], &acc[3], ob);
+    }
+}
+
+/// `run::<false>` on the f32 panels `a` and `b` at once: `a`'s results at
+/// `out[c * 16 + r]`, then `b`'s at `out[(cols + c) * 16 + r]`. Each lane
+/// does what it does in `run`, so the bits are `run`'s.
+fn run_pair(n: usize, a: &[u8], b: &[u8], cols: &[&[u8]], out: &mut [f32]) {
+    assert!(
+        (1..=PAIR_COLS).contains(&cols.len())
+            && a.len() >= panel_bytes::<false>(n)
+            && b.len() >= panel_bytes::<false>(n)
+            && cols.iter().all(|c| c.len() >= act_bytes(n))
+            && out.len() >= 2 * cols.len() * PANEL_ROWS,
+        "panel pair kernel: slices shorter than {n} elements"
+    );
+    let (a, b) = (a.as_ptr(), b.as_ptr());
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ (and F16C);
+    // the slices were checked.
+    unsafe {
+        match cols.len() {
+            1 => run_pair_tile::<1>(n, a, b, cols, out),
+            2 => run_pair_tile::<2>(n, a, b, cols, out),
+            3 => run_pair_tile::<3>(n, a, b, cols, out),
+            4 => run_pair_tile::<4>(n, a, b, cols, out),
+            5 => run_pair_tile::<5>(n, a, b, cols, out),
+            _ => run_pair_tile::<6>(n, a, b, cols, out),
+        }
+    }
+}
+
 // ------------------------------------------------- BF16 with AVX-512 BF16
 
 /// BF16 weights on CPUs with AVX-512 BF16: VDPBF16PS adds the products of
@@ -534,6 +643,7 @@ static BF16_DOT_GEMM: Gemm = Gemm {
     act_bytes: |n| quads(n) * 8,
     prep: prep_bf16_quads,
     run: run_bf16_dot,
+    run_pair: None,
     wide: None,
 };
 

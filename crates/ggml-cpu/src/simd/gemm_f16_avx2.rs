@@ -33,6 +33,7 @@ static F16_GEMM_AVX2: Gemm = Gemm {
     act_bytes,
     prep: prep::<2>,
     run: run::<2>,
+    run_pair: None,
     wide: None,
 };
 
@@ -42,6 +43,7 @@ static F32_GEMM_AVX2: Gemm = Gemm {
     act_bytes,
     prep: prep::<4>,
     run: run::<4>,
+    run_pair: None,
     wide: None,
 };
 

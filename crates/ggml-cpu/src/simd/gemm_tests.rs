@@ -5,7 +5,7 @@
 use ggml_core::Type;
 
 use super::tests::{lengths, magnitude, quantize, Rng, TYPES};
-use super::{kernels_for, scalar, GEMM_COLS, PANEL_ROWS};
+use super::{kernels_for, scalar, GEMM_COLS, PAIR_COLS, PANEL_ROWS};
 use crate::convert;
 use crate::features::available_isas;
 
@@ -256,5 +256,75 @@ fn wide_kernels_read_expanded_panels_as_their_own() {
     }
     if crate::features::cpu_features().avx2 {
         assert!(tested > 0, "no wide kernel tested");
+    }
+}
+
+/// Every panel kernel of this CPU, the wide ones included, by type.
+fn all_gemms() -> Vec<(String, Type, &'static super::Gemm)> {
+    let mut v = Vec::new();
+    for isa in available_isas() {
+        let k = kernels_for(isa).unwrap();
+        for &ty in TYPES {
+            let Some(g) = k.gemm(ty) else { continue };
+            v.push((format!("{isa:?}"), ty, g));
+            if let Some(w) = g.wide {
+                v.push((format!("{isa:?} wide"), ty, w.gemm));
+            }
+        }
+    }
+    v
+}
+
+/// A kernel's `run_pair` gives, for every number of columns, the bits of
+/// `run` on each of its two panels: a full one and one of 3 rows.
+#[test]
+fn pair_kernels_give_the_bits_of_one_panel_at_a_time() {
+    let mut tested = 0;
+    for (label, ty, g) in all_gemms() {
+        let Some(pair) = g.run_pair else { continue };
+        tested += 1;
+        let vt = super::vec_dot_type(ty).unwrap();
+        for n in lengths(ty) {
+            let mut rng = Rng(0x9a1 ^ n as u64);
+            let xa = random_rows(ty, n, PANEL_ROWS, &mut rng);
+            let xb = random_rows(ty, n, 3, &mut rng);
+            let ys = random_rows(vt, n, PAIR_COLS, &mut rng);
+            let (a, prepped) = packed(g, n, &xa, &ys);
+            let (b, _) = packed(g, n, &xb, &ys);
+            for nc in 1..=PAIR_COLS {
+                let cols: Vec<&[u8]> = prepped[..nc].iter().map(|v| &v[..]).collect();
+                let block = nc * PANEL_ROWS;
+                let mut want = vec![f32::NAN; 2 * block];
+                (g.run)(n, &a, &cols, &mut want[..block]);
+                (g.run)(n, &b, &cols, &mut want[block..]);
+                let mut got = vec![f32::NAN; 2 * block];
+                pair(n, &a, &b, &cols, &mut got);
+                let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{ty} {label} n={n}, {nc} columns");
+            }
+        }
+    }
+    if crate::features::is_available(crate::features::Isa::Avx512) {
+        assert!(tested > 0, "no pair kernel tested");
+    }
+}
+
+/// F16 weights give the same bits whether a MUL_MAT reads their stored
+/// f16 panels (few columns) or the f32 panels they expand into (many).
+#[test]
+fn expanded_f16_panels_give_the_stored_panels_bits() {
+    for isa in available_isas() {
+        let k = kernels_for(isa).unwrap();
+        let Some((g, w)) = k.gemm(Type::F16).and_then(|g| Some((g, g.wide?))) else {
+            continue;
+        };
+        for n in lengths(Type::F16) {
+            let mut rng = Rng(0xf16 ^ n as u64);
+            let xs = random_rows(Type::F16, n, PANEL_ROWS, &mut rng);
+            let ys = random_rows(Type::F16, n, GEMM_COLS, &mut rng);
+            let stored = run_gemm(g, n, &xs, &ys, GEMM_COLS);
+            let wide = run_gemm(w.gemm, n, &xs, &ys, GEMM_COLS);
+            assert_eq!(stored, wide, "{isa:?} n={n}");
+        }
     }
 }

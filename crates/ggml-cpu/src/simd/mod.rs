@@ -90,6 +90,8 @@ pub(crate) fn vec_dot_type(ty: Type) -> Option<Type> {
 pub(crate) const PANEL_ROWS: usize = 16;
 /// Most activation columns one [`Gemm::run`] call takes.
 pub(crate) const GEMM_COLS: usize = 8;
+/// Most activation columns one [`Gemm::run_pair`] call takes.
+pub(crate) const PAIR_COLS: usize = 6;
 
 /// A matrix x matrix kernel for many activation columns. The weights are
 /// first packed, [`PANEL_ROWS`] rows at a time, into a panel whose layout
@@ -114,6 +116,12 @@ pub(crate) struct Gemm {
     /// `out[c * PANEL_ROWS + r] = dot(row r of panel, column c)` for the 1
     /// to [`GEMM_COLS`] prepared columns `cols`.
     pub run: PanelFn,
+    /// Where the kernel has one, [`Gemm::run`] on two panels at once
+    /// (`a`'s results first, then `b`'s, each as `run` lays them out) for
+    /// 1 to [`PAIR_COLS`] columns, with the same bits: the registers then
+    /// hold twice the rows, so each column value loaded feeds twice the
+    /// multiply-adds.
+    pub run_pair: Option<PairFn>,
     /// For a layout made compact enough to be stored (see
     /// `crate::repack`), a faster kernel for many columns that its panels
     /// expand into.
@@ -153,6 +161,9 @@ pub(crate) type GemmF32Fn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k:
 
 /// See [`Gemm::run`].
 pub(crate) type PanelFn = fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]);
+
+/// See [`Gemm::run_pair`].
+pub(crate) type PairFn = fn(n: usize, a: &[u8], b: &[u8], cols: &[&[u8]], out: &mut [f32]);
 
 /// See [`Kernels::dot_f16_rows`]: (query, rows, row stride in bytes, listed
 /// rows, one result per listed row).

@@ -66,6 +66,7 @@ pub(super) static Q4_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * A4_SB,
     prep: q4k_prep,
     run: q4k_run,
+    run_pair: None,
     wide: None,
 };
 
@@ -75,6 +76,7 @@ pub(super) static Q5_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * A4_SB,
     prep: q4k_prep,
     run: q5k_run,
+    run_pair: None,
     wide: None,
 };
 

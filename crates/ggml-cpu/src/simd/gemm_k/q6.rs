@@ -24,6 +24,7 @@ pub(super) static Q6_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * Q8K_BYTES,
     prep: q8k_copy,
     run: q6k_run,
+    run_pair: None,
     wide: None,
 };
 
@@ -35,6 +36,7 @@ pub(super) static Q3_K_GEMM: Gemm = Gemm {
     act_bytes: |n| n / QK * Q8K_BYTES,
     prep: q8k_copy,
     run: q6k_run,
+    run_pair: None,
     wide: None,
 };
 

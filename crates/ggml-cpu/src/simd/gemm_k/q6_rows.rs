@@ -67,6 +67,7 @@ pub(super) static Q6_K_ROWS_GEMM: Gemm = Gemm {
         // checked.
         unsafe { run(n / QK, panel, cols, out) }
     },
+    run_pair: None,
     wide: Some(&WIDE),
 };
 

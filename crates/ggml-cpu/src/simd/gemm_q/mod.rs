@@ -106,6 +106,7 @@ static Q4_0_GEMM: Gemm = Gemm {
     run: |n, panel, cols, out| {
         run_checked(n, panel, cols, out, Q4_0_PANEL_BLOCK, avx512::run::<true>)
     },
+    run_pair: None,
     wide: None,
 };
 
@@ -117,6 +118,7 @@ static Q8_0_GEMM: Gemm = Gemm {
     run: |n, panel, cols, out| {
         run_checked(n, panel, cols, out, Q8_0_PANEL_BLOCK, avx512::run::<false>)
     },
+    run_pair: None,
     wide: None,
 };
 
@@ -130,6 +132,7 @@ static Q5_0_GEMM: Gemm = Gemm {
     act_bytes,
     prep: |n, y, out| prep(16, n, y, out),
     run: run_avx2::<{ avx2::FIVE }, Q5_0_PANEL_BLOCK>,
+    run_pair: None,
     wide: None,
 };
 
