@@ -80,8 +80,8 @@ pub(crate) fn mul_mat(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
 }
 
 /// MUL_MAT of weights stored as panels of `g`'s layout (see
-/// `crate::repack`), for any number of columns: with [`GEMM_MIN_COLS`] or
-/// more, through `g`'s wide kernel where it has one.
+/// `crate::repack`), for any number of columns: through `g`'s wide kernel
+/// where it has one and the columns repay expanding (`Wide::min_cols`).
 pub(crate) fn mul_mat_stored(
     a: &View,
     b: &View,

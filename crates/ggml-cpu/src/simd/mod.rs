@@ -140,7 +140,7 @@ impl Gemm {
     /// this layout runs, after expanding them: from `GEMM_MIN_COLS`
     /// columns, where the layout has one.
     pub fn wide_for(&self, cols: usize) -> Option<&'static Wide> {
-        self.wide.filter(|_| cols >= crate::matmul::GEMM_MIN_COLS)
+        self.wide.filter(|w| cols >= w.min_cols)
     }
 }
 
@@ -154,6 +154,9 @@ pub(crate) struct Wide {
     /// Expands one stored panel of `n`-element rows into `out`
     /// (`gemm.panel_bytes(n)` bytes).
     pub expand: fn(n: usize, panel: &[u8], out: &mut [u8]),
+    /// Columns from which expanding repays itself (at least
+    /// `GEMM_MIN_COLS`).
+    pub min_cols: usize,
 }
 
 /// See [`Kernels::gemm_f32`].

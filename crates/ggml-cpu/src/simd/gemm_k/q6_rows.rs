@@ -94,11 +94,13 @@ pub(super) static Q6_K_ROWS_GEMM_VNNI: Gemm = Gemm {
 static WIDE: Wide = Wide {
     gemm: &super::avx2::Q6_K_GEMM_AVX2,
     expand,
+    min_cols: crate::matmul::GEMM_MIN_COLS,
 };
 
 static WIDE_VNNI: Wide = Wide {
     gemm: &super::q6::Q6_K_GEMM,
     expand,
+    min_cols: crate::matmul::GEMM_MIN_COLS,
 };
 
 /// Expands one compact panel into the levels panel (the same bytes as
