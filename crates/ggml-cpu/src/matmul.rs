@@ -376,8 +376,11 @@ fn mul_mat_panels(
     };
     let per_batch = (threads * TILES_PER_THREAD).div_ceil(n_batch).max(1);
     let mut panels_per_tile = panels_cache.min(panels.div_ceil(per_batch)).max(1);
-    // A kernel that takes two panels at a time gets tiles of whole pairs.
-    let group = match g.run_pair {
+    // A kernel that takes two panels at a time gets tiles of whole pairs,
+    // when the columns are many: with few, the panels stream from memory
+    // through `run`, which asks for them ahead.
+    let pair = g.run_pair.filter(|_| ne11 >= GEMM_MIN_COLS);
+    let group = match pair {
         Some(_) => {
             panels_per_tile = panels_per_tile.next_multiple_of(2);
             PAIR_COLS
@@ -409,6 +412,7 @@ fn mul_mat_panels(
                 buf,
             ),
         };
+        const { assert!(PAIR_COLS <= GEMM_COLS) };
         let mut out = [0f32; 2 * GEMM_COLS * PANEL_ROWS];
         let col_base = (i3 * b.ne[2] + i2) * ne11;
         let mut c0 = 0;
@@ -453,7 +457,7 @@ fn mul_mat_panels(
             while p < np {
                 let cols = &cols[..nc];
                 let block = nc * PANEL_ROWS;
-                match g.run_pair {
+                match pair {
                     Some(pair) if p + 1 < np => {
                         pair(k, panel(p), panel(p + 1), cols, &mut out[..2 * block]);
                         put(p, &out[..block]);
