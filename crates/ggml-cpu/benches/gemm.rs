@@ -24,7 +24,7 @@ use std::time::Duration;
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use ggml_core::{quants, Type};
 use ggml_cpu::bench_support::{
-    panel_kernels, vec_dot_type, PanelKernel, GEMM_COLS, PAIR_COLS, PANEL_ROWS,
+    aligned_mut, panel_kernels, vec_dot_type, PanelKernel, GEMM_COLS, PAIR_COLS, PANEL_ROWS,
 };
 use test_support::Rng;
 
@@ -107,14 +107,6 @@ fn bench_run(c: &mut Criterion) {
     g.finish();
 }
 
-/// `len` bytes of `buf` from a cache-line boundary, as the backend lays
-/// out packed panels and prepared columns.
-fn aligned(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
-    buf.resize(len + 63, 0);
-    let off = (64 - buf.as_ptr() as usize % 64) % 64;
-    &mut buf[off..off + len]
-}
-
 fn bench_tile(c: &mut Criterion) {
     let mut g = c.benchmark_group("gemm/tile");
     let n = 2048;
@@ -127,13 +119,13 @@ fn bench_tile(c: &mut Criterion) {
             np = np.next_multiple_of(2);
         }
         let mut pbuf = Vec::new();
-        let panels = aligned(&mut pbuf, np * pb);
+        let panels = aligned_mut(&mut pbuf, np * pb);
         for p in panels.chunks_exact_mut(pb) {
             p.copy_from_slice(&case.panel);
         }
         let ab = k.act_bytes(n);
         let mut cbuf = Vec::new();
-        let colbytes = aligned(&mut cbuf, ncols * ab);
+        let colbytes = aligned_mut(&mut cbuf, ncols * ab);
         for (dst, src) in colbytes.chunks_exact_mut(ab).zip(&case.cols) {
             dst.copy_from_slice(src);
         }

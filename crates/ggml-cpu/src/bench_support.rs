@@ -80,6 +80,12 @@ impl PanelKernel {
     }
 }
 
+/// `len` bytes of `buf` from a cache-line boundary, growing it as needed:
+/// how the backend lays out packed panels and prepared columns.
+pub fn aligned_mut(buf: &mut Vec<u8>, len: usize) -> &mut [u8] {
+    crate::matmul::aligned_mut(buf, len)
+}
+
 /// The layout of a Q4_K panel super-block, for a bench kernel that reads
 /// it without the arithmetic around the dot products (the ceiling of the
 /// Q4_K kernel): bytes of a panel super-block, offset of its 32 level

@@ -453,10 +453,9 @@ fn mul_mat_panels(
                 }
             };
             let panel = |p: usize| &tile_panels[p * pb..(p + 1) * pb];
+            let (cols, block) = (&cols[..nc], nc * PANEL_ROWS);
             let mut p = 0;
             while p < np {
-                let cols = &cols[..nc];
-                let block = nc * PANEL_ROWS;
                 match pair {
                     Some(pair) if p + 1 < np => {
                         pair(k, panel(p), panel(p + 1), cols, &mut out[..2 * block]);
