@@ -206,6 +206,8 @@ fn main() {
     }
     cases.push(prompt_attention(8, 8, 4, 64, 256));
     cases.push(prompt_attention(256, 4, 1, 512, 512));
+    // TinyLlama-1.1B's shape.
+    cases.push(prompt_attention(64, 32, 4, 512, 512));
     for (n, rows) in [
         (64, 8),
         (64, 64),

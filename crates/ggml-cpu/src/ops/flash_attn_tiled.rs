@@ -264,29 +264,18 @@ fn head(
         let kq = &mut kq[..rows * w];
         kq.fill(0.0);
         (kern.gemm_f32)(kq, qt, kt, rows, dk, w);
-        // Scaled (and capped), then masked: one loop per case, so that the
-        // plain ones are vectorised.
-        if softcap != 0.0 {
+        // Capped (when the model asks), scaled and masked; each row's
+        // largest score then gives its exponentials.
+        let scale = if softcap != 0.0 {
             kq.iter_mut()
                 .for_each(|x| *x = softcap * (*x * scale).tanh());
-            if mask.is_some() {
-                for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-                    let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
-                    row.iter_mut().zip(m).for_each(|(x, &mv)| *x += mv);
-                }
-            }
-        } else if mask.is_some() {
-            for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-                let m = &masks[t * n_kv + ic..t * n_kv + ic + w];
-                row.iter_mut()
-                    .zip(m)
-                    .for_each(|(x, &mv)| *x = *x * scale + mv);
-            }
+            1.0
         } else {
-            kq.iter_mut().for_each(|x| *x *= scale);
-        }
+            scale
+        };
         for (t, row) in kq.chunks_exact_mut(w).enumerate() {
-            let tile_max = max_of(row);
+            let m = mask.map(|_| &masks[t * n_kv + ic..t * n_kv + ic + w]);
+            let tile_max = (kern.scale_mask_max)(row, m, scale);
             if tile_max == f32::NEG_INFINITY {
                 // Every key of the tile hidden from this row.
                 row.fill(0.0);
@@ -318,24 +307,4 @@ fn head(
         };
     }
     Ok(())
-}
-
-/// The largest value of `x` (NaNs ignored, as `f32::max` does), in eight
-/// lanes that the compiler vectorises: each lane keeps `y` where `y > m`,
-/// which is what the packed maximum instructions compute.
-fn max_of(x: &[f32]) -> f32 {
-    let pick = |m: f32, y: f32| if y > m { y } else { m };
-    let mut lanes = [f32::NEG_INFINITY; 8];
-    let chunks = x.chunks_exact(8);
-    let tail = chunks.remainder();
-    for c in chunks {
-        for (m, &y) in lanes.iter_mut().zip(c) {
-            *m = pick(*m, y);
-        }
-    }
-    lanes
-        .iter()
-        .chain(tail)
-        .copied()
-        .fold(f32::NEG_INFINITY, pick)
 }

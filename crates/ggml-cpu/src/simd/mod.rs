@@ -196,6 +196,9 @@ pub(crate) struct Kernels {
     pub attn_values_f16: ValuesFn,
     /// `x[i] = exp(x[i] - max)` in place; returns the sum in f64.
     pub exp_sum: fn(&mut [f32], f32) -> f64,
+    /// `x[i] = x[i] * scale (+ mask[i])` in place, returning the largest
+    /// (see [`scalar::scale_mask_max`]); every level gives the same bits.
+    pub scale_mask_max: fn(&mut [f32], Option<&[f32]>, f32) -> f32,
     /// `out[i] = silu(x[i])`.
     pub silu: fn(&[f32], &mut [f32]),
     /// `out[i] = silu(g[i]) * u[i]`.
@@ -245,6 +248,7 @@ impl Kernels {
             dot_f16_rows: scalar::dot_f16_rows,
             attn_values_f16: scalar::attn_values_f16,
             exp_sum: scalar::exp_sum,
+            scale_mask_max: scalar::scale_mask_max,
             silu: scalar::silu,
             swiglu: scalar::swiglu,
             geglu: scalar::geglu,

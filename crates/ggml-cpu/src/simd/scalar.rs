@@ -104,6 +104,35 @@ pub(crate) fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     part.iter().sum()
 }
 
+/// `x[i] = x[i] * scale (+ mask[i])` in place (a product, then a sum:
+/// no fused multiply-add); returns the largest result, NaNs ignored as
+/// `f32::max` does (`-inf` when every value is `-inf` or NaN).
+pub(crate) fn scale_mask_max(x: &mut [f32], mask: Option<&[f32]>, scale: f32) -> f32 {
+    match mask {
+        Some(m) => x
+            .iter_mut()
+            .zip(m)
+            .for_each(|(x, &mv)| *x = *x * scale + mv),
+        None => x.iter_mut().for_each(|x| *x *= scale),
+    }
+    // Each of eight lanes keeps `y` where `y > m` (what the packed maximum
+    // instructions compute), so that the compiler vectorises it.
+    let pick = |m: f32, y: f32| if y > m { y } else { m };
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder();
+    for c in chunks {
+        for (m, &y) in lanes.iter_mut().zip(c) {
+            *m = pick(*m, y);
+        }
+    }
+    lanes
+        .iter()
+        .chain(tail)
+        .copied()
+        .fold(f32::NEG_INFINITY, pick)
+}
+
 /// `out[i] = x[i] / (1 + exp(-x[i]))`.
 pub(crate) fn silu(x: &[f32], out: &mut [f32]) {
     for (o, &v) in out.iter_mut().zip(x) {

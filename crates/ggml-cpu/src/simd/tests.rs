@@ -333,6 +333,53 @@ fn activations_agree_across_paths() {
     }
 }
 
+/// Attention's scaled and masked scores and their largest value are the
+/// same at every level, NaNs, hidden keys and row tails included.
+#[test]
+fn scale_mask_max_is_the_same_at_every_level() {
+    let mut rng = Rng(0x5ca1e);
+    for n in [0usize, 1, 5, 16, 17, 31, 64, 100] {
+        let x: Vec<f32> = (0..n).map(|_| rng.f() * 30.0).collect();
+        let mut mask: Vec<f32> = (0..n).map(|_| rng.f()).collect();
+        for (i, m) in mask.iter_mut().enumerate() {
+            if i % 3 == 1 {
+                *m = f32::NEG_INFINITY;
+            }
+        }
+        let mut hidden = x.clone();
+        if n > 2 {
+            hidden[1] = f32::NAN;
+            hidden[n - 1] = f32::NAN;
+        }
+        for (row, m) in [
+            (&x, None),
+            (&x, Some(&mask[..])),
+            (&hidden, Some(&mask[..])),
+            (&hidden, None),
+        ] {
+            let mut want = row.clone();
+            let want_max = scalar::scale_mask_max(&mut want, m, 0.125);
+            for isa in available_isas() {
+                let mut got = row.clone();
+                let got_max = (kernels_for(isa).unwrap().scale_mask_max)(&mut got, m, 0.125);
+                let bits = |a: &[f32]| a.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{isa:?} n={n}");
+                assert_eq!(got_max.to_bits(), want_max.to_bits(), "{isa:?} n={n}");
+            }
+            let finite = want.iter().copied().filter(|v| !v.is_nan());
+            let expect = finite.fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(want_max, expect, "n={n}");
+        }
+    }
+    // Every key hidden: the largest is -inf.
+    let row = vec![1.0f32; 20];
+    let mask = vec![f32::NEG_INFINITY; 20];
+    for isa in available_isas() {
+        let got = (kernels_for(isa).unwrap().scale_mask_max)(&mut row.clone(), Some(&mask), 1.0);
+        assert_eq!(got, f32::NEG_INFINITY, "{isa:?}");
+    }
+}
+
 #[test]
 fn exp_is_within_two_ulp() {
     let mut worst = 0i32;
@@ -379,6 +426,9 @@ fn gemm_f32_is_the_same_at_every_level() {
         (64, 256, 64),
         (3, 64, 9),
         (70, 33, 40),
+        (9, 17, 33),
+        (64, 64, 64),
+        (17, 5, 47),
     ] {
         let a = rng.vec(m * k);
         let b = rng.vec(k * n);

@@ -11,6 +11,7 @@ use crate::simd::Kernels;
 /// Installs the activation kernels over the AVX2 ones.
 pub(super) fn install(k: &mut Kernels) {
     k.exp_sum = exp_sum;
+    k.scale_mask_max = scale_mask_max;
     k.silu = silu;
     k.swiglu = swiglu;
 }
@@ -109,6 +110,41 @@ fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
 fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
     unsafe { exp_sum_avx512(x, max) }
+}
+
+/// See [`crate::simd::scalar::scale_mask_max`]: a product and a sum per
+/// lane (no FMA), so the same values; the largest is the same whatever
+/// the order (a signed zero aside, which `exp(x - max)` does not see).
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn scale_mask_max_avx512(x: &mut [f32], mask: Option<&[f32]>, scale: f32) -> f32 {
+    let n = x.len();
+    if let Some(m) = mask {
+        assert!(m.len() >= n, "scale_mask_max: mask shorter than the row");
+    }
+    let sc = _mm512_set1_ps(scale);
+    let mut mx = _mm512_set1_ps(f32::NEG_INFINITY);
+    let mut i = 0;
+    while i < n {
+        let k: __mmask16 = ((1u32 << (n - i).min(16)) - 1) as u16;
+        // SAFETY: the lanes `k` selects are elements i.. of the row (and of
+        // the mask, checked at least as long); the others are not accessed.
+        unsafe {
+            let mut v = _mm512_mul_ps(_mm512_maskz_loadu_ps(k, x.as_ptr().add(i)), sc);
+            if let Some(m) = mask {
+                v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, m.as_ptr().add(i)));
+            }
+            _mm512_mask_storeu_ps(x.as_mut_ptr().add(i), k, v);
+            // A NaN in `v` leaves the lane's maximum (the second operand).
+            mx = _mm512_mask_max_ps(mx, k, v, mx);
+        }
+        i += 16;
+    }
+    _mm512_reduce_max_ps(mx)
+}
+
+fn scale_mask_max(x: &mut [f32], mask: Option<&[f32]>, scale: f32) -> f32 {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { scale_mask_max_avx512(x, mask, scale) }
 }
 
 /// `v / (1 + exp(-v))` on sixteen lanes, as the scalar SiLU computes each.

@@ -13,6 +13,7 @@ use super::Kernels;
 
 mod act;
 mod float;
+mod gemm;
 mod kquant;
 mod legacy;
 
@@ -24,6 +25,7 @@ pub(super) use kquant::k4_scale_bytes;
 pub(super) fn install(k: &mut Kernels) {
     act::install(k);
     float::install(k);
+    gemm::install(k);
     legacy::install(k);
     kquant::install(k);
 }
