@@ -215,6 +215,7 @@ fn main() {
         (640, 16),
         (640, 64),
         (640, 512),
+        (2048, 512),
     ] {
         cases.push(rms_norm(n, rows));
         cases.push(add(n, rows));
