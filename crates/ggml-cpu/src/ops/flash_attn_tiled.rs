@@ -273,6 +273,9 @@ fn head(
         } else {
             scale
         };
+        // The largest score of each row so far (-inf for a row that sees
+        // no key of the tile), then the rows' exponentials side by side.
+        let mut row_max = [f32::NEG_INFINITY; Q_TILE];
         for (t, row) in kq.chunks_exact_mut(w).enumerate() {
             let m = mask.map(|_| &masks[t * n_kv + ic..t * n_kv + ic + w]);
             let tile_max = (kern.scale_mask_max)(row, m, scale);
@@ -290,7 +293,14 @@ fn head(
                 sum[t] *= ms;
             }
             max[t] = new_max;
-            sum[t] = (f64::from(sum[t]) + (kern.exp_sum)(row, new_max)) as f32;
+            row_max[t] = new_max;
+        }
+        let mut row_sum = [0f64; Q_TILE];
+        (kern.exp_sum_rows)(kq, w, &row_max[..rows], &mut row_sum[..rows]);
+        for t in 0..rows {
+            if row_max[t] != f32::NEG_INFINITY {
+                sum[t] = (f64::from(sum[t]) + row_sum[t]) as f32;
+            }
         }
         (kern.gemm_f32)(&mut vkq[..rows * dv], kq, vt, rows, w, dv);
     }

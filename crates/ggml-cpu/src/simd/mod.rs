@@ -162,6 +162,25 @@ pub(crate) struct Wide {
 /// See [`Kernels::gemm_f32`].
 pub(crate) type GemmF32Fn = fn(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, n: usize);
 
+/// See [`Kernels::exp_sum_rows`]: (rows, row length, max of each row,
+/// sum of each row).
+pub(crate) type ExpRowsFn = fn(&mut [f32], usize, &[f32], &mut [f64]);
+
+/// [`Kernels::exp_sum_rows`] through a level's `exp_sum`, a row at a time.
+pub(crate) fn exp_sum_rows_by(
+    exp_sum: fn(&mut [f32], f32) -> f64,
+    x: &mut [f32],
+    w: usize,
+    maxes: &[f32],
+    sums: &mut [f64],
+) {
+    for ((row, &m), s) in x.chunks_exact_mut(w.max(1)).zip(maxes).zip(sums) {
+        if m != f32::NEG_INFINITY {
+            *s = exp_sum(row, m);
+        }
+    }
+}
+
 /// See [`Gemm::run`].
 pub(crate) type PanelFn = fn(n: usize, panel: &[u8], cols: &[&[u8]], out: &mut [f32]);
 
@@ -199,6 +218,10 @@ pub(crate) struct Kernels {
     /// `x[i] = x[i] * scale (+ mask[i])` in place, returning the largest
     /// (see [`scalar::scale_mask_max`]); every level gives the same bits.
     pub scale_mask_max: fn(&mut [f32], Option<&[f32]>, f32) -> f32,
+    /// `exp_sum` of each row of `w` values of `x` whose `max` is not
+    /// `-inf`, its sum into `sums` (those rows untouched); the bits of
+    /// `exp_sum` row by row.
+    pub exp_sum_rows: ExpRowsFn,
     /// `out[i] = silu(x[i])`.
     pub silu: fn(&[f32], &mut [f32]),
     /// `out[i] = silu(g[i]) * u[i]`.
@@ -249,6 +272,7 @@ impl Kernels {
             attn_values_f16: scalar::attn_values_f16,
             exp_sum: scalar::exp_sum,
             scale_mask_max: scalar::scale_mask_max,
+            exp_sum_rows: scalar::exp_sum_rows,
             silu: scalar::silu,
             swiglu: scalar::swiglu,
             geglu: scalar::geglu,

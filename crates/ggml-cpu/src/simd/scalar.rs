@@ -104,6 +104,11 @@ pub(crate) fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     part.iter().sum()
 }
 
+/// See [`super::Kernels::exp_sum_rows`].
+pub(crate) fn exp_sum_rows(x: &mut [f32], w: usize, maxes: &[f32], sums: &mut [f64]) {
+    super::exp_sum_rows_by(exp_sum, x, w, maxes, sums);
+}
+
 /// `x[i] = x[i] * scale (+ mask[i])` in place (a product, then a sum:
 /// no fused multiply-add); returns the largest result, NaNs ignored as
 /// `f32::max` does (`-inf` when every value is `-inf` or NaN).

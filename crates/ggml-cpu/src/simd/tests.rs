@@ -380,6 +380,49 @@ fn scale_mask_max_is_the_same_at_every_level() {
     }
 }
 
+/// A tile's rows of exponentials at once give each level's `exp_sum` of
+/// every row to the bit, its sum included; a row whose largest score is
+/// `-inf` is left as it was.
+#[test]
+fn exp_sum_rows_is_exp_sum_row_by_row() {
+    let mut rng = Rng(0xe4b5);
+    for w in [1usize, 15, 16, 17, 64, 100] {
+        for rows in [1usize, 3, 4, 9] {
+            let mut x: Vec<f32> = (0..rows * w).map(|_| rng.f() * 20.0).collect();
+            let mut maxes: Vec<f32> = (0..rows).map(|r| 10.0 + r as f32).collect();
+            if rows > 2 {
+                maxes[1] = f32::NEG_INFINITY;
+            }
+            if w >= 17 {
+                // A whole chunk of hidden keys, a NaN score.
+                x[..16].fill(f32::NEG_INFINITY);
+                x[rows * w - 3] = f32::NAN;
+            }
+            for isa in available_isas() {
+                let k = kernels_for(isa).unwrap();
+                let mut want = x.clone();
+                let mut want_sums = vec![-1f64; rows];
+                for r in 0..rows {
+                    if maxes[r] != f32::NEG_INFINITY {
+                        want_sums[r] = (k.exp_sum)(&mut want[r * w..(r + 1) * w], maxes[r]);
+                    }
+                }
+                let mut got = x.clone();
+                let mut sums = vec![-1f64; rows];
+                (k.exp_sum_rows)(&mut got, w, &maxes, &mut sums);
+                let bits = |a: &[f32]| a.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(bits(&got), bits(&want), "{isa:?} w={w} rows={rows}");
+                let bits64 = |a: &[f64]| a.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert_eq!(
+                    bits64(&sums),
+                    bits64(&want_sums),
+                    "{isa:?} w={w} rows={rows}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn exp_is_within_two_ulp() {
     let mut worst = 0i32;

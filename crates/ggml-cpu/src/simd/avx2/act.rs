@@ -8,6 +8,7 @@ use crate::simd::Kernels;
 /// Installs the activation kernels.
 pub(super) fn install(k: &mut Kernels) {
     k.exp_sum = exp_sum;
+    k.exp_sum_rows = exp_sum_rows;
     k.silu = silu;
     k.swiglu = swiglu;
     k.geglu = geglu;
@@ -91,6 +92,10 @@ fn exp_sum_avx2(x: &mut [f32], max: f32) -> f64 {
 fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     // SAFETY: installed only on CPUs with AVX2, FMA and F16C.
     unsafe { exp_sum_avx2(x, max) }
+}
+
+fn exp_sum_rows(x: &mut [f32], w: usize, maxes: &[f32], sums: &mut [f64]) {
+    crate::simd::exp_sum_rows_by(exp_sum, x, w, maxes, sums);
 }
 
 /// `v / (1 + exp(-v))` on eight lanes, as [`crate::simd::scalar::silu`]

@@ -11,6 +11,7 @@ use crate::simd::Kernels;
 /// Installs the activation kernels over the AVX2 ones.
 pub(super) fn install(k: &mut Kernels) {
     k.exp_sum = exp_sum;
+    k.exp_sum_rows = exp_sum_rows;
     k.scale_mask_max = scale_mask_max;
     k.silu = silu;
     k.swiglu = swiglu;
@@ -110,6 +111,82 @@ fn exp_sum_avx512(x: &mut [f32], max: f32) -> f64 {
 fn exp_sum(x: &mut [f32], max: f32) -> f64 {
     // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
     unsafe { exp_sum_avx512(x, max) }
+}
+
+/// Rows whose exponentials run side by side.
+const SIDE_BY_SIDE: usize = 4;
+
+/// [`exp_sum_avx512`] of rows of `w` values: a short row (an attention
+/// tile's 64 keys) is one long chain of dependent operations, so rows go
+/// [`SIDE_BY_SIDE`] at a time, their chains interleaved. Each row takes the
+/// same operations in the same order as alone (a chunk of hidden keys adds
+/// exp's zeros to a sum of non-negative values, which leaves it as is), so
+/// the bits are [`exp_sum_avx512`]'s.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+fn exp_sum_rows_avx512(x: &mut [f32], w: usize, maxes: &[f32], sums: &mut [f64]) {
+    let rows = maxes.len();
+    assert!(
+        x.len() >= rows * w && sums.len() >= rows,
+        "exp_sum_rows: {rows} rows of {w}, short slices"
+    );
+    let mut live = [0usize; SIDE_BY_SIDE];
+    let mut n = 0;
+    for (r, &m) in maxes.iter().enumerate() {
+        if m == f32::NEG_INFINITY {
+            continue;
+        }
+        live[n] = r;
+        n += 1;
+        if n == SIDE_BY_SIDE {
+            let p: [*mut f32; SIDE_BY_SIDE] =
+                std::array::from_fn(|j| x[live[j] * w..].as_mut_ptr());
+            let m: [f32; SIDE_BY_SIDE] = std::array::from_fn(|j| maxes[live[j]]);
+            // SAFETY: distinct rows of w values inside x (checked).
+            let s = unsafe { exp_sum_side_by_side(p, w, m) };
+            for (j, s) in s.into_iter().enumerate() {
+                sums[live[j]] = s;
+            }
+            n = 0;
+        }
+    }
+    for &r in &live[..n] {
+        sums[r] = exp_sum_avx512(&mut x[r * w..(r + 1) * w], maxes[r]);
+    }
+}
+
+/// # Safety
+/// Each of `p` points to its own row of `w` values, read and written in
+/// place.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")]
+unsafe fn exp_sum_side_by_side(
+    p: [*mut f32; SIDE_BY_SIDE],
+    w: usize,
+    max: [f32; SIDE_BY_SIDE],
+) -> [f64; SIDE_BY_SIDE] {
+    let m: [__m512; SIDE_BY_SIDE] = std::array::from_fn(|j| _mm512_set1_ps(max[j]));
+    let mut s0 = [_mm512_setzero_pd(); SIDE_BY_SIDE];
+    let mut s1 = [_mm512_setzero_pd(); SIDE_BY_SIDE];
+    let mut i = 0;
+    while i < w {
+        let k: __mmask16 = ((1u32 << (w - i).min(16)) - 1) as u16;
+        for j in 0..SIDE_BY_SIDE {
+            // SAFETY: the lanes `k` selects are values i.. of row j (caller);
+            // the others are neither read nor written.
+            unsafe {
+                let v = _mm512_maskz_loadu_ps(k, p[j].add(i));
+                let e = _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(v, m[j])));
+                _mm512_mask_storeu_ps(p[j].add(i), k, e);
+                add_f64(&mut s0[j], &mut s1[j], e);
+            }
+        }
+        i += 16;
+    }
+    std::array::from_fn(|j| _mm512_reduce_add_pd(_mm512_add_pd(s0[j], s1[j])))
+}
+
+fn exp_sum_rows(x: &mut [f32], w: usize, maxes: &[f32], sums: &mut [f64]) {
+    // SAFETY: installed only on CPUs with AVX-512 F/BW/VL/DQ.
+    unsafe { exp_sum_rows_avx512(x, w, maxes, sums) }
 }
 
 /// See [`crate::simd::scalar::scale_mask_max`]: a product and a sum per
