@@ -113,6 +113,12 @@ pub(crate) fn exp_sum_rows(x: &mut [f32], w: usize, maxes: &[f32], sums: &mut [f
 /// no fused multiply-add); returns the largest result, NaNs ignored as
 /// `f32::max` does (`-inf` when every value is `-inf` or NaN).
 pub(crate) fn scale_mask_max(x: &mut [f32], mask: Option<&[f32]>, scale: f32) -> f32 {
+    if let Some(m) = mask {
+        assert!(
+            m.len() >= x.len(),
+            "scale_mask_max: mask shorter than the row"
+        );
+    }
     match mask {
         Some(m) => x
             .iter_mut()
