@@ -257,6 +257,104 @@ fn wpm_greedy_longest_match() {
     );
 }
 
+#[test]
+fn wpm_normalizer_options_keep_case_and_accents() {
+    let mut tokens = bytes(&["[PAD]", "[UNK]", "[CLS]", "[SEP]"]);
+    tokens.extend(bytes(&[
+        "\u{2581}cafe",
+        "\u{2581}Cafe",
+        "\u{2581}café",
+        "\u{2581}Café",
+    ]));
+    let base = VocabData {
+        model: "bert".into(),
+        tokens,
+        token_types: Some(vec![3, 3, 3, 3, 1, 1, 1, 1]),
+        special_ids: SpecialIds {
+            unk: Some(1),
+            ..SpecialIds::default()
+        },
+        ..VocabData::default()
+    };
+    let with = |lowercase: Option<bool>, strip: Option<bool>| {
+        Vocab::from_parts(VocabData {
+            normalizer_lowercase: lowercase,
+            normalizer_strip_accents: strip,
+            ..base.clone()
+        })
+        .unwrap()
+    };
+    // Decomposed and precomposed accents alike; marks go with the accents.
+    let text = "Cafe\u{301} Café";
+    assert_eq!(with(None, None).tokenize(text, false, false), [4, 4]);
+    assert_eq!(with(Some(false), None).tokenize(text, false, false), [1, 7]);
+    assert_eq!(
+        with(Some(false), Some(true)).tokenize(text, false, false),
+        [5, 5]
+    );
+    assert_eq!(
+        with(Some(true), Some(false)).tokenize(text, false, false),
+        [1, 6]
+    );
+}
+
+/// A BPE vocabulary with `extra` tokens of the given types.
+fn bpe_typed(extra: &[(&str, i32)]) -> VocabData {
+    let names: Vec<&str> = extra.iter().map(|(t, _)| *t).collect();
+    let mut d = bpe(&names, &[], Some("gpt-2"));
+    let mut types = vec![1; 256];
+    types.extend(extra.iter().map(|(_, t)| *t));
+    d.token_types = Some(types);
+    d
+}
+
+#[test]
+fn end_of_generation_and_fim_texts_follow_llama_cpp() {
+    let d = bpe_typed(&[
+        ("</s>", 4),
+        ("<|return|>", 3),
+        ("<|call|>", 3),
+        ("<|end|>", 3),
+        ("<unused7>", 3),
+        ("<|channel|>", 3),
+        ("<fim_prefix>", 1),
+        ("<|end_of_text|>", 1),
+    ]);
+    let v = Vocab::from_parts(d).unwrap();
+    let id = |t: &str| v.text_to_token(t.as_bytes()).unwrap();
+    // A user-defined `</s>` ends generation and is control too.
+    assert!(v.is_eog(id("</s>")));
+    assert!(v
+        .token_attr(id("</s>"))
+        .contains(TokenAttr::CONTROL | TokenAttr::USER_DEFINED));
+    // With <|return|> and <|call|>, <|end|> only ends a message.
+    assert!(v.is_eog(id("<|return|>")) && v.is_eog(id("<|call|>")));
+    assert!(!v.is_eog(id("<|end|>")));
+    assert_eq!(v.token_attr(id("<|end|>")), TokenAttr::USER_DEFINED);
+    assert!(v.is_unused(id("<unused7>")));
+    assert_eq!(v.token_attr(id("<|channel|>")), TokenAttr::USER_DEFINED);
+    assert_eq!(v.special().fim_pre, Some(id("<fim_prefix>")));
+    // With parse_special off, `</s>` is text now that it is control.
+    assert_ne!(v.tokenize("</s>", false, false), [id("</s>")]);
+    assert_eq!(v.tokenize("</s>", false, true), [id("</s>")]);
+
+    // Without <|return|>, <|end|> ends generation.
+    let v = Vocab::from_parts(bpe_typed(&[("<|end|>", 3), ("<|call|>", 3)])).unwrap();
+    assert!(v.is_eog(v.text_to_token(b"<|end|>").unwrap()));
+    // Newer end-of-turn texts name the end-of-turn token.
+    let v = Vocab::from_parts(bpe_typed(&[("<|end_of_text|>", 1)])).unwrap();
+    assert_eq!(v.eot(), v.text_to_token(b"<|end_of_text|>"));
+}
+
+#[test]
+fn end_of_sentence_is_text_beside_a_tool_response_token() {
+    let v = Vocab::from_parts(bpe_typed(&[("</s>", 3), ("<|tool_response>", 3)])).unwrap();
+    let s = v.text_to_token(b"</s>").unwrap();
+    assert!(!v.is_eog(s));
+    assert_eq!(v.token_attr(s), TokenAttr::NORMAL);
+    assert!(v.is_eog(v.text_to_token(b"<|tool_response>").unwrap()));
+}
+
 /// A tiny Unigram vocabulary: `<pad>`, `</s>`, `<unk>`, then `pieces`.
 fn ugm(pieces: &[(&str, f32)], charsmap: Option<Vec<u8>>) -> VocabData {
     let tokens = bytes(&["<pad>", "</s>", "<unk>"]);

@@ -86,6 +86,13 @@ pub struct VocabData {
     /// `tokenizer.ggml.precompiled_charsmap`: the normalization map of a
     /// `t5` vocabulary.
     pub precompiled_charsmap: Option<Vec<u8>>,
+    /// `tokenizer.ggml.normalizer.lowercase`: whether a `bert` vocabulary
+    /// lower-cases the text (default: yes).
+    pub normalizer_lowercase: Option<bool>,
+    /// `tokenizer.ggml.normalizer.strip_accents`: whether a `bert`
+    /// vocabulary decomposes letters and drops their marks (default: as
+    /// `normalizer_lowercase`).
+    pub normalizer_strip_accents: Option<bool>,
 }
 
 /// Texts that make a token the end-of-turn token, when no key names one.
@@ -95,28 +102,82 @@ const EOT_TEXTS: &[&str] = &[
     "<|end|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "<|end_of_text|>",
     "<EOT>",
-    "<｜end▁of▁sentence｜>",
+    "_<EOT>",
+    "[EOT]",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "<end_of_utterance>",
 ];
 /// Texts that make a token the end-of-message token.
 const EOM_TEXTS: &[&str] = &["<|eom_id|>"];
 /// Texts of fill-in-the-middle tokens, per role.
-const FIM_PRE_TEXTS: &[&str] = &["<|fim_prefix|>", "<fim-prefix>", "<｜fim▁begin｜>", "<PRE>"];
-const FIM_SUF_TEXTS: &[&str] = &["<|fim_suffix|>", "<fim-suffix>", "<｜fim▁hole｜>", "<SUF>"];
-const FIM_MID_TEXTS: &[&str] = &["<|fim_middle|>", "<fim-middle>", "<｜fim▁end｜>", "<MID>"];
-const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<PAD>"];
-const FIM_REP_TEXTS: &[&str] = &["<|fim_repo|>", "<|repo_name|>", "<fim-repo>", "<REPO>"];
+const FIM_PRE_TEXTS: &[&str] = &[
+    "<|fim_prefix|>",
+    "<fim-prefix>",
+    "<fim_prefix>",
+    "<\u{ff5c}fim\u{2581}begin\u{ff5c}>",
+    "<PRE>",
+    "\u{2581}<PRE>",
+    "<|code_prefix|>",
+    "<|prefix|>",
+];
+const FIM_SUF_TEXTS: &[&str] = &[
+    "<|fim_suffix|>",
+    "<fim-suffix>",
+    "<fim_suffix>",
+    "<\u{ff5c}fim\u{2581}hole\u{ff5c}>",
+    "<SUF>",
+    "\u{2581}<SUF>",
+    "<|code_suffix|>",
+    "<|suffix|>",
+];
+const FIM_MID_TEXTS: &[&str] = &[
+    "<|fim_middle|>",
+    "<fim-middle>",
+    "<fim_middle>",
+    "<\u{ff5c}fim\u{2581}end\u{ff5c}>",
+    "<MID>",
+    "\u{2581}<MID>",
+    "<|code_middle|>",
+    "<|middle|>",
+];
+const FIM_PAD_TEXTS: &[&str] = &["<|fim_pad|>", "<fim-pad>", "<fim_pad>", "<PAD>", "[PAD]"];
+const FIM_REP_TEXTS: &[&str] = &[
+    "<|fim_repo|>",
+    "<|repo_name|>",
+    "<fim-repo>",
+    "<REPO>",
+    "<reponame>",
+];
 const FIM_SEP_TEXTS: &[&str] = &["<|file_sep|>"];
 /// Texts that end generation, whatever the keys say.
 const EOG_TEXTS: &[&str] = &[
     "<|eot_id|>",
     "<|im_end|>",
     "<|end|>",
+    "<|return|>",
+    "<|call|>",
+    "<|flush|>",
+    "<|calls|>",
     "<end_of_turn>",
     "<|endoftext|>",
+    "</s>",
     "<|eom_id|>",
     "<EOT>",
+    "_<EOT>",
+    "[EOT]",
+    "[EOS]",
+    "<|end_of_text|>",
+    "<end_of_utterance>",
+    "<eos>",
+    "<turn|>",
+    "<|tool_response>",
+    "<\u{ff5c}end\u{2581}of\u{2581}sentence\u{ff5c}>",
+    "[e~[",
 ];
+/// Tokens of the harmony chat format that are always rendered.
+const ALWAYS_RENDERED: &[&str] = &["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"];
 
 /// Selects one id of [`SpecialTokens`].
 type Slot = fn(&mut SpecialTokens) -> &mut Option<TokenId>;
@@ -143,7 +204,13 @@ fn pre_flags(name: Option<&str>) -> Result<PreFlags> {
         );
         PreType::Default
     } else {
-        PreType::from_name(name).ok_or_else(|| VocabError::UnknownPreTokenizer(name.to_string()))?
+        PreType::from_name(name).ok_or_else(|| {
+            if PreType::UNSUPPORTED.contains(&name) {
+                VocabError::UnsupportedPreTokenizer(name.to_string())
+            } else {
+                VocabError::UnknownPreTokenizer(name.to_string())
+            }
+        })?
     };
     let keeps_spaces = matches!(
         name,
@@ -158,11 +225,43 @@ fn pre_flags(name: Option<&str>) -> Result<PreFlags> {
             | "tekken"
             | "smollm"
             | "chameleon"
+            | "spark2_5"
+            | "youtu"
+            | "kormo"
+            | "f2llmv2"
+            | "qwen35"
+            | "trillion"
+            | "granite-docling"
+            | "bailingmoe"
+            | "bailingmoe2"
+            | "llada-moe"
+            | "seed-coder"
+            | "hunyuan"
+            | "hunyuan-dense"
+            | "hy_v4"
+            | "joyai-llm"
+            | "ufakzeka"
+            | "grok-2"
+            | "laguna"
+            | "minimax-m2"
+            | "solar-open"
+            | "gpt-4o"
+            | "llama4"
+            | "kanana2"
+            | "talkie"
+            | "granite-embed-multi-97m"
     );
     Ok(PreFlags {
         pre,
         clean_spaces: !keeps_spaces,
-        ignore_merges: matches!(pre, PreType::Llama3 | PreType::Tekken),
+        ignore_merges: matches!(
+            pre,
+            PreType::Llama3
+                | PreType::Tekken
+                | PreType::Minicpm5
+                | PreType::Youtu
+                | PreType::GraniteEmbMulti
+        ) || matches!(name, "glm4" | "glm5"),
         add_bos: matches!(pre, PreType::Llama3 | PreType::Tekken | PreType::Chameleon),
         no_bos: pre == PreType::Chatglm4,
     })
@@ -189,6 +288,8 @@ impl Vocab {
             ignore_merges: false,
             clean_spaces: false,
             remove_extra_whitespaces: false,
+            lowercase: true,
+            strip_accents: true,
             max_token_len: 0,
             n_token_types: data.token_type_count.unwrap_or(0),
             pretokenizer: None,
@@ -224,6 +325,8 @@ impl Vocab {
                 defaults.mask = Some(103);
                 v.clean_spaces = true;
                 v.add_bos = true;
+                v.lowercase = data.normalizer_lowercase.unwrap_or(true);
+                v.strip_accents = data.normalizer_strip_accents.unwrap_or(v.lowercase);
             }
             "gpt2" => {
                 v.vocab_type = VocabType::Bpe;
@@ -468,6 +571,7 @@ impl Vocab {
 
     /// Makes token `id` a control token (end-of-turn and FIM markers are
     /// sometimes stored as normal or user-defined tokens).
+    /// Adds the control attribute to a token found by its text.
     fn force_control(&mut self, id: TokenId) {
         let token = &mut self.tokens[id as usize];
         if !token.attr.intersects(TokenAttr::CONTROL) {
@@ -475,13 +579,15 @@ impl Vocab {
                 "vocab: control-looking token {id} '{}' was not control-type; its type is overridden",
                 lossy(&token.text)
             );
-            token.attr = TokenAttr::CONTROL;
+            token.attr = token.attr.with(TokenAttr::CONTROL, true);
         }
     }
 
     /// Finds EOT/EOM/FIM tokens the keys do not name, by their text (the
-    /// lowest id wins when several texts match), and collects the
-    /// end-of-generation set.
+    /// lowest id wins when several texts match), marks unused control
+    /// tokens, and collects the end-of-generation set, with llama.cpp's
+    /// exceptions for the harmony and Solar Open formats (`<|end|>` ends a
+    /// message, not generation) and for Gemma 4 and PLaMo (`</s>` is text).
     fn detect_special_by_text(&mut self) {
         let roles: [(&[&str], Slot); 8] = [
             (EOT_TEXTS, |s| &mut s.eot),
@@ -507,6 +613,14 @@ impl Vocab {
             }
         }
 
+        for t in &mut self.tokens {
+            if t.attr.intersects(TokenAttr::CONTROL)
+                && super::find_bytes(&t.text, b"unused").is_some()
+            {
+                t.attr = t.attr.with(TokenAttr::UNUSED, true);
+            }
+        }
+
         let mut eog = BTreeSet::new();
         let s = self.special;
         eog.extend(s.fim_pad);
@@ -518,9 +632,33 @@ impl Vocab {
                 self.force_control(id);
             }
         }
+        for text in ALWAYS_RENDERED {
+            if let Some(id) = self.text_to_token(text.as_bytes()) {
+                self.tokens[id as usize].attr = TokenAttr::USER_DEFINED;
+            }
+        }
         eog.extend(s.eos);
         eog.extend(s.eot);
         eog.extend(s.eom);
+
+        let in_eog = |v: &Vocab, eog: &BTreeSet<TokenId>, text: &str| {
+            v.text_to_token(text.as_bytes())
+                .filter(|id| eog.contains(id))
+        };
+        let has = |v: &Vocab, eog: &BTreeSet<TokenId>, text: &str| in_eog(v, eog, text).is_some();
+        let call = has(self, &eog, "<|call|>") || has(self, &eog, "<|calls|>");
+        let ends_messages = call && (has(self, &eog, "<|return|>") || has(self, &eog, "<|flush|>"));
+        if let Some(end) = in_eog(self, &eog, "<|end|>").filter(|_| ends_messages) {
+            crate::warn!("vocab: '<|end|>' ends a message here, not generation");
+            eog.remove(&end);
+            self.tokens[end as usize].attr = TokenAttr::USER_DEFINED;
+        }
+        let s_is_text = has(self, &eog, "<|tool_response>") || has(self, &eog, "<|plamo:eos|>");
+        if let Some(s_id) = in_eog(self, &eog, "</s>").filter(|_| s_is_text) {
+            crate::warn!("vocab: '</s>' is a normal token here, not the end of generation");
+            eog.remove(&s_id);
+            self.tokens[s_id as usize].attr = TokenAttr::NORMAL;
+        }
         self.eog = eog;
     }
 

@@ -17,6 +17,11 @@ pub enum VocabError {
     #[error("unknown pre-tokenizer type '{0}' (tokenizer.ggml.pre)")]
     UnknownPreTokenizer(String),
 
+    /// `tokenizer.ggml.pre` names a pre-tokenizer llama.cpp has and this
+    /// crate does not.
+    #[error("pre-tokenizer type '{0}' (tokenizer.ggml.pre) is not supported")]
+    UnsupportedPreTokenizer(String),
+
     /// A key the vocabulary needs is absent.
     #[error("missing key {0}")]
     MissingKey(&'static str),

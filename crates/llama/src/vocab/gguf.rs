@@ -128,6 +128,8 @@ impl VocabData {
                 .map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
             vocab_size,
             precompiled_charsmap: opt_u8_array(meta, "tokenizer.ggml.precompiled_charsmap")?,
+            normalizer_lowercase: opt_bool(meta, "tokenizer.ggml.normalizer.lowercase")?,
+            normalizer_strip_accents: opt_bool(meta, "tokenizer.ggml.normalizer.strip_accents")?,
         })
     }
 }

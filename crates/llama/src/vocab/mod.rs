@@ -131,6 +131,10 @@ pub struct Vocab {
     ignore_merges: bool,
     clean_spaces: bool,
     remove_extra_whitespaces: bool,
+    /// WordPiece normalization: lower-case the text.
+    lowercase: bool,
+    /// WordPiece normalization: decompose letters and drop their marks.
+    strip_accents: bool,
     max_token_len: usize,
     n_token_types: u32,
     pretokenizer: Option<PreTokenizer>,
@@ -360,6 +364,18 @@ impl Vocab {
     /// contractions (`clean_up_tokenization_spaces`).
     pub fn clean_spaces(&self) -> bool {
         self.clean_spaces
+    }
+
+    /// Whether WordPiece lower-cases the text
+    /// (`tokenizer.ggml.normalizer.lowercase`).
+    pub fn lowercase(&self) -> bool {
+        self.lowercase
+    }
+
+    /// Whether WordPiece decomposes letters and drops their marks
+    /// (`tokenizer.ggml.normalizer.strip_accents`).
+    pub fn strip_accents(&self) -> bool {
+        self.strip_accents
     }
 
     /// `tokenizer.ggml.remove_extra_whitespaces` (unused by these tokenizers).

@@ -86,6 +86,48 @@ pub(crate) fn regexes(pre: PreType) -> Vec<&'static str> {
             GPT2,
         ],
         Default => vec!["[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"],
+        Jais2 => vec![
+            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s{512}(?!\\S)|\\s{256}(?!\\S)|\\s{128}(?!\\S)|\\s{64}(?!\\S)|\\s{32}(?!\\S)|\\s{16}(?!\\S)|\\s{8}(?!\\S)|\\s{4}(?!\\S)|\\s{1,2}(?!\\S)|\\s{1}",
+        ],
+        Spark25 => vec![
+            "\\p{N}{1,3}",
+            "[\u{4E00}-\u{9FA5}\u{3040}-\u{309F}\u{30A0}-\u{30FF}]+",
+            "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\r\n\\p{L}\\p{P}\\p{S}]?[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+|[\r\n]|\\s+(?!\\S)|\\s+",
+            "\\p{N}",
+        ],
+        Youtu => vec![
+            "[\u{AC00}-\u{D7A3}\u{3131}-\u{318E}]+|[\u{FF01}\u{2026}\u{201C}\u{201D}\u{2018}\u{2019}\u{2014}\u{FF1A}\u{FF1B}\u{FF0C}\u{3001}-\u{303F}\u{FE30}-\u{FE4F}]+|[\u{3105}-\u{312F}]+|[\u{4E00}-\u{9FA5}\u{3040}-\u{309F}\u{30A0}-\u{30FF}]+",
+            "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        Gpt4o => vec![
+            "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))*((?=[\\p{L}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}])([^a-z]))+((?=[\\p{L}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        GraniteEmbMulti => vec![
+            "[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))*((?=[\\p{L}\\p{M}])([^A-Z]))+(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|[^\\r\\n\\p{L}\\p{N}]?((?=[\\p{L}\\p{M}])([^a-z]))+((?=[\\p{L}\\p{M}])([^A-Z]))*(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        Bailingmoe => vec![
+            "'(?:[sSdDmMtT]|[lL][lL]|[vV][eE]|[rR][eE])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+        ],
+        SeedCoder => vec![
+            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1}| ?[^\\s\\p{L}\\p{N}\\r\\n]+|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        Ufakzeka => vec![
+            "[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        Laguna => vec![
+            "[^\\n]+|[\\n]+",
+            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        ExaoneMoe => vec![
+            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?(?:\\p{L}\\p{M}*(?: \\p{L}\\p{M}*)*)+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]?|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+        ],
+        Minicpm5 => vec![
+            "\\p{N}{1,3}",
+            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}+| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
+        Qwen35 => vec![
+            "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+        ],
     }
 }
 
@@ -655,6 +697,74 @@ mod tests {
         assert!(words(PreType::Gpt2, "").is_empty());
         let p = PreTokenizer::new(PreType::Qwen2).unwrap();
         assert_eq!(p.split(&[0xFF, b'a']).len(), 1);
+    }
+
+    /// Splits of the newer pre-tokenizers, as a Unicode regex engine gives
+    /// them for their regexes (these texts need no category collapsing).
+    #[test]
+    fn newer_pre_tokenizers_split_as_their_regexes() {
+        use PreType::*;
+        let cases: [(PreType, &str, &[&str]); 11] = [
+            (
+                Qwen35,
+                "e\u{301}x 12 I'M",
+                &["e\u{301}x", " ", "1", "2", " I", "'M"],
+            ),
+            (
+                Qwen2,
+                "e\u{301}x 12 I'M",
+                &["e", "\u{301}x", " ", "1", "2", " I", "'M"],
+            ),
+            (
+                Gpt4o,
+                "HTTPServer getHTTPResponse I'M ok123456",
+                &[
+                    "HTTPServer",
+                    " get",
+                    "HTTPResponse",
+                    " I'M",
+                    " ok",
+                    "123",
+                    "456",
+                ],
+            ),
+            (
+                Jais2,
+                "a                    b",
+                &["a", "                ", "  ", " ", " b"],
+            ),
+            (
+                SeedCoder,
+                "x = 12;\n\ny",
+                &["x", " =", " ", "1", "2", ";", "\n\n", "y"],
+            ),
+            (
+                Bailingmoe,
+                "it'S ok\n\n1 2",
+                &["it", "'S", " ok", "\n\n", "1", " ", "2"],
+            ),
+            (ExaoneMoe, "new york city/x", &["new york city", "/x"]),
+            (Laguna, "ab\n\ncd 12", &["ab", "\n\n", "cd", " ", "1", "2"]),
+            (Minicpm5, "abc 12345 x", &["abc", " ", "123", "45", " x"]),
+            (
+                Youtu,
+                "\u{d55c}\u{ad6d}\u{c5b4}ABCdef \u{4f60}\u{597d}",
+                &[
+                    "\u{d55c}\u{ad6d}\u{c5b4}",
+                    "ABCdef",
+                    " ",
+                    "\u{4f60}\u{597d}",
+                ],
+            ),
+            (
+                Spark25,
+                "ab 1234 \u{4f60}\u{597d}\n",
+                &["ab", " ", "1", "2", "3", "4", " ", "\u{4f60}\u{597d}", "\n"],
+            ),
+        ];
+        for (pre, text, want) in cases {
+            assert_eq!(words(pre, text), want, "{pre:?} {text:?}");
+        }
     }
 }
 

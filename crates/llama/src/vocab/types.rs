@@ -261,12 +261,36 @@ pub enum PreType {
     Chameleon,
     /// `minerva-7b`.
     Minerva,
+    /// `jais-2`.
+    Jais2,
+    /// `spark2_5`.
+    Spark25,
+    /// `youtu`.
+    Youtu,
+    /// `gpt-4o`, `llama4`, `kanana2`, `talkie`, `minimax-m2`.
+    Gpt4o,
+    /// `granite-embed-multi-97m`.
+    GraniteEmbMulti,
+    /// `bailingmoe`, `bailingmoe2`, `llada-moe`.
+    Bailingmoe,
+    /// `seed-coder`.
+    SeedCoder,
+    /// `ufakzeka`.
+    Ufakzeka,
+    /// `laguna`.
+    Laguna,
+    /// `exaone-moe`.
+    ExaoneMoe,
+    /// `minicpm5`.
+    Minicpm5,
+    /// `qwen35`.
+    Qwen35,
 }
 
 impl PreType {
     /// Every pre-tokenizer, in declaration order (`ALL[i] as usize == i`),
     /// so that tests cover a new one without being told.
-    pub const ALL: [PreType; 28] = [
+    pub const ALL: [PreType; 40] = [
         PreType::Default,
         PreType::Llama3,
         PreType::DeepseekLlm,
@@ -295,30 +319,61 @@ impl PreType {
         PreType::Exaone,
         PreType::Chameleon,
         PreType::Minerva,
+        PreType::Jais2,
+        PreType::Spark25,
+        PreType::Youtu,
+        PreType::Gpt4o,
+        PreType::GraniteEmbMulti,
+        PreType::Bailingmoe,
+        PreType::SeedCoder,
+        PreType::Ufakzeka,
+        PreType::Laguna,
+        PreType::ExaoneMoe,
+        PreType::Minicpm5,
+        PreType::Qwen35,
+    ];
+
+    /// Names llama.cpp knows whose splitting needs code of its own that
+    /// this crate does not have (digit grouping, Han runs, raw UTF-8 BPE).
+    pub const UNSUPPORTED: [&'static str; 9] = [
+        "afmoe",
+        "tiny_aya",
+        "cohere2moe",
+        "kimi-k2",
+        "superbpe",
+        "gemma4",
+        "granite-embed-multi-311m",
+        "sarvam-moe",
+        "whitespace",
     ];
 
     /// The type for a `tokenizer.ggml.pre` name, `None` for an unknown name.
     pub fn from_name(name: &str) -> Option<PreType> {
         Some(match name {
             "default" => PreType::Default,
-            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" => PreType::Llama3,
+            "llama3" | "llama-v3" | "llama-bpe" | "falcon3" | "falcon-h1" | "pixtral"
+            | "midm-2.0" | "lfm2" | "jina-v5-nano" => PreType::Llama3,
             "deepseek-llm" => PreType::DeepseekLlm,
             "deepseek-coder" => PreType::DeepseekCoder,
-            "deepseek-v3" => PreType::Deepseek3Llm,
+            "deepseek-v3" | "hunyuan-dense" | "joyai-llm" | "hy_v4" => PreType::Deepseek3Llm,
             "falcon" => PreType::Falcon,
             "mpt" => PreType::Mpt,
-            "starcoder" => PreType::Starcoder,
+            "starcoder" | "mellum2" => PreType::Starcoder,
             "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v1-en"
-            | "jina-v2-es" | "jina-v2-de" | "jina-v2-code" | "roberta-bpe" => PreType::Gpt2,
+            | "jina-v2-es" | "jina-v2-de" | "jina-v2-code" | "roberta-bpe" | "a.x-4.0"
+            | "mellum" | "modern-bert" | "exaone4" | "trillion" | "granite-docling" => {
+                PreType::Gpt2
+            }
             "refact" => PreType::Refact,
             "command-r" => PreType::CommandR,
-            "qwen2" | "deepseek-r1-qwen" | "megrez" => PreType::Qwen2,
+            "qwen2" | "deepseek-r1-qwen" | "megrez" | "kormo" | "f2llmv2" | "hunyuan"
+            | "solar-open" | "grok-2" => PreType::Qwen2,
             "stablelm2" => PreType::Stablelm2,
             "olmo" => PreType::Olmo,
             "dbrx" => PreType::Dbrx,
             "smaug-bpe" => PreType::Smaug,
             "poro-chat" => PreType::Poro,
-            "chatglm-bpe" => PreType::Chatglm4,
+            "chatglm-bpe" | "glm4" | "glm5" => PreType::Chatglm4,
             "viking" => PreType::Viking,
             "jais" => PreType::Jais,
             "tekken" => PreType::Tekken,
@@ -329,6 +384,18 @@ impl PreType {
             "exaone" => PreType::Exaone,
             "chameleon" => PreType::Chameleon,
             "minerva-7b" => PreType::Minerva,
+            "jais-2" => PreType::Jais2,
+            "spark2_5" => PreType::Spark25,
+            "youtu" => PreType::Youtu,
+            "gpt-4o" | "llama4" | "kanana2" | "talkie" | "minimax-m2" => PreType::Gpt4o,
+            "granite-embed-multi-97m" => PreType::GraniteEmbMulti,
+            "bailingmoe" | "bailingmoe2" | "llada-moe" => PreType::Bailingmoe,
+            "seed-coder" => PreType::SeedCoder,
+            "ufakzeka" => PreType::Ufakzeka,
+            "laguna" => PreType::Laguna,
+            "exaone-moe" => PreType::ExaoneMoe,
+            "minicpm5" => PreType::Minicpm5,
+            "qwen35" => PreType::Qwen35,
             _ => return None,
         })
     }

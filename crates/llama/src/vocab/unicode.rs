@@ -61,6 +61,10 @@ impl Flags {
     pub fn is_symbol(self) -> bool {
         self.category == CAT_SYMBOL
     }
+    /// `\p{M}`.
+    pub fn is_mark(self) -> bool {
+        self.category == CAT_MARK
+    }
     /// `\p{C}` (without unassigned code points).
     pub fn is_control(self) -> bool {
         self.category == CAT_CONTROL

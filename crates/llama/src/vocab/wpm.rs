@@ -1,8 +1,9 @@
 //! WordPiece (`bert` vocabularies).
 //!
-//! The text is normalized (each code point replaced by the first code point
-//! of its canonical decomposition, then lower-cased; control characters
-//! dropped) and split on whitespace, with every punctuation mark, ASCII
+//! The text is normalized (unless the vocabulary says otherwise, each code
+//! point replaced by the first code point of its canonical decomposition,
+//! marks dropped, and lower-cased; control characters dropped) and split on
+//! whitespace, with every punctuation mark, ASCII
 //! symbol and CJK ideograph a word of its own. Each word, prefixed with
 //! U+2581, is cut greedily into the longest tokens from the left; a word
 //! that cannot be cut entirely becomes the unknown token.
@@ -26,10 +27,16 @@ fn is_chinese_char(cpt: Cpt) -> bool {
     )
 }
 
-/// Normalizes `text` and splits it into words.
-fn preprocess(text: &[u8]) -> Vec<Vec<u8>> {
+/// Normalizes `text` (lower-casing and stripping accents as `lowercase`
+/// and `strip_accents` say) and splits it into words.
+fn preprocess(text: &[u8], lowercase: bool, strip_accents: bool) -> Vec<Vec<u8>> {
     let mut words: Vec<Vec<u8>> = vec![Vec::new()];
-    for cpt in cpts_from_utf8(text).into_iter().map(unicode::nfd_first) {
+    for cpt in cpts_from_utf8(text) {
+        let cpt = if strip_accents {
+            unicode::nfd_first(cpt)
+        } else {
+            cpt
+        };
         let flags = unicode::flags(cpt);
         if flags.whitespace {
             if words.last().is_some_and(|w| !w.is_empty()) {
@@ -40,8 +47,18 @@ fn preprocess(text: &[u8]) -> Vec<Vec<u8>> {
         if cpt == 0 || cpt == unicode::REPLACEMENT || flags.is_control() {
             continue;
         }
+        if strip_accents && flags.is_mark() {
+            continue;
+        }
         let mut s = Vec::with_capacity(4);
-        push_utf8(&mut s, unicode::to_lower(cpt));
+        push_utf8(
+            &mut s,
+            if lowercase {
+                unicode::to_lower(cpt)
+            } else {
+                cpt
+            },
+        );
         let alone =
             flags.is_punctuation() || (cpt < 0x7F && flags.is_symbol()) || is_chinese_char(cpt);
         let Some(last) = words.last_mut() else {
@@ -66,7 +83,7 @@ fn preprocess(text: &[u8]) -> Vec<Vec<u8>> {
 
 /// Tokenizes `text` (one fragment), appending to `out`.
 pub(crate) fn tokenize(vocab: &Vocab, text: &[u8], out: &mut Vec<TokenId>) {
-    for word in preprocess(text) {
+    for word in preprocess(text, vocab.lowercase(), vocab.strip_accents()) {
         if word.is_empty() {
             continue;
         }
@@ -103,7 +120,11 @@ mod tests {
     use super::*;
 
     fn words(text: &str) -> Vec<String> {
-        preprocess(text.as_bytes())
+        words_with(text, true, true)
+    }
+
+    fn words_with(text: &str, lowercase: bool, strip_accents: bool) -> Vec<String> {
+        preprocess(text.as_bytes(), lowercase, strip_accents)
             .into_iter()
             .map(|w| String::from_utf8(w).unwrap())
             .collect()
@@ -118,5 +139,20 @@ mod tests {
         assert_eq!(words("x\u{0}\u{7}y"), ["xy"]);
         assert!(words("").is_empty());
         assert!(words("   ").is_empty());
+    }
+
+    #[test]
+    fn accents_and_case_follow_the_normalizer_options() {
+        // A combining accent and Devanagari vowel signs are marks.
+        assert_eq!(
+            words("Cafe\u{301} \u{928}\u{92e}\u{938}\u{94d}\u{924}\u{947}"),
+            ["cafe", "\u{928}\u{92e}\u{938}\u{924}"]
+        );
+        assert_eq!(
+            words_with("Café e\u{301}", true, false),
+            ["café", "e\u{301}"]
+        );
+        assert_eq!(words_with("Café", false, true), ["Cafe"]);
+        assert_eq!(words_with("Café", false, false), ["Café"]);
     }
 }
