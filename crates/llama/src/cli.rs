@@ -156,31 +156,51 @@ pub fn parse_devices(val: &str) -> Result<Vec<Arc<dyn Device>>> {
         .collect()
 }
 
-/// Replaces `\n`, `\t`, `\\`, `\"`, `\'` escapes, as llama.cpp's `-e`.
+/// Replaces the escapes llama.cpp's `-e` (on by default) replaces: `\n`,
+/// `\r`, `\t`, `\'`, `\"`, `\\` and `\xHH` (two hex digits, one byte).
+/// Any other backslash stays as written, with the character after it.
+/// Bytes that `\xHH` leaves outside valid UTF-8 become U+FFFD.
 pub fn process_escapes(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut it = s.chars().peekable();
-    while let Some(c) = it.next() {
-        if c != '\\' {
-            out.push(c);
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] != b'\\' || i + 1 == b.len() {
+            out.push(b[i]);
+            i += 1;
             continue;
         }
-        match it.next() {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('\\') => out.push('\\'),
-            Some('"') => out.push('"'),
-            Some('\'') => out.push('\''),
-            Some('0') => out.push('\0'),
-            Some(o) => {
-                out.push('\\');
-                out.push(o);
+        let c = b[i + 1];
+        i += 2;
+        match c {
+            b'n' => out.push(b'\n'),
+            b'r' => out.push(b'\r'),
+            b't' => out.push(b'\t'),
+            b'\'' | b'"' | b'\\' => out.push(c),
+            b'x' if i + 2 <= b.len() && hex_pair(b[i], b[i + 1]).is_some() => {
+                out.push(hex_pair(b[i], b[i + 1]).expect("checked"));
+                i += 2;
             }
-            None => out.push('\\'),
+            _ => out.extend_from_slice(&[b'\\', c]),
         }
     }
-    out
+    match String::from_utf8(out) {
+        Ok(s) => s,
+        Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
+    }
+}
+
+/// The byte of `\\x` followed by `a` and `b`, as llama.cpp reads it (C's
+/// `strtol` in base 16 that must take both characters): two hex digits, or
+/// one after a sign or a space.
+fn hex_pair(a: u8, b: u8) -> Option<u8> {
+    let d = (b as char).to_digit(16)? as i32;
+    let v = match a {
+        b'+' | b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c => d,
+        b'-' => -d,
+        _ => (a as char).to_digit(16)? as i32 * 16 + d,
+    };
+    Some(v as u8)
 }
 
 /// A thread count: 0 or less means the default (the machine's cores).
@@ -213,6 +233,9 @@ impl CommonArgs {
                         path: path.clone(),
                         source,
                     })?;
+                    // As llama.cpp: the file's one trailing newline is not
+                    // part of the prompt.
+                    let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
                     a.prompt = Some(text);
                     a.file = Some(path);
                 }
@@ -254,10 +277,9 @@ impl CommonArgs {
             }
         }
         if a.escape {
+            // From -p or -f alike, as llama.cpp does.
             if let Some(p) = &a.prompt {
-                if a.file.is_none() {
-                    a.prompt = Some(process_escapes(p));
-                }
+                a.prompt = Some(process_escapes(p));
             }
         }
         if a.log_disable {
@@ -517,6 +539,30 @@ mod tests {
         assert!(e.contains("maybe") && e.contains("auto"), "{e}");
         assert_eq!(parse("--bogus").unwrap().rest, vec!["--bogus".to_string()]);
         assert_eq!(process_escapes("a\\nb\\\\"), "a\nb\\");
+        assert_eq!(process_escapes("\\r\\t\\'\\\""), "\r\t'\"");
+        // Unknown escapes, \0 included, and a final backslash stay.
+        assert_eq!(process_escapes("\\0\\q\\"), "\\0\\q\\");
+        // \xHH is one byte; UTF-8 may be spelled byte by byte.
+        assert_eq!(process_escapes("\\x41\\xe4\\xbd\\xa0"), "A\u{4f60}");
+        assert_eq!(process_escapes("\\x4g\\x4"), "\\x4g\\x4");
+        assert_eq!(process_escapes("\\xff"), "\u{fffd}");
+        assert_eq!(process_escapes("\\x 9\\x+a\\x-1"), "\t\n\u{fffd}");
+    }
+
+    #[test]
+    fn prompt_files_lose_one_newline_and_take_escapes() {
+        let dir = std::env::temp_dir().join(format!("cli-prompt-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("p.txt");
+        std::fs::write(&f, "a\\tb\n\n").unwrap();
+        let path = f.to_str().unwrap();
+        assert_eq!(
+            parse(&format!("-f {path}")).unwrap().prompt.as_deref(),
+            Some("a\tb\n")
+        );
+        let a = parse(&format!("-f {path} --no-escape")).unwrap();
+        assert_eq!(a.prompt.as_deref(), Some("a\\tb\n"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
