@@ -132,6 +132,13 @@ pub fn gen_options(
     if let Some(x) = b.f32("typical_p")? {
         s.typ_p = x;
     }
+    if let Some(x) = b.f32("dynatemp_range")? {
+        s.dynatemp_range = x;
+    }
+    if let Some(x) = b.f32("dynatemp_exponent")? {
+        s.dynatemp_exponent = x;
+    }
+    refuse_unsupported(b)?;
     if let Some(x) = b.i64("seed")? {
         // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
         s.seed = if x < 0 {
@@ -250,6 +257,59 @@ pub fn gen_options(
         n_probs: n_probs as usize,
         logprobs,
     })
+}
+
+/// Refuses what a request asks for and this server cannot do, rather than
+/// answer as if it had: constrained output (a grammar, a JSON schema, a
+/// JSON response format) and the samplers it lacks, when turned on.
+fn refuse_unsupported(b: &Body) -> Result<(), ApiError> {
+    let unsupported = |field: &str, what: &str| {
+        let mut e = ApiError::new(
+            axum::http::StatusCode::NOT_IMPLEMENTED,
+            format!("'{field}': {what} is not supported by this server"),
+        );
+        e.param = Some(field.to_string());
+        e
+    };
+    match b.get("grammar") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(g)) if g.trim().is_empty() => {}
+        Some(Value::String(_)) => return Err(unsupported("grammar", "constrained output")),
+        Some(_) => return Err(wrong("grammar", "a string")),
+    }
+    match b.get("json_schema") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) if o.is_empty() => {}
+        Some(_) => return Err(unsupported("json_schema", "constrained output")),
+    }
+    match b.get("response_format") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(o)) => match o.get("type").and_then(Value::as_str) {
+            Some("text") => {}
+            Some("json_object" | "json_schema") => {
+                return Err(unsupported("response_format", "JSON output"))
+            }
+            _ => {
+                return Err(wrong(
+                    "response_format",
+                    "an object whose 'type' is text, json_object or json_schema",
+                ))
+            }
+        },
+        Some(_) => return Err(wrong("response_format", "an object")),
+    }
+    // Samplers that are off at these values (llama.cpp's defaults).
+    for (field, what) in [
+        ("mirostat", "mirostat sampling"),
+        ("dry_multiplier", "DRY sampling"),
+        ("xtc_probability", "XTC sampling"),
+        ("top_n_sigma", "top-n-sigma sampling"),
+    ] {
+        if b.f32(field)?.is_some_and(|x| x > 0.0) {
+            return Err(unsupported(field, what));
+        }
+    }
+    Ok(())
 }
 
 /// OpenAI's `{"token id": bias}` or llama.cpp's `[[id or text, bias or

@@ -501,6 +501,49 @@ async fn bad_requests_get_4xx_naming_the_field() {
             400,
             "stream",
         ),
+        // Modes this server lacks are refused, not ignored.
+        (
+            "/completion",
+            br#"{"prompt": "x", "grammar": "root ::= \"a\""}"#.to_vec(),
+            501,
+            "grammar",
+        ),
+        (
+            "/completion",
+            br#"{"prompt": "x", "json_schema": {"type": "object"}}"#.to_vec(),
+            501,
+            "json_schema",
+        ),
+        (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}"#.to_vec(),
+            501,
+            "response_format",
+        ),
+        (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "yaml"}}"#.to_vec(),
+            400,
+            "response_format",
+        ),
+        (
+            "/completion",
+            br#"{"prompt": "x", "mirostat": 2}"#.to_vec(),
+            501,
+            "mirostat",
+        ),
+        (
+            "/v1/completions",
+            br#"{"prompt": "x", "dry_multiplier": 0.8}"#.to_vec(),
+            501,
+            "dry_multiplier",
+        ),
+        (
+            "/v1/completions",
+            br#"{"prompt": "x", "xtc_probability": 0.5}"#.to_vec(),
+            501,
+            "xtc_probability",
+        ),
         ("/tokenize", br#"{"content": 1}"#.to_vec(), 400, "content"),
         (
             "/detokenize",
@@ -542,6 +585,16 @@ async fn bad_requests_get_4xx_naming_the_field() {
     let r = request(a, "POST", "/v1/completions", &big, "").await;
     assert_eq!(r.status, 413);
     assert_eq!(error_param(&r), "body");
+    // Off at their defaults, the same fields are accepted.
+    let r = post(
+        a,
+        "/v1/chat/completions",
+        &json!({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2,
+                "response_format": {"type": "text"}, "grammar": "", "mirostat": 0,
+                "dry_multiplier": 0.0, "xtc_probability": 0.0, "top_n_sigma": -1.0}),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
     // The server still serves, and every slot is free.
     let r = post(a, "/completion", &json!({"prompt": "Once", "n_predict": 3})).await;
     assert_eq!(r.status, 200);
