@@ -304,7 +304,12 @@ async fn apply_template(State(app): State<AppState>, body: Bytes) -> Result<Json
     let b = request::parse(&body)?;
     let messages = request::messages(&b)?;
     let prompt = tmpl
-        .apply(&messages, true, b.get("tools"))
+        .apply_with(
+            &messages,
+            true,
+            b.get("tools"),
+            request::template_kwargs(&b)?,
+        )
         .map_err(|e| ApiError::field("messages", e.to_string()))?;
     Ok(Json(json!({ "prompt": prompt })))
 }

@@ -106,7 +106,12 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
         let messages = request::messages(&b)?;
         let text = app
             .chat_template()?
-            .apply(&messages, true, b.get("tools"))
+            .apply_with(
+                &messages,
+                true,
+                b.get("tools"),
+                request::template_kwargs(&b)?,
+            )
             .map_err(|e| ApiError::field("messages", e.to_string()))?;
         (vocab.tokenize(&text, true, true), "messages")
     } else {

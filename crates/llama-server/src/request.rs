@@ -259,6 +259,24 @@ pub fn gen_options(
     })
 }
 
+/// `chat_template_kwargs`: extra variables for the chat template (such as
+/// `enable_thinking`), an object when present.
+pub fn template_kwargs(b: &Body) -> Result<Option<&Map<String, Value>>, ApiError> {
+    match b.get("chat_template_kwargs") {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(o)) => {
+            if o.get("enable_thinking").is_some_and(|v| !v.is_boolean()) {
+                return Err(ApiError::field(
+                    "chat_template_kwargs",
+                    "'chat_template_kwargs.enable_thinking' must be a boolean",
+                ));
+            }
+            Ok(Some(o))
+        }
+        Some(_) => Err(wrong("chat_template_kwargs", "an object")),
+    }
+}
+
 /// Refuses what a request asks for and this server cannot do, rather than
 /// answer as if it had: constrained output (a grammar, a JSON schema, a
 /// JSON response format) and the samplers it lacks, when turned on.

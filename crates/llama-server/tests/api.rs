@@ -501,6 +501,18 @@ async fn bad_requests_get_4xx_naming_the_field() {
             400,
             "stream",
         ),
+        (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": [1]}"#.to_vec(),
+            400,
+            "chat_template_kwargs",
+        ),
+        (
+            "/apply-template",
+            br#"{"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"enable_thinking": "no"}}"#.to_vec(),
+            400,
+            "chat_template_kwargs",
+        ),
         // Modes this server lacks are refused, not ignored.
         (
             "/completion",

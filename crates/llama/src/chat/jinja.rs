@@ -1,5 +1,8 @@
 //! Rendering of a model's Jinja chat template (`tokenizer.chat_template`)
-//! with minijinja, given the variables Hugging Face templates read.
+//! with minijinja, given the variables llama.cpp gives the templates:
+//! `messages`, `add_generation_prompt`, `bos_token`, `eos_token`,
+//! `enable_thinking`, `tools` (when there are some), `date_string` and
+//! `datetime`, and the request's `chat_template_kwargs` over them.
 
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind};
@@ -18,6 +21,42 @@ pub struct JinjaTemplate {
     /// drops or rejects them), a system message is merged into the next
     /// user message, as llama.cpp's Jinja engine does.
     pub supports_system: bool,
+    /// Whether `enable_thinking` changes the rendering; llama.cpp then
+    /// turns thinking on by default, and off otherwise.
+    pub supports_thinking: bool,
+}
+
+/// Extra variables for a rendering (`chat_template_kwargs`).
+pub type Kwargs = serde_json::Map<String, serde_json::Value>;
+
+/// `source` with Hugging Face's `{% generation %}` blocks (which mark the
+/// assistant's tokens for training and render their body unchanged) made
+/// plain `{% if true %}` blocks, keeping their whitespace control.
+fn without_generation_blocks(source: &str) -> String {
+    let mut out = String::with_capacity(source.len());
+    let mut rest = source;
+    while let Some(i) = rest.find("{%") {
+        out.push_str(&rest[..i]);
+        let tag = &rest[i..];
+        let Some(end) = tag.find("%}") else {
+            out.push_str(tag);
+            return out;
+        };
+        let inner = &tag[2..end];
+        let open = inner.strip_prefix(['-', '+']).map_or("", |_| &inner[..1]);
+        let close = inner
+            .strip_suffix(['-', '+'])
+            .map_or("", |_| &inner[inner.len() - 1..]);
+        let word = inner[open.len()..inner.len() - close.len()].trim();
+        match word {
+            "generation" => out.push_str(&format!("{{%{open} if true {close}%}}")),
+            "endgeneration" => out.push_str(&format!("{{%{open} endif {close}%}}")),
+            _ => out.push_str(&tag[..end + 2]),
+        }
+        rest = &tag[end + 2..];
+    }
+    out.push_str(rest);
+    out
 }
 
 const NAME: &str = "chat_template";
@@ -37,32 +76,64 @@ impl JinjaTemplate {
         env.add_function("strftime_now", |fmt: String| -> String {
             strftime_now(&fmt)
         });
-        env.add_template_owned(NAME, source.to_string())
+        // An undefined value has length 0, as in Python's Jinja and
+        // llama.cpp's (`tools|length` where a request has no tools).
+        let length = |v: Value| -> Result<usize, Error> {
+            if v.is_undefined() {
+                return Ok(0);
+            }
+            v.len().ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    format!("cannot calculate length of value of type {}", v.kind()),
+                )
+            })
+        };
+        env.add_filter("length", length);
+        env.add_filter("count", length);
+        env.add_template_owned(NAME, without_generation_blocks(source))
             .map_err(|e| ChatError::Template(format!("{e:#}")))?;
         let mut t = Self {
             env,
             bos_token: bos_token.to_string(),
             eos_token: eos_token.to_string(),
             supports_system: true,
+            supports_thinking: false,
         };
         const PROBE: &str = "<system probe 7f3a>";
         let probe = [Message::new("system", PROBE), Message::new("user", "u")];
         t.supports_system = t
-            .render_raw(&probe, false, None)
+            .render_raw(&probe, false, None, None)
             .is_ok_and(|out| out.contains(PROBE));
+        let user = [Message::new("user", "u")];
+        let thinking = |on: bool| {
+            let mut kw = Kwargs::new();
+            kw.insert("enable_thinking".into(), on.into());
+            t.render_raw(&user, true, None, Some(&kw)).ok()
+        };
+        // As llama.cpp: a template supports thinking when the switch changes
+        // a reasoning block it can parse, not any text (Apertus's
+        // "Deliberation: enabled" stays off).
+        let (on, off) = (thinking(true), thinking(false));
+        let marks = |s: &Option<String>| {
+            s.as_ref()
+                .is_some_and(|s| s.to_ascii_lowercase().contains("think"))
+        };
+        t.supports_thinking = on != off && (marks(&on) || marks(&off));
         Ok(t)
     }
 
     /// Renders `messages` (and `tools` when given) with
-    /// `add_generation_prompt`.
+    /// `add_generation_prompt` and the extra variables `kwargs`.
     pub fn render(
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
+        kwargs: Option<&Kwargs>,
     ) -> Result<String, ChatError> {
         if self.supports_system {
-            return self.render_raw(messages, add_generation_prompt, tools);
+            return self.render_raw(messages, add_generation_prompt, tools, kwargs);
         }
         let mut merged: Vec<Message> = Vec::with_capacity(messages.len());
         let mut system: Option<String> = None;
@@ -82,7 +153,7 @@ impl JinjaTemplate {
         if let Some(s) = system {
             merged.push(Message::new("user", s));
         }
-        self.render_raw(&merged, add_generation_prompt, tools)
+        self.render_raw(&merged, add_generation_prompt, tools, kwargs)
     }
 
     fn render_raw(
@@ -90,6 +161,7 @@ impl JinjaTemplate {
         messages: &[Message],
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
+        kwargs: Option<&Kwargs>,
     ) -> Result<String, ChatError> {
         let tmpl = self
             .env
@@ -99,14 +171,27 @@ impl JinjaTemplate {
             .iter()
             .map(|m| serde_json::json!({ "role": m.role, "content": m.content }))
             .collect();
-        let ctx = minijinja::context! {
-            messages => Value::from_serialize(&msgs),
-            add_generation_prompt => add_generation_prompt,
-            bos_token => self.bos_token.clone(),
-            eos_token => self.eos_token.clone(),
-            tools => tools.map(Value::from_serialize),
+        let mut ctx = Kwargs::new();
+        ctx.insert("messages".into(), msgs.into());
+        ctx.insert("add_generation_prompt".into(), add_generation_prompt.into());
+        ctx.insert("bos_token".into(), self.bos_token.clone().into());
+        ctx.insert("eos_token".into(), self.eos_token.clone().into());
+        ctx.insert("enable_thinking".into(), self.supports_thinking.into());
+        // As llama.cpp: no `tools` at all rather than none or an empty list.
+        let some_tools = match tools {
+            None | Some(serde_json::Value::Null) => false,
+            Some(serde_json::Value::Array(a)) => !a.is_empty(),
+            Some(_) => true,
         };
-        tmpl.render(ctx)
+        if let (true, Some(t)) = (some_tools, tools) {
+            ctx.insert("tools".into(), t.clone());
+        }
+        ctx.insert("datetime".into(), strftime_now("%b %d %Y").into());
+        ctx.insert("date_string".into(), strftime_now("%d %b %Y").into());
+        for (k, v) in kwargs.into_iter().flatten() {
+            ctx.insert(k.clone(), v.clone());
+        }
+        tmpl.render(Value::from_serialize(&ctx))
             .map_err(|e| ChatError::Render(format!("{e:#}")))
     }
 }

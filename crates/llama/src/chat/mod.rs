@@ -9,7 +9,7 @@ pub mod conversation;
 mod jinja;
 
 pub use builtin::{Builtin, Detected, NAMES};
-pub use jinja::JinjaTemplate;
+pub use jinja::{JinjaTemplate, Kwargs};
 
 use crate::vocab::Vocab;
 
@@ -159,10 +159,23 @@ impl ChatTemplate {
         add_generation_prompt: bool,
         tools: Option<&serde_json::Value>,
     ) -> Result<String, ChatError> {
+        self.apply_with(messages, add_generation_prompt, tools, None)
+    }
+
+    /// [`ChatTemplate::apply`] with extra template variables (a request's
+    /// `chat_template_kwargs`, such as `enable_thinking`), which a built-in
+    /// template has no use for.
+    pub fn apply_with(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+        kwargs: Option<&Kwargs>,
+    ) -> Result<String, ChatError> {
         match &self.kind {
             Kind::Builtin(b) => Ok(b.apply(messages, add_generation_prompt)),
             Kind::Jinja(j) => {
-                let mut out = j.render(messages, add_generation_prompt, tools)?;
+                let mut out = j.render(messages, add_generation_prompt, tools, kwargs)?;
                 if self.add_bos && !j.bos_token.is_empty() && out.starts_with(&j.bos_token) {
                     out.drain(..j.bos_token.len());
                 }

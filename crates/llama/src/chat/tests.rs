@@ -88,7 +88,7 @@ fn jinja_templates_render_as_llama_cpp() {
             &c.expected_jinja
         };
         let got = JinjaTemplate::new(&c.template, &c.bos, &c.eos)
-            .and_then(|t| t.render(&conv, true, None));
+            .and_then(|t| t.render(&conv, true, None, None));
         match got {
             Ok(out) if &out == want => {}
             Ok(out) => failures.push(format!("{}:\n want {want:?}\n got  {out:?}", c.name)),
@@ -120,7 +120,7 @@ fn names_round_trip_and_unknown_text_is_reported() {
 #[test]
 fn raise_exception_and_syntax_errors_are_errors() {
     let t = JinjaTemplate::new("{{ raise_exception('roles must alternate') }}", "", "").unwrap();
-    let e = t.render(&conversation(), true, None).unwrap_err();
+    let e = t.render(&conversation(), true, None, None).unwrap_err();
     assert!(e.to_string().contains("roles must alternate"), "{e}");
     assert!(matches!(
         JinjaTemplate::new("{% for m in messages %}", "", ""),
@@ -136,6 +136,71 @@ fn python_string_methods_work() {
         "",
     )
     .unwrap();
-    let out = t.render(&conversation()[..1], false, None).unwrap();
+    let out = t.render(&conversation()[..1], false, None, None).unwrap();
     assert_eq!(out, "You are a helpful assistant!SYSTEM|");
+}
+
+fn render(src: &str, msgs: &[Message], tools: Option<&serde_json::Value>) -> String {
+    JinjaTemplate::new(src, "", "")
+        .unwrap()
+        .render(msgs, true, tools, None)
+        .unwrap()
+}
+
+#[test]
+fn generation_blocks_and_loop_controls_render() {
+    let msgs = [Message::new("user", "a"), Message::new("assistant", "b")];
+    let gen = "{% for m in messages %}x {%- generation -%} {{ m.content }} {%- endgeneration -%} y{% endfor %}";
+    assert_eq!(render(gen, &msgs, None), "xayxby");
+    let brk = "{% for m in messages %}{% if loop.index > 1 %}{% break %}{% endif %}{{ m.content }}{% endfor %}";
+    assert_eq!(render(brk, &msgs, None), "a");
+    let cont = "{% for m in messages %}{% if loop.first %}{% continue %}{% endif %}{{ m.content }}{% endfor %}";
+    assert_eq!(render(cont, &msgs, None), "b");
+}
+
+#[test]
+fn thinking_is_on_by_default_where_a_template_has_a_reasoning_block() {
+    let user = [Message::new("user", "u")];
+    let think = "{% if enable_thinking %}<think>{% else %}<think></think>{% endif %}";
+    let t = JinjaTemplate::new(think, "", "").unwrap();
+    assert!(t.supports_thinking);
+    assert_eq!(t.render(&user, true, None, None).unwrap(), "<think>");
+    let mut off = Kwargs::new();
+    off.insert("enable_thinking".into(), false.into());
+    assert_eq!(
+        t.render(&user, true, None, Some(&off)).unwrap(),
+        "<think></think>"
+    );
+    // A switch that changes other text is not a reasoning block: off.
+    let other = "Deliberation: {% if enable_thinking %}enabled{% else %}disabled{% endif %}";
+    let t = JinjaTemplate::new(other, "", "").unwrap();
+    assert!(!t.supports_thinking);
+    assert_eq!(
+        t.render(&user, true, None, None).unwrap(),
+        "Deliberation: disabled"
+    );
+}
+
+#[test]
+fn tools_dates_and_lengths_as_llama_cpp_gives_them() {
+    let user = [Message::new("user", "u")];
+    // No tools, or an empty list, leave `tools` undefined; its length is 0.
+    let src =
+        "{% if tools is defined %}T{{ tools|length }}{% else %}-{{ tools|length }}{% endif %}";
+    assert_eq!(render(src, &user, None), "-0");
+    assert_eq!(render(src, &user, Some(&serde_json::json!([]))), "-0");
+    assert_eq!(
+        render(src, &user, Some(&serde_json::json!([{"a": 1}]))),
+        "T1"
+    );
+    let dates = render("{{ date_string }}|{{ datetime }}", &user, None);
+    let (d, dt) = dates.split_once('|').unwrap();
+    // "28 Nov 2026" and "Nov 28 2026".
+    let p: Vec<&str> = d.split(' ').collect();
+    assert_eq!(
+        (p.len(), p[0].len(), p[1].len(), p[2].len()),
+        (3, 2, 3, 4),
+        "{dates}"
+    );
+    assert_eq!(dt, format!("{} {} {}", p[1], p[0], p[2]));
 }
