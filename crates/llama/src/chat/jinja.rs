@@ -43,11 +43,14 @@ fn without_generation_blocks(source: &str) -> String {
             return out;
         };
         let inner = &tag[2..end];
-        let open = inner.strip_prefix(['-', '+']).map_or("", |_| &inner[..1]);
-        let close = inner
-            .strip_suffix(['-', '+'])
-            .map_or("", |_| &inner[inner.len() - 1..]);
-        let word = inner[open.len()..inner.len() - close.len()].trim();
+        let (open, body) = match inner.strip_prefix(['-', '+']) {
+            Some(b) => (&inner[..1], b),
+            None => ("", inner),
+        };
+        let (close, word) = match body.strip_suffix(['-', '+']) {
+            Some(w) => (&body[body.len() - 1..], w.trim()),
+            None => ("", body.trim()),
+        };
         match word {
             "generation" => out.push_str(&format!("{{%{open} if true {close}%}}")),
             "endgeneration" => out.push_str(&format!("{{%{open} endif {close}%}}")),
@@ -268,7 +271,18 @@ fn format_time(secs: i64, fmt: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::format_time;
+    use super::{format_time, without_generation_blocks};
+
+    #[test]
+    fn generation_tags_become_if_blocks_and_odd_tags_stay() {
+        assert_eq!(
+            without_generation_blocks("a{%- generation +%}b{% endgeneration -%}c"),
+            "a{%- if true +%}b{% endif -%}c"
+        );
+        for odd in ["{%-%}", "{%+%}", "{%%}", "{%- -%}", "{% x", "x %}"] {
+            assert_eq!(without_generation_blocks(odd), odd);
+        }
+    }
 
     #[test]
     fn dates_format_as_strftime() {
