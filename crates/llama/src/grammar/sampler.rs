@@ -219,6 +219,12 @@ impl GrammarSampler {
         self.waiting.awaiting
     }
 
+    /// The trigger patterns as regular expressions (words escaped, full
+    /// patterns anchored), as llama.cpp holds them.
+    pub fn trigger_patterns(&self) -> Vec<&str> {
+        self.trigger_patterns.iter().map(|p| p.pattern()).collect()
+    }
+
     /// Whether the grammar may end here.
     pub fn can_end(&self) -> bool {
         self.state.can_end()

@@ -34,6 +34,7 @@ fn allowed(s: &mut GrammarSampler) -> Vec<i32> {
 #[test]
 fn a_word_trigger_feeds_the_text_from_the_word_on() {
     let mut s = lazy(&[GrammarTrigger::Word("{".into())]);
+    assert_eq!(s.trigger_patterns(), vec![r"\{"]);
     assert!(s.awaiting_trigger());
     assert_eq!(allowed(&mut s).len(), PIECES.len());
     s.try_accept(1).unwrap();
