@@ -172,7 +172,7 @@ impl<'m> Engine<'m> {
             let TaskKind::Generate(req) = &task.kind else {
                 continue;
             };
-            let req = req.clone();
+            let req = GenRequest::clone(req);
             if req.prompt.is_empty() || req.prompt.len() >= self.n_ctx_slot {
                 task.out
                     .send(Event::Error(format!(
