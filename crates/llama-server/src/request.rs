@@ -139,7 +139,9 @@ pub fn gen_options(
         s.dynatemp_exponent = x;
     }
     refuse_unsupported(b)?;
-    s.grammar = grammar(b, vocab)?;
+    if let Some(g) = grammar(b, vocab)? {
+        s.grammar = g;
+    }
     if let Some(x) = b.i64("seed")? {
         // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
         s.seed = if x < 0 {
@@ -260,14 +262,15 @@ pub fn gen_options(
     })
 }
 
-/// `grammar`: a GBNF grammar the output must follow (empty: none), checked
-/// here so that one that does not parse is a 400 naming the field.
-fn grammar(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
+/// `grammar`: a GBNF grammar the output must follow (empty: none; absent:
+/// the server's `--grammar`), checked here so that one that does not parse
+/// is a 400 naming the field.
+fn grammar(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
     match b.get("grammar") {
-        None => Ok(String::new()),
-        Some(Value::String(g)) if g.trim().is_empty() => Ok(String::new()),
+        None => Ok(None),
+        Some(Value::String(g)) if g.trim().is_empty() => Ok(Some(String::new())),
         Some(Value::String(g)) => match llama::grammar::Grammar::parse_with_vocab(g, vocab) {
-            Ok(_) => Ok(g.clone()),
+            Ok(_) => Ok(Some(g.clone())),
             Err(e) => Err(ApiError::field("grammar", format!("'grammar': {e}"))),
         },
         Some(_) => Err(wrong("grammar", "a string")),
