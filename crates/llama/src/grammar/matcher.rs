@@ -332,8 +332,8 @@ impl MatchState {
         self.stacks.iter().any(Vec::is_empty)
     }
 
-    /// The stacks after token `token` with text `piece`; `None` when no
-    /// stack takes it (the state is then left as it was).
+    /// Advances the stacks by token `token` with text `piece`; false when
+    /// no stack takes it (the state is then left as it was).
     pub fn accept_token(&mut self, g: &Grammar, token: i32, piece: &[u8]) -> bool {
         let (cps, partial) = utf8::decode(piece, self.partial);
         let mut new_stacks: Vec<Stack> = Vec::with_capacity(self.stacks.len());
