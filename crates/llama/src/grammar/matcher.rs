@@ -5,9 +5,48 @@
 //! `_reject_candidates`).
 
 use std::collections::HashSet;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use super::rules::{Element, ElementKind as K, Grammar};
 use super::utf8::{self, PartialUtf8};
+
+/// A fast hasher for stacks (short lists of small integers): a
+/// multiply-rotate mix per word, as FxHash does. Stacks come from the
+/// grammar, so hash flooding is not a concern here.
+#[derive(Default)]
+struct StackHasher(u64);
+
+impl Hasher for StackHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.add(u64::from(b));
+        }
+    }
+
+    fn write_u32(&mut self, v: u32) {
+        self.add(u64::from(v));
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.add(v);
+    }
+
+    fn write_usize(&mut self, v: usize) {
+        self.add(v as u64);
+    }
+}
+
+impl StackHasher {
+    fn add(&mut self, v: u64) {
+        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+type StackSet = HashSet<Stack, BuildHasherDefault<StackHasher>>;
 
 /// One stack: positions (indices into the grammar's element list), the
 /// top last.
@@ -64,7 +103,7 @@ fn pop_push(g: &Grammar, stack: &[u32], next: u32) -> Stack {
 /// the grammar may end there), appending the new ones to `out`.
 pub fn advance_stack(g: &Grammar, stack: Stack, out: &mut Vec<Stack>) {
     let mut todo = vec![stack];
-    let mut seen: HashSet<Stack> = HashSet::new();
+    let mut seen = StackSet::default();
     while let Some(cur) = todo.pop() {
         if seen.contains(&cur) {
             continue;
