@@ -186,6 +186,52 @@ impl FileType {
     }
 }
 
+/// llama.cpp's mark on a file type it guessed (`LLAMA_FTYPE_GUESSED`).
+pub const GUESSED: Ftype = 1024;
+
+/// The file type llama.cpp guesses for a file without
+/// `general.file_type`: that of the most common tensor type (the first to
+/// reach the count, in the order given), marked [`GUESSED`].
+pub fn guess(types: impl IntoIterator<Item = GgmlType>) -> Ftype {
+    use GgmlType as T;
+    let mut counts = std::collections::HashMap::new();
+    let (mut best, mut top) = (T::F32, 0u32);
+    for t in types {
+        let c = counts.entry(t).or_insert(0u32);
+        *c += 1;
+        if top < *c {
+            (top, best) = (*c, t);
+        }
+    }
+    let f = match best {
+        T::F16 => ft::MOSTLY_F16,
+        T::BF16 => ft::MOSTLY_BF16,
+        T::Q4_0 => ft::MOSTLY_Q4_0,
+        T::Q4_1 => ft::MOSTLY_Q4_1,
+        T::Q5_0 => ft::MOSTLY_Q5_0,
+        T::Q5_1 => ft::MOSTLY_Q5_1,
+        T::Q8_0 => ft::MOSTLY_Q8_0,
+        T::Q2_K => ft::MOSTLY_Q2_K,
+        T::Q3_K => ft::MOSTLY_Q3_K_M,
+        T::Q4_K => ft::MOSTLY_Q4_K_M,
+        T::Q5_K => ft::MOSTLY_Q5_K_M,
+        T::Q6_K => ft::MOSTLY_Q6_K,
+        T::TQ1_0 => ft::MOSTLY_TQ1_0,
+        T::TQ2_0 => ft::MOSTLY_TQ2_0,
+        T::IQ2_XXS => ft::MOSTLY_IQ2_XXS,
+        T::IQ2_XS => ft::MOSTLY_IQ2_XS,
+        T::IQ2_S => ft::MOSTLY_IQ2_S,
+        T::IQ3_XXS => ft::MOSTLY_IQ3_XXS,
+        T::IQ1_S => ft::MOSTLY_IQ1_S,
+        T::IQ1_M => ft::MOSTLY_IQ1_M,
+        T::IQ4_NL => ft::MOSTLY_IQ4_NL,
+        T::IQ4_XS => ft::MOSTLY_IQ4_XS,
+        T::IQ3_S => ft::MOSTLY_IQ3_S,
+        _ => ft::ALL_F32,
+    };
+    f | GUESSED
+}
+
 /// `std::stoi`'s reading: optional blanks and sign, then digits; the rest
 /// is ignored.
 fn parse_leading_int(s: &str) -> Option<i64> {

@@ -76,7 +76,7 @@ impl Imatrix {
             if t.ty != GgmlType::F32 {
                 return Err(format!("sums and counts for {name} must be F32"));
             }
-            let data = f.tensor_data(t).map_err(|e| e.to_string())?;
+            let data = f.tensor_data_in(bytes, t).map_err(|e| e.to_string())?;
             let v: Vec<f32> = data
                 .chunks_exact(4)
                 .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))

@@ -216,6 +216,9 @@ pub struct Choice {
     pub allows_quantization: bool,
     /// Whether its type needs an importance matrix.
     pub requires_imatrix: bool,
+    /// The type asked for when it did not fit the rows and `ty` is its
+    /// fall-back.
+    pub fallback_from: Option<GgmlType>,
     /// Lines llama.cpp warns with for this tensor (a manual override, a
     /// fall-back).
     pub warnings: Vec<String>,
@@ -483,14 +486,16 @@ impl<'a> Mixture<'a> {
         let opts = self.opts;
         let allows = allows_quantization(opts, &self.model.arch, t);
         let mut warnings = Vec::new();
+        let mut fallback_from = None;
         let ty = if allows {
-            self.get_type(t, default_type, &mut warnings)?
+            self.get_type(t, default_type, &mut warnings, &mut fallback_from)?
         } else {
             t.ty
         };
         Ok(Choice {
             ty,
             allows_quantization: allows,
+            fallback_from,
             requires_imatrix: requires_imatrix(t.name, ty, opts.ftype),
             warnings,
         })
@@ -501,6 +506,7 @@ impl<'a> Mixture<'a> {
         t: &TensorRef<'_>,
         default_type: GgmlType,
         warnings: &mut Vec<String>,
+        fallback_from: &mut Option<GgmlType>,
     ) -> Result<GgmlType> {
         let opts = self.opts;
         let cat = Category::of(t.name);
@@ -537,6 +543,7 @@ impl<'a> Mixture<'a> {
             if let Some(w) = warning {
                 self.n_fallback += 1;
                 warnings.push(w);
+                *fallback_from = Some(ty);
             }
             ty = fb;
         }
@@ -857,4 +864,197 @@ pub fn compute_types(
         .map(|t| mix.choose(t, default_type))
         .collect::<Result<Vec<_>>>()?;
     Ok((choices, mix.n_fallback))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use GgmlType as T;
+
+    fn layers(n: i64, f: impl Fn(i64) -> bool) -> Vec<i64> {
+        (0..n).filter(|&i| f(i)).collect()
+    }
+
+    #[test]
+    fn more_bits_layers() {
+        assert_eq!(
+            layers(22, |i| use_more_bits(i, 22)),
+            [0, 1, 4, 7, 10, 13, 16, 19, 20, 21]
+        );
+        assert_eq!(layers(5, |i| use_more_bits(i, 5)), [2, 4]);
+        assert_eq!(layers(1, |i| use_more_bits(i, 1)), [0]);
+    }
+
+    /// A llama model of `n` layers, 2048 wide, in llama.cpp's order.
+    fn llama(n: u32, n_head: u32, n_head_kv: u32) -> (ModelInfo, Vec<(String, [u64; 4])>) {
+        let info = ModelInfo {
+            arch: "llama".into(),
+            n_layer: n,
+            n_head,
+            n_head_kv,
+            n_expert: 0,
+        };
+        let mut t = vec![
+            ("output.weight".to_string(), [2048, 32000, 1, 1]),
+            ("output_norm.weight".to_string(), [2048, 1, 1, 1]),
+            ("token_embd.weight".to_string(), [2048, 32000, 1, 1]),
+        ];
+        for il in 0..n {
+            for (w, ne0) in [
+                ("attn_k", 2048),
+                ("attn_norm", 2048),
+                ("attn_output", 2048),
+                ("attn_q", 2048),
+                ("attn_v", 2048),
+                ("ffn_down", 5632),
+                ("ffn_gate", 2048),
+                ("ffn_norm", 2048),
+                ("ffn_up", 2048),
+            ] {
+                let ne1 = if w.ends_with("norm") { 1 } else { 256 };
+                t.push((format!("blk.{il}.{w}.weight"), [ne0, ne1, 1, 1]));
+            }
+        }
+        (info, t)
+    }
+
+    fn types(info: &ModelInfo, t: &[(String, [u64; 4])], opts: &TypeOptions) -> Vec<T> {
+        let refs: Vec<TensorRef<'_>> = t
+            .iter()
+            .map(|(n, ne)| TensorRef {
+                name: n,
+                ne: *ne,
+                ty: T::F32,
+            })
+            .collect();
+        compute_types(info, opts, &refs)
+            .unwrap()
+            .0
+            .into_iter()
+            .map(|c| c.ty)
+            .collect()
+    }
+
+    fn layers_of(t: &[(String, [u64; 4])], ty: &[T], w: &str, want: T) -> Vec<i64> {
+        t.iter()
+            .zip(ty)
+            .filter(|((n, _), &x)| n.contains(w) && x == want)
+            .map(|((n, _), _)| block_number(n).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn q4_k_m_and_q3_k_m_on_a_tinyllama_shape() {
+        let (info, t) = llama(22, 32, 4);
+        let ty = types(&info, &t, &TypeOptions::new(ft::MOSTLY_Q4_K_M));
+        let more = [0, 1, 4, 7, 10, 13, 16, 19, 20, 21];
+        assert_eq!(layers_of(&t, &ty, "attn_v", T::Q6_K), more);
+        assert_eq!(layers_of(&t, &ty, "ffn_down", T::Q6_K), more);
+        assert_eq!(layers_of(&t, &ty, "attn_q", T::Q4_K).len(), 22);
+        assert_eq!(&ty[..3], [T::Q6_K, T::F32, T::Q4_K]);
+        let ty = types(&info, &t, &TypeOptions::new(ft::MOSTLY_Q3_K_M));
+        assert_eq!(layers_of(&t, &ty, "attn_v", T::Q5_K), [0, 1]);
+        assert_eq!(layers_of(&t, &ty, "ffn_down", T::Q5_K), [0]);
+        assert_eq!(layers_of(&t, &ty, "attn_output", T::Q4_K).len(), 22);
+        // --pure: the base type everywhere but in the norms.
+        let mut pure = TypeOptions::new(ft::MOSTLY_Q4_K_M);
+        pure.pure = true;
+        let ty = types(&info, &t, &pure);
+        assert!(t
+            .iter()
+            .zip(&ty)
+            .all(|((n, _), &x)| x == if n.contains("norm") { T::F32 } else { T::Q4_K }));
+    }
+
+    #[test]
+    fn seventy_b_and_overrides() {
+        let (info, t) = llama(80, 64, 8);
+        assert!(info.is_70b());
+        let ty = types(&info, &t, &TypeOptions::new(ft::MOSTLY_Q4_K_M));
+        // Layer 11 is no use_more_bits layer: Q4_K, raised to Q5_K.
+        assert_eq!(layers_of(&t, &ty, "blk.11.attn_v", T::Q5_K), [11]);
+        let mut o = TypeOptions::new(ft::MOSTLY_Q4_K_M);
+        o.tensor_types = vec![TensorTypeRule::parse("attn_v=q8_0").unwrap()];
+        o.output_tensor_type = Some(T::F16);
+        o.token_embedding_type = Some(T::Q4_0);
+        let ty = types(&info, &t, &o);
+        assert_eq!(layers_of(&t, &ty, "attn_v", T::Q8_0).len(), 80);
+        assert_eq!(&ty[..3], [T::F16, T::F32, T::Q4_0]);
+        assert!(TensorTypeRule::parse("attn_v").is_err());
+        assert!(TensorTypeRule::parse("=q8_0").is_err());
+        assert!(TensorTypeRule::parse("attn_v=q9").is_err());
+    }
+
+    #[test]
+    fn fallbacks() {
+        let f = |t, n| fallback("w", n, t).unwrap().0;
+        assert_eq!(f(T::Q4_K, 256), T::Q4_K);
+        assert_eq!(f(T::Q4_K, 64), T::Q5_0);
+        assert_eq!(f(T::Q4_K, 172), T::F16);
+        assert_eq!(f(T::Q6_K, 896), T::Q8_0);
+        assert_eq!(f(T::Q3_K, 64), T::Q4_0);
+        assert_eq!(f(T::IQ4_XS, 64), T::IQ4_NL);
+        assert_eq!(f(T::Q5_K, 64), T::Q5_1);
+        assert_eq!(f(T::Q4_0, 172), T::F16);
+        let (_, w) = fallback("blk.0.ffn_down.weight", 172, T::Q6_K).unwrap();
+        assert!(w.unwrap().contains("must use F16"));
+        assert!(fallback("w", 100, T::Q8_K).is_err());
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(block_number("blk.12.attn_q.weight"), Some(12));
+        assert_eq!(block_number("output.weight"), None);
+        let mut v = [
+            "blk.10.a",
+            "blk.2.b",
+            "token_embd.weight",
+            "output.weight",
+            "blk.2.a",
+        ];
+        v.sort_by(|a, b| tensor_order(a, b));
+        assert_eq!(
+            v,
+            [
+                "output.weight",
+                "token_embd.weight",
+                "blk.2.a",
+                "blk.2.b",
+                "blk.10.a"
+            ]
+        );
+        assert_eq!(Category::of("blk.0.ffn_up_exps.weight"), Category::FfnUp);
+        assert_eq!(Category::of("blk.0.attn_qkv.weight"), Category::AttnQkv);
+        let o = TypeOptions::new(ft::MOSTLY_Q4_0);
+        let r = |name, ne| TensorRef {
+            name,
+            ne,
+            ty: T::F32,
+        };
+        assert!(!allows_quantization(
+            &o,
+            "llama",
+            &r("blk.0.attn_norm.weight", [8, 8, 1, 1])
+        ));
+        assert!(!allows_quantization(
+            &o,
+            "llama",
+            &r("blk.0.ffn_gate_inp.weight", [8, 8, 1, 1])
+        ));
+        assert!(!allows_quantization(
+            &o,
+            "llama",
+            &r("blk.0.attn_q.bias", [8, 8, 1, 1])
+        ));
+        assert!(!allows_quantization(
+            &o,
+            "llama",
+            &r("blk.0.attn_q.weight", [8, 1, 1, 1])
+        ));
+        assert!(allows_quantization(
+            &o,
+            "llama",
+            &r("blk.0.attn_q.weight", [8, 8, 1, 1])
+        ));
+    }
 }

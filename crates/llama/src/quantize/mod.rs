@@ -211,15 +211,24 @@ pub fn quantize(
     })?;
     let mut types = opts.clone();
     types.has_imatrix = params.imatrix.is_some();
+    // llama.cpp's order: by layer then name, or by file and offset when
+    // the parts are kept.
+    let mut list: Vec<(usize, &TensorInfo)> = model.tensors().collect();
+    let n_tensors = list.len();
+    let n_elements: u64 = list.iter().map(|(_, t)| t.n_elements()).sum();
+    list.sort_by(|a, b| mixture::tensor_order(&a.1.name, &b.1.name));
     let file_type = if opts.only_copy {
         // COPY keeps the input's file type.
-        model
-            .metadata()
-            .get_uint("general.file_type")
-            .map_or(ftype::ft::ALL_F32, |v| v as u32)
+        match model.metadata().get_uint("general.file_type") {
+            Ok(v) => v as u32,
+            Err(_) => ftype::guess(list.iter().map(|(_, t)| t.ty)),
+        }
     } else {
         opts.ftype
     };
+    if params.keep_split {
+        list.sort_by_key(|(f, t)| (*f, t.offset));
+    }
     let md = output_metadata(model.metadata(), file_type, &params.kv_overrides);
     let info = ModelInfo::from_metadata(&md)?;
 
@@ -231,17 +240,6 @@ pub fn quantize(
         )
         .ok();
         im.check_finite()?;
-    }
-
-    // llama.cpp's order: by layer then name, or by file and offset when
-    // the parts are kept.
-    let mut list: Vec<(usize, &TensorInfo)> = model.tensors().collect();
-    let n_tensors = list.len();
-    let n_elements: u64 = list.iter().map(|(_, t)| t.n_elements()).sum();
-    if params.keep_split {
-        list.sort_by_key(|(f, t)| (*f, t.offset));
-    } else {
-        list.sort_by(|a, b| mixture::tensor_order(&a.1.name, &b.1.name));
     }
 
     let refs: Vec<mixture::TensorRef<'_>> = list
