@@ -61,7 +61,7 @@ impl Imatrix {
         let chunk_count = md
             .get_uint("imatrix.chunk_count")
             .map_err(|e| e.to_string())? as i64;
-        let mut pairs: BTreeMap<String, (Option<Vec<f32>>, Option<Vec<f32>>)> = BTreeMap::new();
+        let mut pairs: BTreeMap<String, SumsCounts> = BTreeMap::new();
         for t in f.tensors() {
             let (name, is_sum) = if let Some(n) = t.name.strip_suffix(".in_sum2") {
                 (n, true)
@@ -200,6 +200,9 @@ impl Imatrix {
         Ok(())
     }
 }
+
+/// The sums and counts tensors of one entry, as they are found.
+type SumsCounts = (Option<Vec<f32>>, Option<Vec<f32>>);
 
 struct Reader<'a> {
     b: &'a [u8],

@@ -685,15 +685,15 @@ impl<'a> Mixture<'a> {
                 } else {
                     T::IQ3_XXS
                 };
-            } else if matches!(ftype, MOSTLY_IQ3_XS | MOSTLY_IQ3_S) && n_gqa >= 4 {
-                ty = T::Q4_K;
-            } else if ftype == MOSTLY_IQ3_M {
+            } else if (matches!(ftype, MOSTLY_IQ3_XS | MOSTLY_IQ3_S) && n_gqa >= 4)
+                || ftype == MOSTLY_IQ3_M
+            {
                 ty = T::Q4_K;
             } else if ftype == MOSTLY_Q3_K_M {
                 ty = if i < 2 { T::Q5_K } else { T::Q4_K };
-            } else if ftype == MOSTLY_Q3_K_L {
-                ty = T::Q5_K;
-            } else if matches!(ftype, MOSTLY_IQ4_NL | MOSTLY_IQ4_XS) && n_gqa >= 4 {
+            } else if ftype == MOSTLY_Q3_K_L
+                || (matches!(ftype, MOSTLY_IQ4_NL | MOSTLY_IQ4_XS) && n_gqa >= 4)
+            {
                 ty = T::Q5_K;
             } else if matches!(ftype, MOSTLY_Q4_K_M | MOSTLY_Q5_K_M) && use_more_bits(i, n) {
                 ty = T::Q6_K;
