@@ -26,6 +26,7 @@ mod search;
 mod tables;
 mod ternary;
 mod validate;
+mod weighted;
 
 pub use blocks::{
     Block, BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs,
@@ -276,7 +277,8 @@ pub fn quantize_row(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
 }
 
 /// True when ggml's quantizer for `ty` weighs the rounding error with an
-/// importance matrix when one is given; the others ignore it.
+/// importance matrix when one is given; the others ignore it. Of these,
+/// [`can_quantize_with_imatrix`] says which are implemented here.
 pub fn uses_imatrix(ty: Type) -> bool {
     use Type::*;
     matches!(
@@ -299,6 +301,12 @@ pub fn uses_imatrix(ty: Type) -> bool {
             | IQ4_NL
             | IQ4_XS
     )
+}
+
+/// True when [`quantize_rows`] quantizes `ty` with an importance matrix
+/// (or ignores it, as ggml does).
+pub fn can_quantize_with_imatrix(ty: Type) -> bool {
+    can_quantize(ty) && (!uses_imatrix(ty) || weighted::has_weighted(ty))
 }
 
 /// Quantizes whole rows of `n_per_row` values, as ggml's
@@ -329,9 +337,18 @@ pub fn quantize_rows(
                     w.len()
                 )));
             }
-            Err(Error::Quant(format!(
-                "quantize: type {ty} with an importance matrix is not supported yet"
-            )))
+            let rs = row_size(ty, n_per_row)?;
+            if dst.len() != rs * (src.len() / n_per_row) {
+                return Err(Error::Quant(format!(
+                    "quantize: {} bytes given for {} rows of {rs}",
+                    dst.len(),
+                    src.len() / n_per_row
+                )));
+            }
+            for (x, out) in src.chunks_exact(n_per_row).zip(dst.chunks_exact_mut(rs)) {
+                weighted::quantize_row_weighted(ty, x, w, out)?;
+            }
+            Ok(())
         }
         _ => quantize_row(ty, src, dst),
     }

@@ -48,6 +48,18 @@ fn group_max(x: &[f32], out: &mut [i8]) -> Option<f32> {
 /// weighted by `x^2` (ggml's `make_qx_quants`, rmse_type 1, no importance
 /// weights). Writes `l + nmax` into `out` and returns the scale.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
+    make_qx_quants_weighted(nmax, x, None, out)
+}
+
+/// [`make_qx_quants`] with importance weights `qw` (one per value) in place
+/// of `x^2` when given.
+pub(crate) fn make_qx_quants_weighted(
+    nmax: i32,
+    x: &[f32],
+    qw: Option<&[f32]>,
+    out: &mut [i8],
+) -> f32 {
+    let weight = |i: usize, v: f32| qw.map_or(v * v, |w| w[i]);
     let Some(max) = group_max(x, out) else {
         return 0.0;
     };
@@ -55,10 +67,10 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
 
     let mut iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0f32, 0f32);
-    for (o, &v) in out.iter_mut().zip(x) {
+    for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
         let l = quant(iscale, v);
         *o = (l + nmax) as i8;
-        let w = v * v;
+        let w = weight(i, v);
         sumlx += w * v * l as f32;
         suml2 += w * l as f32 * l as f32;
     }
@@ -71,9 +83,9 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
         iscale = -(nmax as f32 + 0.1 * is as f32) / max;
         sumlx = 0.0;
         suml2 = 0.0;
-        for &v in x {
+        for (i, &v) in x.iter().enumerate() {
             let l = quant(iscale, v);
-            let w = v * v;
+            let w = weight(i, v);
             sumlx += w * v * l as f32;
             suml2 += w * l as f32 * l as f32;
         }

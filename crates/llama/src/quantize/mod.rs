@@ -320,7 +320,13 @@ pub fn quantize(
             if let Some(w) = writer.take() {
                 finish(w, staged.last().map(|s| s.dest.as_path()))?;
             }
-            let mut smd = md.clone();
+            // Only the first part carries the model's key/values; the
+            // others hold the split keys alone, as llama.cpp writes them.
+            let mut smd = if split == 0 {
+                md.clone()
+            } else {
+                Metadata::new()
+            };
             if n_split > 1 {
                 for (k, v) in [
                     (gguf::KEY_SPLIT_NO, Value::from(split as u16)),

@@ -1,0 +1,130 @@
+//! ggml's quantizers with an importance matrix (what `ggml_quantize_chunk`
+//! runs when llama-quantize is given one): one weight per column scales
+//! each value's rounding error in the scale search, as
+//! `imatrix * sqrt(sigma2 + x^2)`.
+
+use super::blocks::{Block, BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ5_0, QK_K};
+use super::fp::f2h;
+use super::legacy::pack_q5;
+use super::search::make_qx_quants_weighted;
+use crate::error::{Error, Result};
+use crate::Type;
+
+/// True for the types [`quantize_row_weighted`] quantizes.
+pub(crate) fn has_weighted(ty: Type) -> bool {
+    matches!(ty, Type::Q4_0 | Type::Q5_0 | Type::IQ4_NL | Type::IQ4_XS)
+}
+
+/// Quantizes one row `x` into `dst` with importance values `qw` (one per
+/// column).
+pub(crate) fn quantize_row_weighted(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()> {
+    match ty {
+        Type::Q4_0 | Type::Q5_0 => legacy_row(ty, x, qw, dst),
+        Type::IQ4_NL => blocks(x, qw, dst, 32, |x, w| {
+            BlockIq4Nl::quantize_weighted(x, Some(w))
+        }),
+        Type::IQ4_XS => blocks(x, qw, dst, QK_K, |x, w| {
+            BlockIq4Xs::quantize_weighted(x, Some(w))
+        }),
+        _ => Err(Error::Quant(format!(
+            "quantize: type {ty} with an importance matrix is not supported yet"
+        ))),
+    }
+}
+
+fn blocks<B: Block>(
+    x: &[f32],
+    qw: &[f32],
+    dst: &mut [u8],
+    n: usize,
+    f: impl Fn(&[f32], &[f32]) -> B,
+) -> Result<()> {
+    for ((x, w), out) in x
+        .chunks_exact(n)
+        .zip(qw.chunks_exact(n))
+        .zip(dst.chunks_exact_mut(B::BYTES))
+    {
+        f(x, w).write(out)?;
+    }
+    Ok(())
+}
+
+/// Q4_0 and Q5_0 (`quantize_row_q4_0_impl`, `quantize_row_q5_0_impl`):
+/// sigma2 is the row's mean square, the levels come from
+/// `make_qx_quants` with the weights.
+fn legacy_row(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()> {
+    let mut sum_x2 = 0f32;
+    for &v in x {
+        sum_x2 += v * v;
+    }
+    let sigma2 = sum_x2 / x.len() as f32;
+    let nmax = if ty == Type::Q4_0 { 8 } else { 16 };
+    let mut weight = [0f32; 32];
+    let mut l = [0i8; 32];
+    let bytes = if ty == Type::Q4_0 {
+        BlockQ4_0::BYTES
+    } else {
+        BlockQ5_0::BYTES
+    };
+    for ((xb, qb), out) in x
+        .chunks_exact(32)
+        .zip(qw.chunks_exact(32))
+        .zip(dst.chunks_exact_mut(bytes))
+    {
+        for ((w, &v), &q) in weight.iter_mut().zip(xb).zip(qb) {
+            *w = q * (sigma2 + v * v).sqrt();
+        }
+        let d = make_qx_quants_weighted(nmax, xb, Some(&weight), &mut l);
+        if ty == Type::Q4_0 {
+            let mut qs = [0u8; 16];
+            for j in 0..16 {
+                qs[j] = l[j] as u8 | ((l[j + 16] as u8) << 4);
+            }
+            BlockQ4_0 { d: f2h(d), qs }.write(out)?;
+        } else {
+            let lu = l.map(|v| v as u8);
+            let mut qs = [0u8; 16];
+            let qh = pack_q5(&lu, &mut qs);
+            BlockQ5_0 { d: f2h(d), qh, qs }.write(out)?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{dequantize_row, quantize_rows, row_size};
+    use crate::Type;
+
+    #[test]
+    fn weighted_rows_round_trip_and_bad_calls_are_errors() {
+        let n = 256;
+        let x: Vec<f32> = (0..2 * n)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
+            .collect();
+        let w: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32).collect();
+        for ty in [Type::Q4_0, Type::Q5_0, Type::IQ4_NL, Type::IQ4_XS] {
+            let rs = row_size(ty, n).unwrap();
+            let mut q = vec![0u8; 2 * rs];
+            quantize_rows(ty, &x, &mut q, n, Some(&w)).unwrap();
+            let mut y = vec![0f32; n];
+            dequantize_row(ty, &q[rs..], &mut y).unwrap();
+            let err: f32 = y
+                .iter()
+                .zip(&x[n..])
+                .map(|(a, b)| (a - b).abs())
+                .sum::<f32>()
+                / n as f32;
+            assert!(err < 0.2, "{ty}: mean error {err}");
+            // The weights change the result: not the unweighted bytes.
+            let mut plain = vec![0u8; 2 * rs];
+            quantize_rows(ty, &x, &mut plain, n, None).unwrap();
+            assert_ne!(q, plain, "{ty}");
+            let e = quantize_rows(ty, &x, &mut q, n, Some(&w[1..])).unwrap_err();
+            assert!(e.to_string().contains("importance matrix"), "{e}");
+        }
+        let mut q = vec![0u8; 2 * row_size(Type::Q4_K, n).unwrap()];
+        let e = quantize_rows(Type::Q4_K, &x, &mut q, n, Some(&w)).unwrap_err();
+        assert!(e.to_string().contains("not supported"), "{e}");
+    }
+}
