@@ -7,7 +7,8 @@
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
 use super::fp::{f2h, h2f, nearest_int, signed_absmax};
 use super::search::{
-    group_scales, make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS,
+    group_scales, make_q3_quants, make_qkx2_quants, make_qx_quants, make_qx_quants_weighted, Qkx2,
+    GROUP_MAX_EPS,
 };
 
 /// Unpacks the 6-bit scale and min of group `j` (0..8) of Q4_K / Q5_K.
@@ -403,9 +404,21 @@ impl BlockQ5K {
 impl BlockQ6K {
     /// ggml's `quantize_row_q6_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
+        Self::quantize_weighted(x, None)
+    }
+
+    /// With importance values `qw` (256) when given: they weigh each
+    /// group's scale search as they are (`quantize_row_q6_K_impl`).
+    pub(crate) fn quantize_weighted(x: &[f32], qw: Option<&[f32]>) -> Self {
         let mut l = [0i8; QK_K];
-        let (scales, max_scale, max_abs_scale) =
-            group_scales::<_, 16, 16>(x, &mut l, |x, l| make_qx_quants(32, x, l));
+        let group = std::cell::Cell::new(0usize);
+        let (scales, max_scale, max_abs_scale) = group_scales::<_, 16, 16>(x, &mut l, |x, l| {
+            let g = group.replace(group.get() + 1);
+            match qw {
+                None => make_qx_quants(32, x, l),
+                Some(w) => make_qx_quants_weighted(32, x, Some(&w[16 * g..16 * g + 16]), l),
+            }
+        });
         if max_abs_scale < GROUP_MAX_EPS {
             return Self {
                 ql: [0; QK_K / 2],

@@ -100,6 +100,90 @@ pub(crate) fn make_qx_quants_weighted(
     scale
 }
 
+/// Asymmetric quantization of `x` to levels `0..=nmax` with a minimum,
+/// weighted by `weights`, searching `nstep + 1` scales from
+/// `(nmax + rmin) / range` in steps of `rdelta` (ggml's `make_qkx3_quants`
+/// with squared errors). Writes the levels into `out`; returns the scale
+/// and the negated minimum.
+pub(crate) fn make_qkx3_quants(
+    nmax: i32,
+    x: &[f32],
+    weights: &[f32],
+    out: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+) -> (f32, f32) {
+    let n = x.len();
+    let (mut min, mut max) = (x[0], x[0]);
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max <= min {
+        out[..n].fill(0);
+        return (0.0, -min);
+    }
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_mad = 0f32;
+    for i in 0..n {
+        let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+        out[i] = l as u8;
+        let diff = scale * l as f32 + min - x[i];
+        best_mad += weights[i] * (diff * diff);
+    }
+    if nstep < 1 {
+        return (scale, -min);
+    }
+    let mut aux = [0u8; 256];
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..n {
+            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            aux[i] = l as u8;
+            let (w, lf) = (weights[i], l as f32);
+            sum_l += w * lf;
+            sum_l2 += w * lf * lf;
+            sum_xl += w * lf * x[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut mad = 0f32;
+            for i in 0..n {
+                let diff = this_scale * f32::from(aux[i]) + this_min - x[i];
+                mad += weights[i] * (diff * diff);
+            }
+            if mad < best_mad {
+                out[..n].copy_from_slice(&aux[..n]);
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
 /// Symmetric 3-bit quantization with iterative refinement of single levels
 /// (ggml's `make_q3_quants` with `do_rmse`). Writes `l + nmax` into `out`.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {

@@ -3,16 +3,27 @@
 //! each value's rounding error in the scale search, as
 //! `imatrix * sqrt(sigma2 + x^2)`.
 
-use super::blocks::{Block, BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ5_0, QK_K};
+use super::blocks::{
+    Block, BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
+};
 use super::fp::f2h;
 use super::legacy::pack_q5;
-use super::search::make_qx_quants_weighted;
+use super::search::{make_qkx3_quants, make_qx_quants_weighted};
 use crate::error::{Error, Result};
 use crate::Type;
 
 /// True for the types [`quantize_row_weighted`] quantizes.
 pub(crate) fn has_weighted(ty: Type) -> bool {
-    matches!(ty, Type::Q4_0 | Type::Q5_0 | Type::IQ4_NL | Type::IQ4_XS)
+    matches!(
+        ty,
+        Type::Q4_0
+            | Type::Q4_1
+            | Type::Q5_0
+            | Type::Q5_1
+            | Type::Q6_K
+            | Type::IQ4_NL
+            | Type::IQ4_XS
+    )
 }
 
 /// Quantizes one row `x` into `dst` with importance values `qw` (one per
@@ -20,6 +31,10 @@ pub(crate) fn has_weighted(ty: Type) -> bool {
 pub(crate) fn quantize_row_weighted(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()> {
     match ty {
         Type::Q4_0 | Type::Q5_0 => legacy_row(ty, x, qw, dst),
+        Type::Q4_1 | Type::Q5_1 => legacy_min_row(ty, x, qw, dst),
+        Type::Q6_K => blocks(x, qw, dst, QK_K, |x, w| {
+            BlockQ6K::quantize_weighted(x, Some(w))
+        }),
         Type::IQ4_NL => blocks(x, qw, dst, 32, |x, w| {
             BlockIq4Nl::quantize_weighted(x, Some(w))
         }),
@@ -53,11 +68,7 @@ fn blocks<B: Block>(
 /// sigma2 is the row's mean square, the levels come from
 /// `make_qx_quants` with the weights.
 fn legacy_row(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()> {
-    let mut sum_x2 = 0f32;
-    for &v in x {
-        sum_x2 += v * v;
-    }
-    let sigma2 = sum_x2 / x.len() as f32;
+    let sigma2 = row_sigma2(x);
     let nmax = if ty == Type::Q4_0 { 8 } else { 16 };
     let mut weight = [0f32; 32];
     let mut l = [0i8; 32];
@@ -91,6 +102,53 @@ fn legacy_row(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()> {
     Ok(())
 }
 
+/// Q4_1 and Q5_1 (`quantize_row_q4_1_impl`, `quantize_row_q5_1_impl`):
+/// levels and minimum from `make_qkx3_quants` with the weights.
+fn legacy_min_row(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()> {
+    let sigma2 = row_sigma2(x);
+    let q4 = ty == Type::Q4_1;
+    let nmax = if q4 { 15 } else { 31 };
+    let bytes = if q4 {
+        BlockQ4_1::BYTES
+    } else {
+        BlockQ5_1::BYTES
+    };
+    let mut weight = [0f32; 32];
+    let mut l = [0u8; 32];
+    for ((xb, qb), out) in x
+        .chunks_exact(32)
+        .zip(qw.chunks_exact(32))
+        .zip(dst.chunks_exact_mut(bytes))
+    {
+        for ((w, &v), &q) in weight.iter_mut().zip(xb).zip(qb) {
+            *w = q * (sigma2 + v * v).sqrt();
+        }
+        let (d, min) = make_qkx3_quants(nmax, xb, &weight, &mut l, -0.9, 0.05, 36);
+        let (d, m) = (f2h(d), f2h(-min));
+        if q4 {
+            let mut qs = [0u8; 16];
+            for j in 0..16 {
+                qs[j] = l[j] | (l[j + 16] << 4);
+            }
+            BlockQ4_1 { d, m, qs }.write(out)?;
+        } else {
+            let mut qs = [0u8; 16];
+            let qh = pack_q5(&l, &mut qs);
+            BlockQ5_1 { d, m, qh, qs }.write(out)?;
+        }
+    }
+    Ok(())
+}
+
+/// The mean square of a row.
+fn row_sigma2(x: &[f32]) -> f32 {
+    let mut sum_x2 = 0f32;
+    for &v in x {
+        sum_x2 += v * v;
+    }
+    sum_x2 / x.len() as f32
+}
+
 #[cfg(test)]
 mod tests {
     use super::super::{dequantize_row, quantize_rows, row_size};
@@ -103,7 +161,13 @@ mod tests {
             .map(|i| ((i * 37 % 101) as f32 - 50.0) / 25.0)
             .collect();
         let w: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32).collect();
-        for ty in [Type::Q4_0, Type::Q5_0, Type::IQ4_NL, Type::IQ4_XS] {
+        for ty in [
+            Type::Q4_0,
+            Type::Q5_0,
+            Type::Q6_K,
+            Type::IQ4_NL,
+            Type::IQ4_XS,
+        ] {
             let rs = row_size(ty, n).unwrap();
             let mut q = vec![0u8; 2 * rs];
             quantize_rows(ty, &x, &mut q, n, Some(&w)).unwrap();
