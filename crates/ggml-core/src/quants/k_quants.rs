@@ -47,7 +47,7 @@ fn dequantize_scale_min(
 }
 
 /// Packs eight 6-bit scales and mins as Q4_K / Q5_K store them.
-fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
+pub(crate) fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
     let mut s = [0u8; 12];
     for j in 0..8 {
         if j < 4 {
@@ -323,6 +323,11 @@ impl BlockQ4K {
     /// ggml's `quantize_row_q4_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let (scales, d, dmin, l) = quantize_qkx_sb(x, 15, -1.0, 20);
+        Self::pack(scales, d, dmin, &l)
+    }
+
+    /// The block of packed scales, super-block scales and 4-bit levels.
+    pub(crate) fn pack(scales: [u8; 12], d: f32, dmin: f32, l: &[u8; QK_K]) -> Self {
         let mut qs = [0u8; QK_K / 2];
         for (c, j) in (0..QK_K).step_by(64).enumerate() {
             for k in 0..32 {
@@ -357,6 +362,11 @@ impl BlockQ5K {
     /// ggml's `quantize_row_q5_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let (scales, d, dmin, l) = quantize_qkx_sb(x, 31, -0.5, 15);
+        Self::pack(scales, d, dmin, &l)
+    }
+
+    /// The block of packed scales, super-block scales and 5-bit levels.
+    pub(crate) fn pack(scales: [u8; 12], d: f32, dmin: f32, l: &[u8; QK_K]) -> Self {
         let mut qs = [0u8; QK_K / 2];
         let mut qh = [0u8; QK_K / 8];
         for (c, j) in (0..QK_K).step_by(64).enumerate() {

@@ -184,6 +184,88 @@ pub(crate) fn make_qkx3_quants(
     (scale, -min)
 }
 
+/// Non-negative quantization of `x` (a super-block's group scales or
+/// mins) to levels `0..=nmax` with weights `qw`, a scale search and
+/// single-level refinements (ggml's `make_qp_quants`). Writes the levels
+/// (as ggml's `uint8_t`) into `out`; returns the scale.
+pub(crate) fn make_qp_quants(nmax: i32, x: &[f32], out: &mut [u8], qw: &[f32]) -> f32 {
+    let n = x.len();
+    let mut max = 0f32;
+    for &v in x {
+        max = if max > v { max } else { v };
+    }
+    if max < GROUP_MAX_EPS {
+        out[..n].fill(0);
+        return 0.0;
+    }
+    let mut iscale = nmax as f32 / max;
+    for i in 0..n {
+        out[i] = nearest_int(iscale * x[i]) as u8;
+    }
+    let scale = 1.0 / iscale;
+    let mut best_mse = 0f32;
+    for i in 0..n {
+        let diff = x[i] - scale * f32::from(out[i]);
+        best_mse += qw[i] * diff * diff;
+    }
+    for is in -4..=4 {
+        if is == 0 {
+            continue;
+        }
+        let iscale_is = (0.1 * is as f32 + nmax as f32) / max;
+        let scale_is = 1.0 / iscale_is;
+        let mut mse = 0f32;
+        for i in 0..n {
+            let l = nearest_int(iscale_is * x[i]).min(nmax);
+            let diff = x[i] - scale_is * l as f32;
+            mse += qw[i] * diff * diff;
+        }
+        if mse < best_mse {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    let (mut sumlx, mut suml2) = (0f32, 0f32);
+    for i in 0..n {
+        let l = nearest_int(iscale * x[i]).min(nmax);
+        out[i] = l as u8;
+        let lf = l as f32;
+        sumlx += qw[i] * x[i] * lf;
+        suml2 += qw[i] * lf * lf;
+    }
+    for _ in 0..5 {
+        let mut changed = 0;
+        for i in 0..n {
+            let w = qw[i];
+            let li = f32::from(out[i]);
+            let mut slx = sumlx - w * x[i] * li;
+            let mut sl2 = suml2 - w * li * li;
+            if slx > 0.0 && sl2 > 0.0 {
+                let new_l = nearest_int(x[i] * sl2 / slx).min(nmax);
+                if new_l != i32::from(out[i]) {
+                    let nl = new_l as f32;
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        out[i] = new_l as u8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed += 1;
+                    }
+                }
+            }
+        }
+        if changed == 0 {
+            break;
+        }
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
+}
+
 /// Symmetric 3-bit quantization with iterative refinement of single levels
 /// (ggml's `make_q3_quants` with `do_rmse`). Writes `l + nmax` into `out`.
 pub(crate) fn make_q3_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {

@@ -4,11 +4,14 @@
 //! `imatrix * sqrt(sigma2 + x^2)`.
 
 use super::blocks::{
-    Block, BlockIq4Nl, BlockIq4Xs, BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
+    Block, BlockIq4Nl, BlockIq4Xs, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
+    BlockQ6K, QK_K,
 };
 use super::fp::f2h;
+use super::fp::{h2f, nearest_int};
+use super::k_quants::{pack_scale_min_k4, scale_min_k4};
 use super::legacy::pack_q5;
-use super::search::{make_qkx3_quants, make_qx_quants_weighted};
+use super::search::{make_qkx3_quants, make_qp_quants, make_qx_quants_weighted};
 use crate::error::{Error, Result};
 use crate::Type;
 
@@ -32,6 +35,14 @@ pub(crate) fn quantize_row_weighted(ty: Type, x: &[f32], qw: &[f32], dst: &mut [
     match ty {
         Type::Q4_0 | Type::Q5_0 => legacy_row(ty, x, qw, dst),
         Type::Q4_1 | Type::Q5_1 => legacy_min_row(ty, x, qw, dst),
+        Type::Q4_K => blocks(x, qw, dst, QK_K, |x, w| {
+            let (sc, d, dmin, l) = qkx_weighted(x, w, 15);
+            BlockQ4K::pack(sc, d, dmin, &l)
+        }),
+        Type::Q5_K => blocks(x, qw, dst, QK_K, |x, w| {
+            let (sc, d, dmin, l) = qkx_weighted(x, w, 31);
+            BlockQ5K::pack(sc, d, dmin, &l)
+        }),
         Type::Q6_K => blocks(x, qw, dst, QK_K, |x, w| {
             BlockQ6K::quantize_weighted(x, Some(w))
         }),
@@ -140,6 +151,58 @@ fn legacy_min_row(ty: Type, x: &[f32], qw: &[f32], dst: &mut [u8]) -> Result<()>
     Ok(())
 }
 
+/// Scales, mins and levels of a Q4_K / Q5_K super-block with importance
+/// values (`quantize_row_q4_K_impl`, `quantize_row_q5_K_impl`): each group
+/// from `make_qkx3_quants`, the group scales and mins from
+/// `make_qp_quants` weighted by the groups' weight sums.
+fn qkx_weighted(x: &[f32], qw: &[f32], nmax: i32) -> ([u8; 12], f32, f32, [u8; QK_K]) {
+    let mut sum_x2 = 0f32;
+    for &v in x {
+        sum_x2 += v * v;
+    }
+    let sigma2 = 2.0 * sum_x2 / QK_K as f32;
+    let mut l = [0u8; QK_K];
+    let (mut scales, mut mins, mut sw) = ([0f32; 8], [0f32; 8], [0f32; 8]);
+    let mut weights = [0f32; 32];
+    for j in 0..8 {
+        let r = 32 * j..32 * j + 32;
+        for ((w, &v), &q) in weights.iter_mut().zip(&x[r.clone()]).zip(&qw[r.clone()]) {
+            *w = q * (sigma2 + v * v).sqrt();
+        }
+        let mut sumw = 0f32;
+        for &w in &weights {
+            sumw += w;
+        }
+        sw[j] = sumw;
+        (scales[j], mins[j]) =
+            make_qkx3_quants(nmax, &x[r.clone()], &weights, &mut l[r], -0.9, 0.05, 36);
+    }
+    let (mut ls, mut lm) = ([0u8; 8], [0u8; 8]);
+    let d_block = make_qp_quants(63, &scales, &mut ls, &sw);
+    let m_block = make_qp_quants(63, &mins, &mut lm, &sw);
+    if nmax == 31 {
+        // Q5_K clamps the 6-bit levels; Q4_K stores them as found.
+        for j in 0..8 {
+            ls[j] = ls[j].min(63);
+            lm[j] = lm[j].min(63);
+        }
+    }
+    let packed = pack_scale_min_k4(&ls, &lm);
+    let (d, dmin) = (h2f(f2h(d_block)), h2f(f2h(m_block)));
+    for j in 0..8 {
+        let (sc, m) = scale_min_k4(j, &packed);
+        let dl = d * f32::from(sc);
+        if dl == 0.0 {
+            continue;
+        }
+        let dm = dmin * f32::from(m);
+        for i in 32 * j..32 * j + 32 {
+            l[i] = nearest_int((x[i] + dm) / dl).clamp(0, nmax) as u8;
+        }
+    }
+    (packed, d_block, m_block, l)
+}
+
 /// The mean square of a row.
 fn row_sigma2(x: &[f32]) -> f32 {
     let mut sum_x2 = 0f32;
@@ -187,8 +250,8 @@ mod tests {
             let e = quantize_rows(ty, &x, &mut q, n, Some(&w[1..])).unwrap_err();
             assert!(e.to_string().contains("importance matrix"), "{e}");
         }
-        let mut q = vec![0u8; 2 * row_size(Type::Q4_K, n).unwrap()];
-        let e = quantize_rows(Type::Q4_K, &x, &mut q, n, Some(&w)).unwrap_err();
+        let mut q = vec![0u8; 2 * row_size(Type::Q3_K, n).unwrap()];
+        let e = quantize_rows(Type::Q3_K, &x, &mut q, n, Some(&w)).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
     }
 }
