@@ -76,7 +76,7 @@ pub(crate) fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
 
 /// Packs 2-bit levels: byte `l` of each 32-byte part holds elements
 /// `l`, `l + 32`, `l + 64`, `l + 96` of its 128-element half.
-fn pack_2bit(l: &[u8; QK_K]) -> [u8; QK_K / 4] {
+pub(crate) fn pack_2bit(l: &[u8; QK_K]) -> [u8; QK_K / 4] {
     let mut qs = [0u8; QK_K / 4];
     for j in (0..QK_K).step_by(128) {
         for k in 0..32 {
@@ -179,10 +179,18 @@ impl BlockQ3K {
                 }
                 sc[j % 4 + 8] |= (q >> 4) << (2 * (j / 4));
             }
-            f2h(1.0 / iscale)
+            1.0 / iscale
         } else {
-            f2h(0.0)
+            0.0
         };
+        Self::pack(x, sc, d, l)
+    }
+
+    /// Requantizes `x` under the packed group scales `sc` and super-block
+    /// scale `d` (groups with a zero scale keep their levels `l`, offset by
+    /// 4) and packs the block.
+    pub(crate) fn pack(x: &[f32], sc: [u8; 12], d: f32, mut l: [i8; QK_K]) -> Self {
+        let d = f2h(d);
         let group = q3k_scales(&sc);
         requantize_16s(x, h2f(d), &group, 4, &mut l);
         let mut hmask = [0u8; QK_K / 8];

@@ -4,12 +4,12 @@
 //! `imatrix * sqrt(sigma2 + x^2)`.
 
 use super::blocks::{
-    Block, BlockIq4Nl, BlockIq4Xs, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K, BlockQ5_0, BlockQ5_1,
-    BlockQ6K, QK_K,
+    Block, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
 };
 use super::fp::f2h;
 use super::fp::{h2f, nearest_int};
-use super::k_quants::{pack_scale_min_k4, scale_min_k4};
+use super::k_quants::{pack_2bit, pack_scale_min_k4, scale_min_k4};
 use super::legacy::pack_q5;
 use super::search::{make_qkx3_quants, make_qp_quants, make_qx_quants_weighted};
 use crate::error::{Error, Result};
@@ -21,6 +21,8 @@ pub(crate) fn has_weighted(ty: Type) -> bool {
         ty,
         Type::Q4_0
             | Type::Q4_1
+            | Type::Q2_K
+            | Type::Q3_K
             | Type::Q5_0
             | Type::Q5_1
             | Type::Q6_K
@@ -35,6 +37,8 @@ pub(crate) fn quantize_row_weighted(ty: Type, x: &[f32], qw: &[f32], dst: &mut [
     match ty {
         Type::Q4_0 | Type::Q5_0 => legacy_row(ty, x, qw, dst),
         Type::Q4_1 | Type::Q5_1 => legacy_min_row(ty, x, qw, dst),
+        Type::Q2_K => blocks(x, qw, dst, QK_K, q2k_weighted),
+        Type::Q3_K => blocks(x, qw, dst, QK_K, q3k_weighted),
         Type::Q4_K => blocks(x, qw, dst, QK_K, |x, w| {
             let (sc, d, dmin, l) = qkx_weighted(x, w, 15);
             BlockQ4K::pack(sc, d, dmin, &l)
@@ -203,6 +207,94 @@ fn qkx_weighted(x: &[f32], qw: &[f32], nmax: i32) -> ([u8; 12], f32, f32, [u8; Q
     (packed, d_block, m_block, l)
 }
 
+/// A Q2_K super-block with importance values (`quantize_row_q2_K_impl`):
+/// sigma2 is the super-block's mean square, groups of 16 from
+/// `make_qkx3_quants`, their scales and mins from `make_qp_quants`.
+fn q2k_weighted(x: &[f32], qw: &[f32]) -> BlockQ2K {
+    let mut sumx2 = 0f32;
+    for &v in x {
+        sumx2 += v * v;
+    }
+    let sigma2 = sumx2 / QK_K as f32;
+    let mut l = [0u8; QK_K];
+    let (mut scales, mut mins, mut sw) = ([0f32; 16], [0f32; 16], [0f32; 16]);
+    let mut weight = [0f32; 16];
+    for j in 0..16 {
+        let r = 16 * j..16 * j + 16;
+        for ((w, &v), &q) in weight.iter_mut().zip(&x[r.clone()]).zip(&qw[r.clone()]) {
+            *w = q * (sigma2 + v * v).sqrt();
+        }
+        for &w in &weight {
+            sw[j] += w;
+        }
+        (scales[j], mins[j]) =
+            make_qkx3_quants(3, &x[r.clone()], &weight, &mut l[r], -0.9, 0.05, 36);
+    }
+    let (mut ls, mut lm) = ([0u8; 16], [0u8; 16]);
+    let dm = make_qp_quants(15, &scales, &mut ls, &sw);
+    let mm = make_qp_quants(15, &mins, &mut lm, &sw);
+    let (d, dmin) = (f2h(dm), f2h(mm));
+    let (dm, mm) = (h2f(d), h2f(dmin));
+    let mut sc = [0u8; 16];
+    for j in 0..16 {
+        sc[j] = ls[j] | (lm[j] << 4);
+    }
+    for j in 0..16 {
+        let dl = dm * f32::from(sc[j] & 0x0f);
+        if dl == 0.0 {
+            continue;
+        }
+        let m = mm * f32::from(sc[j] >> 4);
+        for i in 16 * j..16 * j + 16 {
+            l[i] = nearest_int((x[i] + m) / dl).clamp(0, 3) as u8;
+        }
+    }
+    BlockQ2K {
+        scales: sc,
+        qs: pack_2bit(&l),
+        d,
+        dmin,
+    }
+}
+
+/// A Q3_K super-block with importance values (`quantize_row_q3_K_impl`):
+/// groups of 16 and their scales from `make_qx_quants` with weights.
+fn q3k_weighted(x: &[f32], qw: &[f32]) -> BlockQ3K {
+    let mut sumx2 = 0f32;
+    for &v in x {
+        sumx2 += v * v;
+    }
+    let sigma2 = 2.0 * sumx2 / QK_K as f32;
+    let mut l = [0i8; QK_K];
+    let (mut scales, mut sw) = ([0f32; 16], [0f32; 16]);
+    let mut weight = [0f32; 16];
+    for j in 0..16 {
+        let r = 16 * j..16 * j + 16;
+        for ((w, &v), &q) in weight.iter_mut().zip(&x[r.clone()]).zip(&qw[r.clone()]) {
+            *w = q * (sigma2 + v * v).sqrt();
+        }
+        let mut sumw = 0f32;
+        for &w in &weight {
+            sumw += w;
+        }
+        sw[j] = sumw;
+        scales[j] = make_qx_quants_weighted(4, &x[r.clone()], Some(&weight), &mut l[r]);
+    }
+    let mut ls = [0i8; 16];
+    let d_block = make_qx_quants_weighted(32, &scales, Some(&sw), &mut ls);
+    let mut sc = [0u8; 12];
+    for j in 0..16 {
+        let q = ls[j] as u8;
+        if j < 8 {
+            sc[j] = q & 0x0f;
+        } else {
+            sc[j - 8] |= (q & 0x0f) << 4;
+        }
+        sc[j % 4 + 8] |= (q >> 4) << (2 * (j / 4));
+    }
+    BlockQ3K::pack(x, sc, d_block, l)
+}
+
 /// The mean square of a row.
 fn row_sigma2(x: &[f32]) -> f32 {
     let mut sum_x2 = 0f32;
@@ -250,8 +342,8 @@ mod tests {
             let e = quantize_rows(ty, &x, &mut q, n, Some(&w[1..])).unwrap_err();
             assert!(e.to_string().contains("importance matrix"), "{e}");
         }
-        let mut q = vec![0u8; 2 * row_size(Type::Q3_K, n).unwrap()];
-        let e = quantize_rows(Type::Q3_K, &x, &mut q, n, Some(&w)).unwrap_err();
+        let mut q = vec![0u8; 2 * row_size(Type::IQ3_S, n).unwrap()];
+        let e = quantize_rows(Type::IQ3_S, &x, &mut q, n, Some(&w)).unwrap_err();
         assert!(e.to_string().contains("not supported"), "{e}");
     }
 }
