@@ -39,5 +39,6 @@ pub use memory_plan::{MemoryPlan, PlanBytes};
 pub mod chat;
 pub mod cli;
 pub mod perplexity;
+pub mod quantize;
 pub mod sampling;
 pub mod stats;

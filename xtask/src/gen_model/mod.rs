@@ -10,7 +10,8 @@
 //! Q6_K attn_v, ffn_down and output weights where llama.cpp puts them.
 //! A pure type ([`OutType::pure`], `--pure`) keeps every 2-D weight in the
 //! base type. Rows that do not fit a type's block fall back to another
-//! type (see [`types::storage_type`]).
+//! type, as llama-quantize's do (the rules are the llama crate's, shared
+//! with the `llama-quantize` tool).
 
 pub mod archs;
 pub mod mixture;
@@ -190,11 +191,11 @@ impl ModelSpec {
     }
 
     /// The tensors to write.
-    pub fn plan(&self) -> Vec<TensorPlan> {
-        let dense = plan::plan(&self.shape, self.ty);
+    pub fn plan(&self) -> Result<Vec<TensorPlan>> {
+        let dense = plan::plan(&self.shape, self.ty)?;
         match &self.experts {
             Some(x) => x.edit_plan(dense, &self.shape, self.ty),
-            None => dense,
+            None => Ok(dense),
         }
     }
 
@@ -216,7 +217,7 @@ pub fn generate<W: Write>(
     out: W,
 ) -> Result<(W, Summary)> {
     let md = spec.metadata()?;
-    let plan = spec.plan();
+    let plan = spec.plan()?;
     for t in &plan {
         if !quants::can_quantize(t.ty) {
             return Err(Error::Unavailable(format!(

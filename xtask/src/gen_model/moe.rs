@@ -15,10 +15,10 @@
 
 use gguf::{GgmlType, Metadata};
 
-use super::mixture::{Mixture, Role};
+use super::mixture::assign_types;
 use super::plan::{Init, TensorPlan};
 use super::shape::Shape;
-use super::types::{storage_type, OutType};
+use super::types::OutType;
 use crate::error::{Error, Result};
 
 /// Norm weights, as the dense plan draws them: 1 + N(0, 0.1²).
@@ -180,8 +180,14 @@ impl Experts {
 
     /// The dense plan with each layer's FFN replaced by the experts (and,
     /// for qwen3moe, Qwen 3's attention tensors).
-    pub fn edit_plan(&self, dense: Vec<TensorPlan>, shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
-        let mix = Mixture::new(shape, ty);
+    /// Types are given again for the edited model (see
+    /// [`assign_types`]).
+    pub fn edit_plan(
+        &self,
+        dense: Vec<TensorPlan>,
+        shape: &Shape,
+        ty: OutType,
+    ) -> Result<Vec<TensorPlan>> {
         let e = shape.n_embd;
         let qwen = self.layout == Layout::Qwen3moe;
         let (q_width, kv_width) = (
@@ -197,43 +203,40 @@ impl Experts {
             let n = |s: &str| format!("blk.{il}.{s}");
             match role {
                 "ffn_gate.weight" | "ffn_up.weight" => {}
-                "ffn_down.weight" => out.extend(self.experts(il, e, &mix)),
+                "ffn_down.weight" => out.extend(self.experts(il, e)),
                 "attn_q.bias" | "attn_k.bias" | "attn_v.bias" if qwen => {}
                 "attn_q.weight" if qwen => {
-                    out.push(resized(t, e, q_width, Role::AttnQ, il, &mix));
+                    out.push(resized(t, e, q_width));
                     out.push(vector(n("attn_q_norm.weight"), self.head_dim));
                 }
                 "attn_k.weight" if qwen => {
-                    out.push(resized(t, e, kv_width, Role::AttnK, il, &mix));
+                    out.push(resized(t, e, kv_width));
                     out.push(vector(n("attn_k_norm.weight"), self.head_dim));
                 }
-                "attn_v.weight" if qwen => out.push(resized(t, e, kv_width, Role::AttnV, il, &mix)),
+                "attn_v.weight" if qwen => out.push(resized(t, e, kv_width)),
                 "attn_output.weight" if qwen => {
                     t.init.std = 1.0 / (q_width as f32).sqrt();
-                    out.push(resized(t, q_width, e, Role::AttnOutput, il, &mix));
+                    out.push(resized(t, q_width, e));
                 }
                 _ => out.push(t),
             }
         }
-        out
+        assign_types(&mut out, shape, self.arch_name(shape), self.n_expert, ty)?;
+        Ok(out)
     }
 
     /// Router and expert tensors of layer `il`, in the converter's order.
-    fn experts(&self, il: u32, e: u32, mix: &Mixture) -> Vec<TensorPlan> {
+    fn experts(&self, il: u32, e: u32) -> Vec<TensorPlan> {
         let n = |s: &str| format!("blk.{il}.{s}");
         let ff = self.n_ff_exp;
         let proj = 1.0 / (e as f32).sqrt();
         let down = 1.0 / (ff as f32).sqrt();
-        let exps = |name: String, role: Role, ne0: u32, ne1: u32, std: f32| {
-            let want = mix.want(role, il, ne0);
-            let ty = storage_type(want, u64::from(ne0));
-            TensorPlan {
-                name,
-                dims: vec![u64::from(ne0), u64::from(ne1), u64::from(self.n_expert)],
-                ty,
-                init: Init { mean: 0.0, std },
-                wanted: (ty != want).then_some(want),
-            }
+        let exps = |name: String, ne0: u32, ne1: u32, std: f32| TensorPlan {
+            name,
+            dims: vec![u64::from(ne0), u64::from(ne1), u64::from(self.n_expert)],
+            ty: GgmlType::F32,
+            init: Init { mean: 0.0, std },
+            wanted: None,
         };
         vec![
             TensorPlan {
@@ -246,9 +249,9 @@ impl Experts {
                 },
                 wanted: None,
             },
-            exps(n("ffn_gate_exps.weight"), Role::FfnGate, e, ff, proj),
-            exps(n("ffn_up_exps.weight"), Role::FfnUp, e, ff, proj),
-            exps(n("ffn_down_exps.weight"), Role::FfnDown, ff, e, down),
+            exps(n("ffn_gate_exps.weight"), e, ff, proj),
+            exps(n("ffn_up_exps.weight"), e, ff, proj),
+            exps(n("ffn_down_exps.weight"), ff, e, down),
         ]
     }
 }
@@ -260,18 +263,8 @@ fn layer_role(name: &str) -> Option<(u32, &str)> {
     Some((il.parse().ok()?, role))
 }
 
-/// `t` with `ne0` x `ne1` and the type the mixture gives that shape.
-fn resized(
-    mut t: TensorPlan,
-    ne0: u32,
-    ne1: u32,
-    role: Role,
-    il: u32,
-    mix: &Mixture,
-) -> TensorPlan {
-    let want = mix.want(role, il, ne0);
-    t.ty = storage_type(want, u64::from(ne0));
-    t.wanted = (t.ty != want).then_some(want);
+/// `t` with `ne0` x `ne1` (its type is given again afterwards).
+fn resized(mut t: TensorPlan, ne0: u32, ne1: u32) -> TensorPlan {
     t.dims = vec![u64::from(ne0), u64::from(ne1)];
     t
 }
@@ -314,7 +307,7 @@ mod tests {
         };
         let x = args.resolve(&s).unwrap().unwrap();
         let ty: OutType = "q4_k_m".parse().unwrap();
-        let p = x.edit_plan(plan(&s, ty), &s, ty);
+        let p = x.edit_plan(plan(&s, ty).unwrap(), &s, ty).unwrap();
         assert!(p.iter().all(|t| !t.name.ends_with("ffn_gate.weight")));
         assert_eq!(find(&p, "blk.1.ffn_gate_inp.weight").dims, [256, 4]);
         assert_eq!(find(&p, "blk.1.ffn_gate_inp.weight").ty, GgmlType::F32);
@@ -343,7 +336,7 @@ mod tests {
         };
         let x = args.resolve(&s).unwrap().unwrap();
         let ty: OutType = "f16".parse().unwrap();
-        let p = x.edit_plan(plan(&s, ty), &s, ty);
+        let p = x.edit_plan(plan(&s, ty).unwrap(), &s, ty).unwrap();
         assert!(p.iter().all(|t| !t.name.ends_with(".bias")));
         assert_eq!(find(&p, "blk.0.attn_q.weight").dims, [256, 512]);
         assert_eq!(find(&p, "blk.0.attn_k.weight").dims, [256, 256]);

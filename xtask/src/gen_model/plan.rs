@@ -3,9 +3,10 @@
 
 use gguf::GgmlType;
 
-use super::mixture::{Mixture, Role};
+use super::mixture::assign_types;
 use super::shape::Shape;
-use super::types::{storage_type, OutType};
+use super::types::OutType;
+use crate::error::Result;
 
 /// The distribution of a tensor's values: N(mean, std²).
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -60,14 +61,15 @@ impl TensorPlan {
         }
     }
 
-    pub(super) fn matrix(name: String, ne0: u32, ne1: u32, want: GgmlType, std: f32) -> TensorPlan {
-        let ty = storage_type(want, u64::from(ne0));
+    /// A weight of `ne1` rows of `ne0` values, planned as F32 until
+    /// [`assign_types`] gives it its file type's type.
+    pub(super) fn matrix(name: String, ne0: u32, ne1: u32, std: f32) -> TensorPlan {
         TensorPlan {
             name,
             dims: vec![u64::from(ne0), u64::from(ne1)],
-            ty,
+            ty: GgmlType::F32,
             init: Init { mean: 0.0, std },
-            wanted: (ty != want).then_some(want),
+            wanted: None,
         }
     }
 
@@ -92,9 +94,9 @@ impl TensorPlan {
 
 /// The tensors of a model, in the order llama.cpp's converter writes them.
 ///
-/// Each weight's type is the one the file type's mixture gives it (see
-/// [`Mixture`]; all the base type for float and pure files), after the
-/// fall-backs of [`storage_type`]; norms and biases are F32.
+/// Each weight's type is the one llama-quantize gives it for the file type
+/// (see [`assign_types`]: its mixture, all the base type for float and
+/// pure files, and its fall-backs); norms and biases are F32.
 ///
 /// Weight scales follow the tiny fixture models (n_embd 256): projections
 /// reading the residual stream have std 1/sqrt(n_embd) (1/16 there), so
@@ -102,46 +104,24 @@ impl TensorPlan {
 /// `output` has 8/sqrt(n_embd) (0.5 there), giving logits of std ~8. A tied
 /// model's token_embd doubles as the output projection and takes the output
 /// scale.
-pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
+pub fn plan(shape: &Shape, ty: OutType) -> Result<Vec<TensorPlan>> {
     let (e, kv, ff, v) = (shape.n_embd, shape.n_embd_kv(), shape.n_ff, shape.n_vocab);
     let proj = 1.0 / (e as f32).sqrt();
     let down = 1.0 / (ff as f32).sqrt();
     let out = LOGIT_STD / (e as f32).sqrt();
     let embd = if shape.tied_output { out } else { EMBD_STD };
-    let mix = Mixture::new(shape, ty);
-    // A weight of `role` in layer `il` with rows of `ne0` and `ne1` rows.
-    let matrix = |name: String, role: Role, il: u32, ne0: u32, ne1: u32, std: f32| {
-        TensorPlan::matrix(name, ne0, ne1, mix.want(role, il, ne0), std)
-    };
-    let mut t = vec![matrix(
-        "token_embd.weight".into(),
-        Role::TokenEmbd,
-        0,
-        e,
-        v,
-        embd,
-    )];
+    let matrix = TensorPlan::matrix;
+    let mut t = vec![matrix("token_embd.weight".into(), e, v, embd)];
     // The architecture's own block, or llama's (written here).
     let block = super::archs::generator(shape.arch).and_then(|g| g.block);
     if let Some(block) = block {
-        super::archs::blocks(block, shape, &mix, &mut t);
+        super::archs::blocks(block, shape, &mut t);
     }
     for il in (0..shape.n_layer).filter(|_| block.is_none()) {
         let n = |s: &str| format!("blk.{il}.{s}");
         t.push(TensorPlan::vector(n("attn_norm.weight"), e, NORM));
-        for (proj_name, role, rows) in [
-            ("attn_q", Role::AttnQ, e),
-            ("attn_k", Role::AttnK, kv),
-            ("attn_v", Role::AttnV, kv),
-        ] {
-            t.push(matrix(
-                n(&format!("{proj_name}.weight")),
-                role,
-                il,
-                e,
-                rows,
-                proj,
-            ));
+        for (proj_name, rows) in [("attn_q", e), ("attn_k", kv), ("attn_v", kv)] {
+            t.push(matrix(n(&format!("{proj_name}.weight")), e, rows, proj));
             if shape.qkv_bias {
                 t.push(TensorPlan::vector(
                     n(&format!("{proj_name}.bias")),
@@ -150,24 +130,18 @@ pub fn plan(shape: &Shape, ty: OutType) -> Vec<TensorPlan> {
                 ));
             }
         }
-        t.push(matrix(
-            n("attn_output.weight"),
-            Role::AttnOutput,
-            il,
-            e,
-            e,
-            proj,
-        ));
+        t.push(matrix(n("attn_output.weight"), e, e, proj));
         t.push(TensorPlan::vector(n("ffn_norm.weight"), e, NORM));
-        t.push(matrix(n("ffn_gate.weight"), Role::FfnGate, il, e, ff, proj));
-        t.push(matrix(n("ffn_up.weight"), Role::FfnUp, il, e, ff, proj));
-        t.push(matrix(n("ffn_down.weight"), Role::FfnDown, il, ff, e, down));
+        t.push(matrix(n("ffn_gate.weight"), e, ff, proj));
+        t.push(matrix(n("ffn_up.weight"), e, ff, proj));
+        t.push(matrix(n("ffn_down.weight"), ff, e, down));
     }
     t.push(TensorPlan::vector("output_norm.weight".into(), e, NORM));
     if !shape.tied_output {
-        t.push(matrix("output.weight".into(), Role::Output, 0, e, v, out));
+        t.push(matrix("output.weight".into(), e, v, out));
     }
-    t
+    assign_types(&mut t, shape, shape.arch.name(), 0, ty)?;
+    Ok(t)
 }
 
 /// The planned tensor `name` of `p` (a test's look-up: panics without it).
@@ -188,7 +162,7 @@ mod tests {
         let mut s = Preset::Stories260k.shape();
         s.n_embd = 256;
         s.n_ff = 768;
-        let p = plan(&s, "f32".parse().unwrap());
+        let p = plan(&s, "f32".parse().unwrap()).unwrap();
         assert_eq!(p.len(), 2 + 9 * 5 + 1);
         assert_eq!(p[0].init.std, 4.0);
         assert_eq!(p[2].name, "blk.0.attn_q.weight");
@@ -200,7 +174,7 @@ mod tests {
 
     #[test]
     fn qwen2_biases_and_tied_output() {
-        let p = plan(&Preset::Qwen2_0_5b.shape(), "q8_0".parse().unwrap());
+        let p = plan(&Preset::Qwen2_0_5b.shape(), "q8_0".parse().unwrap()).unwrap();
         assert_eq!(p.len(), 1 + 12 * 24 + 1);
         assert_eq!(p[3].name, "blk.0.attn_q.bias");
         assert_eq!(p[3].ty, GgmlType::F32);
@@ -214,7 +188,7 @@ mod tests {
     #[test]
     fn tinyllama_q4_k_m_mixture() {
         let s = Preset::Tinyllama1_1b.shape();
-        let p = plan(&s, "q4_k_m".parse().unwrap());
+        let p = plan(&s, "q4_k_m".parse().unwrap()).unwrap();
         let more = [0, 1, 4, 7, 10, 13, 16, 19, 20, 21];
         for il in 0..22 {
             let want = if more.contains(&il) {
@@ -236,7 +210,7 @@ mod tests {
         assert_eq!(find(&p, "output_norm.weight").ty, GgmlType::F32);
 
         // --pure: every 2-D weight in the base type.
-        let pure = plan(&s, "q4_k_m".parse::<OutType>().unwrap().pure());
+        let pure = plan(&s, "q4_k_m".parse::<OutType>().unwrap().pure()).unwrap();
         for t in &pure {
             let want = if t.dims.len() == 2 {
                 GgmlType::Q4_K
@@ -247,7 +221,7 @@ mod tests {
         }
 
         // Q4_0: only the output changes.
-        let q4_0 = plan(&s, "q4_0".parse().unwrap());
+        let q4_0 = plan(&s, "q4_0".parse().unwrap()).unwrap();
         for t in q4_0.iter().filter(|t| t.dims.len() == 2) {
             let want = if t.name == "output.weight" {
                 GgmlType::Q6_K
@@ -262,7 +236,7 @@ mod tests {
     fn stories260k_q4_k_m_as_llama_quantize_writes_it() {
         // Rows of 64 and 172 fit no K-quant: the mixture's types fall back
         // (Q4_K -> Q5_0, Q6_K -> Q8_0; nothing but F16 fits 172).
-        let p = plan(&Preset::Stories260k.shape(), "q4_k_m".parse().unwrap());
+        let p = plan(&Preset::Stories260k.shape(), "q4_k_m".parse().unwrap()).unwrap();
         let mut counts = std::collections::BTreeMap::new();
         for t in &p {
             *counts.entry(t.ty.to_string()).or_insert(0) += 1;
@@ -292,13 +266,13 @@ mod tests {
     fn tied_embeddings_take_the_output_rule() {
         let s = Preset::Qwen2_0_5b.shape();
         // 896 is a multiple of 32, not of 256: Q6_K, which falls back.
-        let t = plan(&s, "q4_0".parse().unwrap()).swap_remove(0);
+        let t = plan(&s, "q4_0".parse().unwrap()).unwrap().swap_remove(0);
         assert_eq!(t.name, "token_embd.weight");
         assert_eq!((t.ty, t.wanted), (GgmlType::Q8_0, Some(GgmlType::Q6_K)));
         // Not a multiple of Q4_K's block: Q8_0 by the rule itself.
-        let t = plan(&s, "q4_k_m".parse().unwrap()).swap_remove(0);
+        let t = plan(&s, "q4_k_m".parse().unwrap()).unwrap().swap_remove(0);
         assert_eq!((t.ty, t.wanted), (GgmlType::Q8_0, None));
-        let t = plan(&s, "f16".parse().unwrap()).swap_remove(0);
+        let t = plan(&s, "f16".parse().unwrap()).unwrap().swap_remove(0);
         assert_eq!(t.ty, GgmlType::F16);
     }
 }

@@ -8,46 +8,9 @@ use gguf::GgmlType;
 
 use crate::error::Error;
 
-/// llama.cpp's `llama_ftype` values (`general.file_type`) of the file types
-/// offered here.
-pub mod ftype {
-    /// Every tensor F32.
-    pub const ALL_F32: u32 = 0;
-    /// F16 weights.
-    pub const MOSTLY_F16: u32 = 1;
-    /// Q4_0 weights.
-    pub const MOSTLY_Q4_0: u32 = 2;
-    /// Q4_1 weights.
-    pub const MOSTLY_Q4_1: u32 = 3;
-    /// Q8_0 weights.
-    pub const MOSTLY_Q8_0: u32 = 7;
-    /// Q5_0 weights.
-    pub const MOSTLY_Q5_0: u32 = 8;
-    /// Q5_1 weights.
-    pub const MOSTLY_Q5_1: u32 = 9;
-    /// Q2_K mixture.
-    pub const MOSTLY_Q2_K: u32 = 10;
-    /// Q3_K small mixture.
-    pub const MOSTLY_Q3_K_S: u32 = 11;
-    /// Q3_K medium mixture.
-    pub const MOSTLY_Q3_K_M: u32 = 12;
-    /// Q3_K large mixture.
-    pub const MOSTLY_Q3_K_L: u32 = 13;
-    /// Q4_K small mixture.
-    pub const MOSTLY_Q4_K_S: u32 = 14;
-    /// Q4_K medium mixture.
-    pub const MOSTLY_Q4_K_M: u32 = 15;
-    /// Q5_K small mixture.
-    pub const MOSTLY_Q5_K_S: u32 = 16;
-    /// Q5_K medium mixture.
-    pub const MOSTLY_Q5_K_M: u32 = 17;
-    /// Q6_K weights.
-    pub const MOSTLY_Q6_K: u32 = 18;
-    /// IQ4_NL weights.
-    pub const MOSTLY_IQ4_NL: u32 = 25;
-    /// BF16 weights.
-    pub const MOSTLY_BF16: u32 = 32;
-}
+/// llama.cpp's `llama_ftype` values (`general.file_type`), from the
+/// llama crate's quantizer.
+pub use llama::quantize::ftype::ft as ftype;
 
 /// An output type as named on the command line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,33 +105,6 @@ impl fmt::Display for OutType {
     }
 }
 
-/// The type a 2-D weight with rows of `ne0` elements is stored in when
-/// `want` is asked for.
-///
-/// Follows llama-quantize: K-quants and IQ4_XS fall back to a 32-block type
-/// (Q2_K/Q3_K/IQ4_XS -> IQ4_NL, Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0),
-/// and anything that still does not fit becomes F16. (llama-quantize stops
-/// with an error for a 32-block type that does not fit; F16 is the nearest
-/// that works.)
-pub fn storage_type(want: GgmlType, ne0: u64) -> GgmlType {
-    let fits = |t: GgmlType| ne0 % t.block_size() as u64 == 0;
-    if fits(want) {
-        return want;
-    }
-    let fallback = match want {
-        GgmlType::Q2_K | GgmlType::Q3_K | GgmlType::IQ4_XS => GgmlType::IQ4_NL,
-        GgmlType::Q4_K => GgmlType::Q5_0,
-        GgmlType::Q5_K => GgmlType::Q5_1,
-        GgmlType::Q6_K => GgmlType::Q8_0,
-        _ => GgmlType::F16,
-    };
-    if fits(fallback) {
-        fallback
-    } else {
-        GgmlType::F16
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,17 +137,5 @@ mod tests {
         }
         let e = "q9_0".parse::<OutType>().unwrap_err().to_string();
         assert!(e.contains("q9_0") && e.contains("iq4_nl"), "{e}");
-    }
-
-    #[test]
-    fn fallbacks() {
-        assert_eq!(storage_type(GgmlType::Q4_K, 256), GgmlType::Q4_K);
-        assert_eq!(storage_type(GgmlType::Q4_K, 64), GgmlType::Q5_0);
-        assert_eq!(storage_type(GgmlType::Q4_K, 172), GgmlType::F16);
-        assert_eq!(storage_type(GgmlType::Q6_K, 896), GgmlType::Q8_0);
-        assert_eq!(storage_type(GgmlType::Q3_K, 64), GgmlType::IQ4_NL);
-        assert_eq!(storage_type(GgmlType::Q5_K, 64), GgmlType::Q5_1);
-        assert_eq!(storage_type(GgmlType::Q4_0, 172), GgmlType::F16);
-        assert_eq!(storage_type(GgmlType::Q4_0, 64), GgmlType::Q4_0);
     }
 }

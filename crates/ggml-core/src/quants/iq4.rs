@@ -17,6 +17,16 @@ const NTRY: i32 = 7;
 /// Finds the scale of one group of 32 and its levels (`quantize_row_iq4_nl_impl`'s
 /// inner search with weights `x^2`).
 fn search_group(xb: &[f32], l: &mut [u8]) -> f32 {
+    let mut w = [0f32; 32];
+    for (w, &x) in w.iter_mut().zip(xb) {
+        *w = x * x;
+    }
+    search_group_weighted(xb, &w, l)
+}
+
+/// [`search_group`] with the weights given (ggml's inner search of
+/// `quantize_row_iq4_nl_impl`).
+fn search_group_weighted(xb: &[f32], weight: &[f32], l: &mut [u8]) -> f32 {
     let values = &KVALUES_IQ4NL;
     let v0 = f32::from(values[0]);
     let (max, amax) = signed_absmax(xb);
@@ -27,11 +37,10 @@ fn search_group(xb: &[f32], l: &mut [u8]) -> f32 {
     let mut d = -max / v0;
     let mut id = 1.0 / d;
     let (mut sumqx, mut sumq2) = (0f32, 0f32);
-    for (l, &x) in l.iter_mut().zip(xb) {
+    for ((l, &x), &w) in l.iter_mut().zip(xb).zip(weight) {
         let k = best_index_int8(values, id * x);
         *l = k as u8;
         let q = f32::from(values[k]);
-        let w = x * x;
         sumqx += w * q * x;
         sumq2 += w * q * q;
     }
@@ -41,9 +50,8 @@ fn search_group(xb: &[f32], l: &mut [u8]) -> f32 {
         id = (itry + i32::from(values[0])) as f32 / max;
         sumqx = 0.0;
         sumq2 = 0.0;
-        for &x in xb {
+        for (&x, &w) in xb.iter().zip(weight) {
             let q = f32::from(values[best_index_int8(values, id * x)]);
-            let w = x * x;
             sumqx += w * q * x;
             sumq2 += w * q * q;
         }
@@ -53,6 +61,22 @@ fn search_group(xb: &[f32], l: &mut [u8]) -> f32 {
         }
     }
     d
+}
+
+/// ggml's weights of a group `xb` of super-block `sb` under importance
+/// values `qw`: `qw * sqrt(sigma2 + x^2)`, sigma2 twice the super-block's
+/// mean square.
+fn imatrix_weights(sb: &[f32], xb: &[f32], qw: &[f32]) -> [f32; 32] {
+    let mut sigma2 = 0f32;
+    for &v in sb {
+        sigma2 += v * v;
+    }
+    sigma2 *= 2.0 / sb.len() as f32;
+    let mut w = [0f32; 32];
+    for ((w, &x), &q) in w.iter_mut().zip(xb).zip(qw) {
+        *w = q * (sigma2 + x * x).sqrt();
+    }
+    w
 }
 
 fn pack_nibbles(l: &[u8], qs: &mut [u8]) {
@@ -66,8 +90,18 @@ fn pack_nibbles(l: &[u8], qs: &mut [u8]) {
 impl BlockIq4Nl {
     /// ggml's IQ4_NL quantizer for one block (as `quantize_iq4_nl` without weights).
     pub(crate) fn quantize(x: &[f32]) -> Self {
+        Self::quantize_weighted(x, None)
+    }
+
+    /// The quantizer with importance weights `qw` (32 values) when given:
+    /// each value weighs `qw * sqrt(sigma2 + x^2)`, sigma2 twice the
+    /// block's mean square.
+    pub(crate) fn quantize_weighted(x: &[f32], qw: Option<&[f32]>) -> Self {
         let mut l = [0u8; 32];
-        let scale = search_group(x, &mut l);
+        let scale = match qw {
+            None => search_group(x, &mut l),
+            Some(qw) => search_group_weighted(x, &imatrix_weights(x, x, qw), &mut l),
+        };
         let id = if scale != 0.0 { 1.0 / scale } else { 0.0 };
         for (l, &v) in l.iter_mut().zip(x) {
             *l = best_index_int8(&KVALUES_IQ4NL, id * v) as u8;
@@ -98,8 +132,30 @@ impl BlockIq4Nl {
 impl BlockIq4Xs {
     /// ggml's IQ4_XS quantizer for one super-block (as `quantize_iq4_xs` without weights).
     pub(crate) fn quantize(x: &[f32]) -> Self {
+        Self::quantize_weighted(x, None)
+    }
+
+    /// The quantizer with importance weights `qw` (256 values) when given
+    /// (sigma2 from the whole super-block).
+    pub(crate) fn quantize_weighted(x: &[f32], qw: Option<&[f32]>) -> Self {
         let mut l = [0u8; QK_K];
-        let (scales, max_scale, _) = group_scales::<_, 8, 32>(x, &mut l, search_group);
+        let (scales, max_scale, _) = match qw {
+            None => group_scales::<_, 8, 32>(x, &mut l, search_group),
+            Some(qw) => {
+                let mut scales = [0f32; 8];
+                let (mut max_scale, mut amax) = (0f32, 0f32);
+                for ib in 0..8 {
+                    let r = 32 * ib..32 * ib + 32;
+                    let w = imatrix_weights(x, &x[r.clone()], &qw[r.clone()]);
+                    let s = search_group_weighted(&x[r.clone()], &w, &mut l[r]);
+                    scales[ib] = s;
+                    if s.abs() > amax {
+                        (amax, max_scale) = (s.abs(), s);
+                    }
+                }
+                (scales, max_scale, amax)
+            }
+        };
         let d = -max_scale / 32.0;
         let id = if d != 0.0 { 1.0 / d } else { 0.0 };
         let mut scales_h = 0u16;

@@ -7,7 +7,8 @@
 use super::blocks::{BlockQ2K, BlockQ3K, BlockQ4K, BlockQ5K, BlockQ6K, BlockQ8K, QK_K};
 use super::fp::{f2h, h2f, nearest_int, signed_absmax};
 use super::search::{
-    group_scales, make_q3_quants, make_qkx2_quants, make_qx_quants, Qkx2, GROUP_MAX_EPS,
+    group_scales, make_q3_quants, make_qkx2_quants, make_qx_quants, make_qx_quants_weighted, Qkx2,
+    GROUP_MAX_EPS,
 };
 
 /// Unpacks the 6-bit scale and min of group `j` (0..8) of Q4_K / Q5_K.
@@ -46,7 +47,7 @@ fn dequantize_scale_min(
 }
 
 /// Packs eight 6-bit scales and mins as Q4_K / Q5_K store them.
-fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
+pub(crate) fn pack_scale_min_k4(ls: &[u8; 8], lm: &[u8; 8]) -> [u8; 12] {
     let mut s = [0u8; 12];
     for j in 0..8 {
         if j < 4 {
@@ -75,7 +76,7 @@ pub(crate) fn q3k_scales(s: &[u8; 12]) -> [i8; 16] {
 
 /// Packs 2-bit levels: byte `l` of each 32-byte part holds elements
 /// `l`, `l + 32`, `l + 64`, `l + 96` of its 128-element half.
-fn pack_2bit(l: &[u8; QK_K]) -> [u8; QK_K / 4] {
+pub(crate) fn pack_2bit(l: &[u8; QK_K]) -> [u8; QK_K / 4] {
     let mut qs = [0u8; QK_K / 4];
     for j in (0..QK_K).step_by(128) {
         for k in 0..32 {
@@ -178,10 +179,18 @@ impl BlockQ3K {
                 }
                 sc[j % 4 + 8] |= (q >> 4) << (2 * (j / 4));
             }
-            f2h(1.0 / iscale)
+            1.0 / iscale
         } else {
-            f2h(0.0)
+            0.0
         };
+        Self::pack(x, sc, d, l)
+    }
+
+    /// Requantizes `x` under the packed group scales `sc` and super-block
+    /// scale `d` (groups with a zero scale keep their levels `l`, offset by
+    /// 4) and packs the block.
+    pub(crate) fn pack(x: &[f32], sc: [u8; 12], d: f32, mut l: [i8; QK_K]) -> Self {
+        let d = f2h(d);
         let group = q3k_scales(&sc);
         requantize_16s(x, h2f(d), &group, 4, &mut l);
         let mut hmask = [0u8; QK_K / 8];
@@ -322,6 +331,11 @@ impl BlockQ4K {
     /// ggml's `quantize_row_q4_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let (scales, d, dmin, l) = quantize_qkx_sb(x, 15, -1.0, 20);
+        Self::pack(scales, d, dmin, &l)
+    }
+
+    /// The block of packed scales, super-block scales and 4-bit levels.
+    pub(crate) fn pack(scales: [u8; 12], d: f32, dmin: f32, l: &[u8; QK_K]) -> Self {
         let mut qs = [0u8; QK_K / 2];
         for (c, j) in (0..QK_K).step_by(64).enumerate() {
             for k in 0..32 {
@@ -356,6 +370,11 @@ impl BlockQ5K {
     /// ggml's `quantize_row_q5_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
         let (scales, d, dmin, l) = quantize_qkx_sb(x, 31, -0.5, 15);
+        Self::pack(scales, d, dmin, &l)
+    }
+
+    /// The block of packed scales, super-block scales and 5-bit levels.
+    pub(crate) fn pack(scales: [u8; 12], d: f32, dmin: f32, l: &[u8; QK_K]) -> Self {
         let mut qs = [0u8; QK_K / 2];
         let mut qh = [0u8; QK_K / 8];
         for (c, j) in (0..QK_K).step_by(64).enumerate() {
@@ -403,9 +422,21 @@ impl BlockQ5K {
 impl BlockQ6K {
     /// ggml's `quantize_row_q6_K_ref` for one super-block.
     pub(crate) fn quantize(x: &[f32]) -> Self {
+        Self::quantize_weighted(x, None)
+    }
+
+    /// With importance values `qw` (256) when given: they weigh each
+    /// group's scale search as they are (`quantize_row_q6_K_impl`).
+    pub(crate) fn quantize_weighted(x: &[f32], qw: Option<&[f32]>) -> Self {
         let mut l = [0i8; QK_K];
-        let (scales, max_scale, max_abs_scale) =
-            group_scales::<_, 16, 16>(x, &mut l, |x, l| make_qx_quants(32, x, l));
+        let group = std::cell::Cell::new(0usize);
+        let (scales, max_scale, max_abs_scale) = group_scales::<_, 16, 16>(x, &mut l, |x, l| {
+            let g = group.replace(group.get() + 1);
+            match qw {
+                None => make_qx_quants(32, x, l),
+                Some(w) => make_qx_quants_weighted(32, x, Some(&w[16 * g..16 * g + 16]), l),
+            }
+        });
         if max_abs_scale < GROUP_MAX_EPS {
             return Self {
                 ql: [0; QK_K / 2],

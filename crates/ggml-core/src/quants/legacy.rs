@@ -32,7 +32,7 @@ fn inv(d: f32) -> f32 {
 }
 
 /// Scatters the fifth bits of 32 levels into the `qh` word of Q5 blocks.
-fn pack_q5(l: &[u8; 32], qs: &mut [u8; 16]) -> [u8; 4] {
+pub(crate) fn pack_q5(l: &[u8; 32], qs: &mut [u8; 16]) -> [u8; 4] {
     let mut qh = 0u32;
     for j in 0..16 {
         let (a, b) = (l[j], l[j + 16]);

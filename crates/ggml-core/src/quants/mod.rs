@@ -26,6 +26,7 @@ mod search;
 mod tables;
 mod ternary;
 mod validate;
+mod weighted;
 
 pub use blocks::{
     Block, BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs,
@@ -272,5 +273,83 @@ pub fn quantize_row(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
         _ => Err(Error::Quant(format!(
             "quantize: type {ty} is not supported"
         ))),
+    }
+}
+
+/// True when ggml's quantizer for `ty` weighs the rounding error with an
+/// importance matrix when one is given; the others ignore it. Of these,
+/// [`can_quantize_with_imatrix`] says which are implemented here.
+pub fn uses_imatrix(ty: Type) -> bool {
+    use Type::*;
+    matches!(
+        ty,
+        Q4_0 | Q4_1
+            | Q5_0
+            | Q5_1
+            | Q2_K
+            | Q3_K
+            | Q4_K
+            | Q5_K
+            | Q6_K
+            | IQ2_XXS
+            | IQ2_XS
+            | IQ2_S
+            | IQ3_XXS
+            | IQ3_S
+            | IQ1_S
+            | IQ1_M
+            | IQ4_NL
+            | IQ4_XS
+    )
+}
+
+/// True when [`quantize_rows`] quantizes `ty` with an importance matrix
+/// (or ignores it, as ggml does).
+pub fn can_quantize_with_imatrix(ty: Type) -> bool {
+    can_quantize(ty) && (!uses_imatrix(ty) || weighted::has_weighted(ty))
+}
+
+/// Quantizes whole rows of `n_per_row` values, as ggml's
+/// `ggml_quantize_chunk` does: `src` holds the rows one after another and
+/// `dst` exactly their quantized bytes. `imatrix` (one weight per column)
+/// is for the types that use one ([`uses_imatrix`]); the others ignore it.
+/// Rows are independent, so any split of a tensor into chunks of rows
+/// gives the same bytes.
+pub fn quantize_rows(
+    ty: Type,
+    src: &[f32],
+    dst: &mut [u8],
+    n_per_row: usize,
+    imatrix: Option<&[f32]>,
+) -> Result<()> {
+    if n_per_row == 0 || !src.len().is_multiple_of(n_per_row) {
+        return Err(Error::Quant(format!(
+            "quantize: {} values are not whole rows of {n_per_row}",
+            src.len()
+        )));
+    }
+    row_size(ty, n_per_row)?;
+    match imatrix {
+        Some(w) if uses_imatrix(ty) => {
+            if w.len() != n_per_row {
+                return Err(Error::Quant(format!(
+                    "quantize: importance matrix of {} values for rows of {n_per_row}",
+                    w.len()
+                )));
+            }
+            let rs = row_size(ty, n_per_row)?;
+            if dst.len() != rs * (src.len() / n_per_row) {
+                return Err(Error::Quant(format!(
+                    "quantize: {} bytes given for {} rows of {rs}",
+                    dst.len(),
+                    src.len() / n_per_row
+                )));
+            }
+            for (x, out) in src.chunks_exact(n_per_row).zip(dst.chunks_exact_mut(rs)) {
+                weighted::quantize_row_weighted(ty, x, w, out)?;
+            }
+            Ok(())
+        }
+        _ => quantize_row(ty, src, dst),
     }
 }

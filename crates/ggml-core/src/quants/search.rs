@@ -48,6 +48,18 @@ fn group_max(x: &[f32], out: &mut [i8]) -> Option<f32> {
 /// weighted by `x^2` (ggml's `make_qx_quants`, rmse_type 1, no importance
 /// weights). Writes `l + nmax` into `out` and returns the scale.
 pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
+    make_qx_quants_weighted(nmax, x, None, out)
+}
+
+/// [`make_qx_quants`] with importance weights `qw` (one per value) in place
+/// of `x^2` when given.
+pub(crate) fn make_qx_quants_weighted(
+    nmax: i32,
+    x: &[f32],
+    qw: Option<&[f32]>,
+    out: &mut [i8],
+) -> f32 {
+    let weight = |i: usize, v: f32| qw.map_or(v * v, |w| w[i]);
     let Some(max) = group_max(x, out) else {
         return 0.0;
     };
@@ -55,10 +67,10 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
 
     let mut iscale = -(nmax as f32) / max;
     let (mut sumlx, mut suml2) = (0f32, 0f32);
-    for (o, &v) in out.iter_mut().zip(x) {
+    for (i, (o, &v)) in out.iter_mut().zip(x).enumerate() {
         let l = quant(iscale, v);
         *o = (l + nmax) as i8;
-        let w = v * v;
+        let w = weight(i, v);
         sumlx += w * v * l as f32;
         suml2 += w * l as f32 * l as f32;
     }
@@ -71,9 +83,9 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
         iscale = -(nmax as f32 + 0.1 * is as f32) / max;
         sumlx = 0.0;
         suml2 = 0.0;
-        for &v in x {
+        for (i, &v) in x.iter().enumerate() {
             let l = quant(iscale, v);
-            let w = v * v;
+            let w = weight(i, v);
             sumlx += w * v * l as f32;
             suml2 += w * l as f32 * l as f32;
         }
@@ -86,6 +98,172 @@ pub(crate) fn make_qx_quants(nmax: i32, x: &[f32], out: &mut [i8]) -> f32 {
         }
     }
     scale
+}
+
+/// Asymmetric quantization of `x` to levels `0..=nmax` with a minimum,
+/// weighted by `weights`, searching `nstep + 1` scales from
+/// `(nmax + rmin) / range` in steps of `rdelta` (ggml's `make_qkx3_quants`
+/// with squared errors). Writes the levels into `out`; returns the scale
+/// and the negated minimum.
+pub(crate) fn make_qkx3_quants(
+    nmax: i32,
+    x: &[f32],
+    weights: &[f32],
+    out: &mut [u8],
+    rmin: f32,
+    rdelta: f32,
+    nstep: i32,
+) -> (f32, f32) {
+    let n = x.len();
+    let (mut min, mut max) = (x[0], x[0]);
+    let mut sum_w = weights[0];
+    let mut sum_x = sum_w * x[0];
+    for i in 1..n {
+        if x[i] < min {
+            min = x[i];
+        }
+        if x[i] > max {
+            max = x[i];
+        }
+        let w = weights[i];
+        sum_w += w;
+        sum_x += w * x[i];
+    }
+    if min > 0.0 {
+        min = 0.0;
+    }
+    if max <= min {
+        out[..n].fill(0);
+        return (0.0, -min);
+    }
+    let mut iscale = nmax as f32 / (max - min);
+    let mut scale = 1.0 / iscale;
+    let mut best_mad = 0f32;
+    for i in 0..n {
+        let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+        out[i] = l as u8;
+        let diff = scale * l as f32 + min - x[i];
+        best_mad += weights[i] * (diff * diff);
+    }
+    if nstep < 1 {
+        return (scale, -min);
+    }
+    let mut aux = [0u8; 256];
+    for is in 0..=nstep {
+        iscale = (rmin + rdelta * is as f32 + nmax as f32) / (max - min);
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0f32, 0f32, 0f32);
+        for i in 0..n {
+            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
+            aux[i] = l as u8;
+            let (w, lf) = (weights[i], l as f32);
+            sum_l += w * lf;
+            sum_l2 += w * lf * lf;
+            sum_xl += w * lf * x[i];
+        }
+        let d = sum_w * sum_l2 - sum_l * sum_l;
+        if d > 0.0 {
+            let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / d;
+            let mut this_min = (sum_l2 * sum_x - sum_l * sum_xl) / d;
+            if this_min > 0.0 {
+                this_min = 0.0;
+                this_scale = sum_xl / sum_l2;
+            }
+            let mut mad = 0f32;
+            for i in 0..n {
+                let diff = this_scale * f32::from(aux[i]) + this_min - x[i];
+                mad += weights[i] * (diff * diff);
+            }
+            if mad < best_mad {
+                out[..n].copy_from_slice(&aux[..n]);
+                best_mad = mad;
+                scale = this_scale;
+                min = this_min;
+            }
+        }
+    }
+    (scale, -min)
+}
+
+/// Non-negative quantization of `x` (a super-block's group scales or
+/// mins) to levels `0..=nmax` with weights `qw`, a scale search and
+/// single-level refinements (ggml's `make_qp_quants`). Writes the levels
+/// (as ggml's `uint8_t`) into `out`; returns the scale.
+pub(crate) fn make_qp_quants(nmax: i32, x: &[f32], out: &mut [u8], qw: &[f32]) -> f32 {
+    let n = x.len();
+    let mut max = 0f32;
+    for &v in x {
+        max = if max > v { max } else { v };
+    }
+    if max < GROUP_MAX_EPS {
+        out[..n].fill(0);
+        return 0.0;
+    }
+    let mut iscale = nmax as f32 / max;
+    for i in 0..n {
+        out[i] = nearest_int(iscale * x[i]) as u8;
+    }
+    let scale = 1.0 / iscale;
+    let mut best_mse = 0f32;
+    for i in 0..n {
+        let diff = x[i] - scale * f32::from(out[i]);
+        best_mse += qw[i] * diff * diff;
+    }
+    for is in -4..=4 {
+        if is == 0 {
+            continue;
+        }
+        let iscale_is = (0.1 * is as f32 + nmax as f32) / max;
+        let scale_is = 1.0 / iscale_is;
+        let mut mse = 0f32;
+        for i in 0..n {
+            let l = nearest_int(iscale_is * x[i]).min(nmax);
+            let diff = x[i] - scale_is * l as f32;
+            mse += qw[i] * diff * diff;
+        }
+        if mse < best_mse {
+            best_mse = mse;
+            iscale = iscale_is;
+        }
+    }
+    let (mut sumlx, mut suml2) = (0f32, 0f32);
+    for i in 0..n {
+        let l = nearest_int(iscale * x[i]).min(nmax);
+        out[i] = l as u8;
+        let lf = l as f32;
+        sumlx += qw[i] * x[i] * lf;
+        suml2 += qw[i] * lf * lf;
+    }
+    for _ in 0..5 {
+        let mut changed = 0;
+        for i in 0..n {
+            let w = qw[i];
+            let li = f32::from(out[i]);
+            let mut slx = sumlx - w * x[i] * li;
+            let mut sl2 = suml2 - w * li * li;
+            if slx > 0.0 && sl2 > 0.0 {
+                let new_l = nearest_int(x[i] * sl2 / slx).min(nmax);
+                if new_l != i32::from(out[i]) {
+                    let nl = new_l as f32;
+                    slx += w * x[i] * nl;
+                    sl2 += w * nl * nl;
+                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
+                        out[i] = new_l as u8;
+                        sumlx = slx;
+                        suml2 = sl2;
+                        changed += 1;
+                    }
+                }
+            }
+        }
+        if changed == 0 {
+            break;
+        }
+    }
+    if suml2 > 0.0 {
+        sumlx / suml2
+    } else {
+        0.0
+    }
 }
 
 /// Symmetric 3-bit quantization with iterative refinement of single levels

@@ -14,7 +14,6 @@ mod qwen3;
 
 use gguf::Metadata;
 
-use super::mixture::{Mixture, Role};
 use super::plan::{Init, TensorPlan, LOGIT_STD, NORM};
 use super::shape::{Arch, Shape};
 
@@ -86,7 +85,6 @@ pub struct Block<'a> {
     pub il: u32,
     /// The model.
     pub shape: &'a Shape,
-    mix: &'a Mixture,
     out: &'a mut Vec<TensorPlan>,
 }
 
@@ -113,10 +111,9 @@ impl Block<'_> {
 
     /// A projection of `ne1` rows of `ne0` values, std 1/sqrt(ne0) so its
     /// outputs have the scale of its inputs.
-    pub fn matrix(&mut self, name: &str, role: Role, ne0: u32, ne1: u32) {
-        let want = self.mix.want(role, self.il, ne0);
+    pub fn matrix(&mut self, name: &str, ne0: u32, ne1: u32) {
         let std = 1.0 / (ne0 as f32).sqrt();
-        let t = TensorPlan::matrix(self.name(name), ne0, ne1, want, std);
+        let t = TensorPlan::matrix(self.name(name), ne0, ne1, std);
         self.out.push(t);
     }
 
@@ -124,10 +121,10 @@ impl Block<'_> {
     pub fn attention(&mut self) {
         let (e, kv) = (self.shape.n_embd, self.shape.n_embd_kv());
         self.norm("attn_norm", e);
-        self.matrix("attn_q", Role::AttnQ, e, e);
-        self.matrix("attn_k", Role::AttnK, e, kv);
-        self.matrix("attn_v", Role::AttnV, e, kv);
-        self.matrix("attn_output", Role::AttnOutput, e, e);
+        self.matrix("attn_q", e, e);
+        self.matrix("attn_k", e, kv);
+        self.matrix("attn_v", e, kv);
+        self.matrix("attn_output", e, e);
     }
 
     /// The norms after attention and after the FFN of Gemma 2 and 3. Their
@@ -144,21 +141,16 @@ impl Block<'_> {
     pub fn ffn(&mut self) {
         let (e, ff) = (self.shape.n_embd, self.shape.n_ff);
         self.norm("ffn_norm", e);
-        self.matrix("ffn_gate", Role::FfnGate, e, ff);
-        self.matrix("ffn_up", Role::FfnUp, e, ff);
-        self.matrix("ffn_down", Role::FfnDown, ff, e);
+        self.matrix("ffn_gate", e, ff);
+        self.matrix("ffn_up", e, ff);
+        self.matrix("ffn_down", ff, e);
     }
 }
 
 /// The tensors of every block of `shape`, each appended by `block`.
-pub fn blocks(block: fn(&mut Block<'_>), shape: &Shape, mix: &Mixture, out: &mut Vec<TensorPlan>) {
+pub fn blocks(block: fn(&mut Block<'_>), shape: &Shape, out: &mut Vec<TensorPlan>) {
     for il in 0..shape.n_layer {
-        let mut b = Block {
-            il,
-            shape,
-            mix,
-            out,
-        };
+        let mut b = Block { il, shape, out };
         block(&mut b);
     }
 }

@@ -2,7 +2,6 @@
 //! fused gate+up projection (rows: gate, then up).
 
 use super::{no_metadata, ArchGen, Block};
-use crate::gen_model::mixture::Role;
 
 /// The generator entry.
 pub static GEN: ArchGen = ArchGen {
@@ -17,9 +16,9 @@ pub static GEN: ArchGen = ArchGen {
 fn block(b: &mut Block<'_>) {
     let (e, kv, ff) = (b.shape.n_embd, b.shape.n_embd_kv(), b.shape.n_ff);
     b.norm("attn_norm", e);
-    b.matrix("attn_qkv", Role::AttnQkv, e, e + 2 * kv);
-    b.matrix("attn_output", Role::AttnOutput, e, e);
+    b.matrix("attn_qkv", e, e + 2 * kv);
+    b.matrix("attn_output", e, e);
     b.norm("ffn_norm", e);
-    b.matrix("ffn_up", Role::FfnUp, e, 2 * ff);
-    b.matrix("ffn_down", Role::FfnDown, ff, e);
+    b.matrix("ffn_up", e, 2 * ff);
+    b.matrix("ffn_down", ff, e);
 }

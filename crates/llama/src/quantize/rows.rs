@@ -1,0 +1,182 @@
+//! Converting one tensor's rows: source bytes to f32, f32 to the new type,
+//! in slabs of bounded size, by a fixed number of threads. Work is split
+//! into chunks of whole rows (and never across experts), and each row is
+//! quantized on its own, so the bytes are the same for any thread count.
+
+use gguf::GgmlType;
+use rayon::prelude::*;
+
+use crate::error::{LlamaError, Result};
+use ggml_core::quants;
+
+/// Elements per unit of work, at least (llama.cpp's `min_chunk_size`).
+const MIN_CHUNK: usize = 32 * 512;
+
+/// The threads of a run.
+pub(super) struct Pool {
+    pool: Option<rayon::ThreadPool>,
+}
+
+impl Pool {
+    /// `n` threads; 0 takes every core.
+    pub(super) fn new(n: usize) -> Result<Pool> {
+        let n = if n == 0 {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        } else {
+            n
+        };
+        if n < 2 {
+            return Ok(Pool { pool: None });
+        }
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build()
+            .map_err(|e| LlamaError::InvalidParam(format!("cannot start {n} threads: {e}")))?;
+        Ok(Pool { pool: Some(pool) })
+    }
+
+    fn run<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
+        match &self.pool {
+            Some(p) => p.install(f),
+            None => f(),
+        }
+    }
+}
+
+/// One tensor to convert.
+pub(super) struct Job<'a> {
+    pub name: &'a str,
+    pub src_type: GgmlType,
+    pub dst_type: GgmlType,
+    pub n_per_row: usize,
+    /// Rows of one expert (`ne[1]`): chunks never cross them, each expert
+    /// has its own importance values.
+    pub rows_per_expert: usize,
+    pub n_rows: usize,
+    /// `n_per_row` values per expert.
+    pub imatrix: Option<&'a [f32]>,
+    pub max_buf_size: usize,
+}
+
+/// Buffers kept across tensors.
+#[derive(Default)]
+pub(super) struct Buffers {
+    f32s: Vec<f32>,
+    out: Vec<u8>,
+}
+
+impl Pool {
+    /// Converts `src` (the whole tensor) and hands the new bytes to `sink`
+    /// slab by slab; returns the bytes written.
+    pub(super) fn convert(
+        &self,
+        job: &Job<'_>,
+        src: &[u8],
+        bufs: &mut Buffers,
+        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+    ) -> Result<u64> {
+        let n = job.n_per_row;
+        let bad = |why: String| LlamaError::Tensor(format!("tensor '{}': {why}", job.name));
+        if job.src_type != GgmlType::F32 && !quants::can_dequantize(job.src_type) {
+            return Err(bad(format!(
+                "cannot dequantize/convert tensor type {}",
+                job.src_type.name()
+            )));
+        }
+        if !quants::can_quantize(job.dst_type) {
+            return Err(LlamaError::NotSupported(format!(
+                "quantizing to {} (tensor {})",
+                job.dst_type.name(),
+                job.name
+            )));
+        }
+        let rs_src = quants::row_size(job.src_type, n).map_err(|e| bad(e.to_string()))?;
+        let rs_dst = quants::row_size(job.dst_type, n).map_err(|e| bad(e.to_string()))?;
+        if src.len() != rs_src * job.n_rows {
+            return Err(bad(format!(
+                "{} bytes of data, {} rows of {} take {}",
+                src.len(),
+                job.n_rows,
+                job.src_type.name(),
+                rs_src * job.n_rows
+            )));
+        }
+        let per_expert = job.rows_per_expert.max(1);
+        if let Some(w) = job.imatrix {
+            let experts = job.n_rows.div_ceil(per_expert);
+            if w.len() != n * experts {
+                return Err(bad(format!(
+                    "importance matrix of {} values for {experts} experts of {n} columns",
+                    w.len()
+                )));
+            }
+        }
+        let extra = if job.src_type == GgmlType::F32 {
+            0
+        } else {
+            n * 4
+        };
+        let bytes_per_row = rs_src + rs_dst + extra;
+        let slab = (job.max_buf_size / bytes_per_row.max(1)).clamp(1, job.n_rows.max(1));
+        let rows_per_chunk = if n >= MIN_CHUNK {
+            1
+        } else {
+            MIN_CHUNK.div_ceil(n)
+        };
+
+        let mut total = 0u64;
+        let mut first = 0usize;
+        while first < job.n_rows {
+            let nr = slab.min(job.n_rows - first);
+            let src = &src[first * rs_src..(first + nr) * rs_src];
+            bufs.f32s.resize(nr * n, 0.0);
+            bufs.out.resize(nr * rs_dst, 0);
+            let (f32s, out) = (&mut bufs.f32s[..nr * n], &mut bufs.out[..nr * rs_dst]);
+            self.run(|| {
+                f32s.par_chunks_mut(n)
+                    .zip(src.par_chunks(rs_src))
+                    .try_for_each(|(y, x)| quants::dequantize_row(job.src_type, x, y))
+            })
+            .map_err(|e| bad(e.to_string()))?;
+
+            // Chunks of rows, cut at expert boundaries.
+            let mut chunks = Vec::new();
+            let mut r = 0;
+            while r < nr {
+                let global = first + r;
+                let len = rows_per_chunk
+                    .min(nr - r)
+                    .min(per_expert - global % per_expert);
+                chunks.push((r, len));
+                r += len;
+            }
+            let mut dsts = Vec::with_capacity(chunks.len());
+            let mut rest = &mut *out;
+            for &(_, len) in &chunks {
+                let (a, b) = rest.split_at_mut(len * rs_dst);
+                dsts.push(a);
+                rest = b;
+            }
+            let f32s = &*f32s;
+            self.run(|| {
+                chunks.par_iter().zip(dsts.into_par_iter()).try_for_each(
+                    |(&(r, len), dst)| -> Result<()> {
+                        let global = first + r;
+                        let w = job
+                            .imatrix
+                            .map(|w| &w[(global / per_expert) * n..(global / per_expert + 1) * n]);
+                        let x = &f32s[r * n..(r + len) * n];
+                        quants::quantize_rows(job.dst_type, x, dst, n, w)
+                            .map_err(|e| bad(e.to_string()))?;
+                        quants::validate_row_data(job.dst_type, dst)
+                            .map_err(|e| bad(format!("quantized data validation failed: {e}")))
+                    },
+                )
+            })?;
+            sink(out)?;
+            total += out.len() as u64;
+            first += nr;
+        }
+        Ok(total)
+    }
+}
