@@ -60,9 +60,11 @@ fn greedy_output_under_schemas_equals_llama_cpp() {
     let mut failures = Vec::new();
     for case in cases {
         let model = case["model"].as_str().unwrap();
-        let model = test_support::workspace_root()
-            .join("models")
-            .join(model.strip_prefix("repo:").expect("a model of the repository"));
+        let model = test_support::workspace_root().join("models").join(
+            model
+                .strip_prefix("repo:")
+                .expect("a model of the repository"),
+        );
         let schema = data_dir().join(case["schema"].as_str().unwrap());
         let prompt = case["prompt"].as_str().unwrap();
         let n = case["n_predict"].as_u64().unwrap().to_string();
@@ -113,7 +115,10 @@ fn a_bad_schema_on_the_command_line_exits_1_naming_the_keyword() {
     let out = run(&["--json-schema", "{not json"]);
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--json-schema") && err.contains("JSON"), "{err}");
+    assert!(
+        err.contains("--json-schema") && err.contains("JSON"),
+        "{err}"
+    );
 
     let out = run(&["--json-schema-file", "no-such-schema.json"]);
     assert_eq!(out.status.code(), Some(1));
