@@ -513,13 +513,19 @@ async fn bad_requests_get_4xx_naming_the_field() {
             400,
             "chat_template_kwargs",
         ),
-        // Modes this server lacks are refused, not ignored.
         (
             "/completion",
-            br#"{"prompt": "x", "grammar": "root ::= \"a\""}"#.to_vec(),
-            501,
+            br#"{"prompt": "x", "grammar": "root ::= \"a"}"#.to_vec(),
+            400,
             "grammar",
         ),
+        (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "grammar": 5}"#.to_vec(),
+            400,
+            "grammar",
+        ),
+        // Modes this server lacks are refused, not ignored.
         (
             "/completion",
             br#"{"prompt": "x", "json_schema": {"type": "object"}}"#.to_vec(),
