@@ -44,6 +44,39 @@ fn every_schema_gives_llama_cpp_grammar_text() {
     );
 }
 
+#[test]
+fn composed_grammars_give_llama_cpp_build_grammar_text() {
+    let dir = data_dir().join("builder");
+    let mut names: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("the builder data folder")
+        .map(|e| e.expect("a folder entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    names.sort();
+    assert!(names.len() >= 4);
+    for path in &names {
+        let ops: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let got = llama::json_schema::build_grammar(|b| {
+            for op in ops.as_array().unwrap() {
+                let name = op[1].as_str().unwrap();
+                match op[0].as_str().unwrap() {
+                    "rule" => {
+                        b.add_rule(name, op[2].as_str().unwrap());
+                    }
+                    _ => {
+                        b.add_schema(name, &op[2])?;
+                    }
+                }
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let want = std::fs::read_to_string(path.with_extension("gbnf")).unwrap();
+        assert_eq!(got, want, "{}", path.display());
+    }
+}
+
 /// What llama-completion generated: its stdout without the two final line
 /// breaks and the end-of-text mark.
 fn reference_text(stdout: &str) -> &str {
