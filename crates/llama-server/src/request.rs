@@ -139,7 +139,9 @@ pub fn gen_options(
         s.dynatemp_exponent = x;
     }
     refuse_unsupported(b)?;
-    s.grammar = constrained_output(b, vocab)?;
+    if let Some(g) = constrained_output(b, vocab)? {
+        s.grammar = g;
+    }
     if let Some(x) = b.i64("seed")? {
         // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
         s.seed = if x < 0 {
@@ -260,27 +262,28 @@ pub fn gen_options(
     })
 }
 
-/// `grammar`: a GBNF grammar the output must follow (empty: none), checked
-/// here so that one that does not parse is a 400 naming the field.
-fn grammar(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
+/// `grammar`: a GBNF grammar the output must follow (empty: none; absent:
+/// the server's `--grammar`), checked here so that one that does not parse
+/// is a 400 naming the field.
+fn grammar(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
     match b.get("grammar") {
-        None => Ok(String::new()),
-        Some(Value::String(g)) if g.trim().is_empty() => Ok(String::new()),
+        None => Ok(None),
+        Some(Value::String(g)) if g.trim().is_empty() => Ok(Some(String::new())),
         Some(Value::String(g)) => match llama::grammar::Grammar::parse_with_vocab(g, vocab) {
-            Ok(_) => Ok(g.clone()),
+            Ok(_) => Ok(Some(g.clone())),
             Err(e) => Err(ApiError::field("grammar", format!("'grammar': {e}"))),
         },
         Some(_) => Err(wrong("grammar", "a string")),
     }
 }
 
-/// The grammar the output must follow (empty: none), from `grammar`, or
-/// from a JSON schema: `json_schema`, or `response_format` as llama.cpp maps
+/// The grammar the output must follow (empty: none; `None`: the server's
+/// `--grammar`), from `grammar`, or from a JSON schema: `json_schema`, or `response_format` as llama.cpp maps
 /// it (`{"type": "json_object"}` with an optional `schema`, or
 /// `{"type": "json_schema", "json_schema": {"schema": ...}}`; `text` asks
 /// for nothing). An empty schema means any JSON object. A schema the
 /// converter cannot honour is a 400 naming the field and the keyword.
-fn constrained_output(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
+fn constrained_output(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
     let gbnf = grammar(b, vocab)?;
     let mut schema: Option<(&Value, &str)> = b.get("json_schema").map(|v| (v, "json_schema"));
     let empty = Value::Object(Map::new());
@@ -327,7 +330,7 @@ fn constrained_output(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
     let Some((schema, field)) = schema else {
         return Ok(gbnf);
     };
-    if !gbnf.is_empty() {
+    if gbnf.as_ref().is_some_and(|g| !g.is_empty()) {
         return Err(ApiError::field(
             field,
             format!("'{field}' and 'grammar' cannot be used together"),
@@ -344,7 +347,7 @@ fn constrained_output(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
     // the one thing written as given, so the check stays.
     llama::grammar::Grammar::parse_with_vocab(&text, vocab)
         .map_err(|e| ApiError::field(field, format!("'{field}': the schema's grammar: {e}")))?;
-    Ok(text)
+    Ok(Some(text))
 }
 
 /// `chat_template_kwargs`: extra variables for the chat template (such as

@@ -158,3 +158,27 @@ async fn chat_replies_follow_the_grammar_and_bad_grammars_are_400() {
     assert_eq!(r.status, 200);
     srv.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_grammar_is_the_default() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../llama/tests/data/grammar");
+    let file = data.join("repeat.gbnf");
+    let flags = format!("-c 512 --grammar-file {}", file.display());
+    let Some(srv) = start("stories260K.gguf", &flags).await else {
+        return;
+    };
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (_, _, _, want, _) = cases()
+        .into_iter()
+        .find(|c| c.0 == text && c.1 == "Once upon a time")
+        .expect("the repeat case");
+    let body = json!({"prompt": "Once upon a time", "n_predict": 48, "temperature": 0});
+    let v = post(srv.addr, "/completion", &body).await.json();
+    assert_eq!(v["content"].as_str().unwrap(), want);
+    // An empty grammar in the request turns it off.
+    let mut body = body;
+    body["grammar"] = json!("");
+    let v = post(srv.addr, "/completion", &body).await.json();
+    assert_ne!(v["content"].as_str().unwrap(), want);
+    srv.stop().await.unwrap();
+}
