@@ -427,7 +427,7 @@ impl Parser<'_> {
         Ok(Node::Array {
             items: Box::new(items),
             min_items: min_items.unwrap_or(0),
-            max_items: max_items.filter(|&m| m != i32::MAX as u32),
+            max_items,
         })
     }
 
@@ -505,7 +505,7 @@ impl Parser<'_> {
             pattern,
             format,
             min_length: min_length.unwrap_or(0),
-            max_length: max_length.filter(|&m| m != i32::MAX as u32),
+            max_length,
         })
     }
 
@@ -573,13 +573,20 @@ fn known_format(s: &Map<String, Value>) -> bool {
         .is_some_and(|f| format_of(f).is_some())
 }
 
-/// A non-negative integer keyword (`minItems`, `maxLength`, ...).
+/// A non-negative integer keyword (`minItems`, `maxLength`, ...). Counts
+/// above the grammar's repetition limit are refused: the grammar parser
+/// would drop such a maximum and cannot build such a minimum.
 fn count(s: &Map<String, Value>, key: &str, path: &str) -> Result<Option<u32>, SchemaError> {
+    let limit = crate::grammar::MAX_REPETITION;
     match s.get(key) {
         None => Ok(None),
         Some(v) => match v.as_u64() {
-            Some(n) if n <= i32::MAX as u64 => Ok(Some(n as u32)),
-            Some(_) => Err(SchemaError::invalid(path, key, "is too large")),
+            Some(n) if n <= limit => Ok(Some(n as u32)),
+            Some(n) => Err(SchemaError::unsupported(
+                path,
+                key,
+                format!("{n} is above the grammar's repetition limit of {limit}"),
+            )),
             None => Err(SchemaError::invalid(
                 path,
                 key,

@@ -238,7 +238,12 @@ impl Converter {
                     if min < 0 || max.is_some_and(|m| m < min) {
                         return Err("invalid bounds in curly brackets".into());
                     }
-                    let max = max.filter(|&m| m != i64::from(i32::MAX));
+                    let limit = crate::grammar::MAX_REPETITION as i64;
+                    if min.max(max.unwrap_or(0)) > limit {
+                        return Err(format!(
+                            "a repetition count above the grammar's limit of {limit}"
+                        ));
+                    }
                     let Some(last) = seq.last_mut() else {
                         return Err("nothing to repeat".into());
                     };

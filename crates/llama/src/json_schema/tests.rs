@@ -219,6 +219,11 @@ fn malformed_keyword_values_are_errors() {
         (json!({"type": 5}), "type"),
         (json!({"enum": []}), "enum"),
         (json!({"anyOf": []}), "anyOf"),
+        (
+            json!({"type": "string", "maxLength": 1_000_000}),
+            "maxLength",
+        ),
+        (json!({"type": "array", "minItems": 2001}), "minItems"),
         (json!({"anyOf": {"type": "string"}}), "anyOf"),
     ] {
         let e = err(schema.clone());
@@ -240,6 +245,7 @@ fn patterns_without_a_grammar_are_errors() {
         ("^a{2$", "curly"),
         ("^a{x}$", "number"),
         ("^a{3,1}$", "bounds"),
+        ("^a{0,5000}$", "limit"),
     ] {
         let e = err(json!({"type": "string", "pattern": p}));
         assert!(matches!(e, SchemaError::Pattern { .. }), "{p}: {e}");
