@@ -2,6 +2,7 @@
 //! so that an error names the field at fault.
 
 use llama::chat::Message;
+use llama::grammar::GrammarTrigger;
 use llama::sampling::SamplingParams;
 use llama::vocab::Vocab;
 use llama::Token;
@@ -142,6 +143,26 @@ pub fn gen_options(
     if let Some(g) = constrained_output(b, vocab)? {
         s.grammar = g;
     }
+    if let Some(lazy) = b.bool("grammar_lazy")? {
+        s.grammar_lazy = lazy;
+    }
+    if let Some(v) = b.get("grammar_triggers") {
+        s.grammar_triggers = grammar_triggers(v)?;
+    }
+    if s.grammar_lazy && !s.grammar.is_empty() && s.grammar_triggers.is_empty() {
+        return Err(ApiError::field(
+            "grammar_triggers",
+            "'grammar_lazy' needs at least one of 'grammar_triggers'",
+        ));
+    }
+    if !s.grammar.is_empty() {
+        // Checked here, so that a grammar that does not parse or a trigger
+        // pattern that does not compile is a 400 naming the field.
+        llama::grammar::Grammar::parse_with_vocab(&s.grammar, vocab)
+            .map_err(|e| ApiError::field("grammar", format!("'grammar': {e}")))?;
+        GrammarTrigger::check_all(&s.grammar_triggers)
+            .map_err(|e| ApiError::field("grammar_triggers", format!("'grammar_triggers': {e}")))?;
+    }
     if let Some(x) = b.i64("seed")? {
         // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
         s.seed = if x < 0 {
@@ -263,16 +284,12 @@ pub fn gen_options(
 }
 
 /// `grammar`: a GBNF grammar the output must follow (empty: none; absent:
-/// the server's `--grammar`), checked here so that one that does not parse
-/// is a 400 naming the field.
-fn grammar(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
+/// the server's `--grammar`).
+fn grammar(b: &Body) -> Result<Option<String>, ApiError> {
     match b.get("grammar") {
         None => Ok(None),
         Some(Value::String(g)) if g.trim().is_empty() => Ok(Some(String::new())),
-        Some(Value::String(g)) => match llama::grammar::Grammar::parse_with_vocab(g, vocab) {
-            Ok(_) => Ok(Some(g.clone())),
-            Err(e) => Err(ApiError::field("grammar", format!("'grammar': {e}"))),
-        },
+        Some(Value::String(g)) => Ok(Some(g.clone())),
         Some(_) => Err(wrong("grammar", "a string")),
     }
 }
@@ -284,7 +301,7 @@ fn grammar(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
 /// for nothing). An empty schema means any JSON object. A schema the
 /// converter cannot honour is a 400 naming the field and the keyword.
 fn constrained_output(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
-    let gbnf = grammar(b, vocab)?;
+    let gbnf = grammar(b)?;
     let mut schema: Option<(&Value, &str)> = b.get("json_schema").map(|v| (v, "json_schema"));
     let empty = Value::Object(Map::new());
     match b.get("response_format") {
@@ -348,6 +365,47 @@ fn constrained_output(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiErro
     llama::grammar::Grammar::parse_with_vocab(&text, vocab)
         .map_err(|e| ApiError::field(field, format!("'{field}': the schema's grammar: {e}")))?;
     Ok(Some(text))
+}
+
+/// `grammar_triggers`: what starts a lazy grammar, as llama.cpp's server
+/// reads them: objects with `type` (0 token, 1 word, 2 pattern, 3 full
+/// pattern), `value` and, for a token, `token` (its id).
+fn grammar_triggers(v: &Value) -> Result<Vec<GrammarTrigger>, ApiError> {
+    let bad = |i: usize, what: &str| {
+        ApiError::field(
+            "grammar_triggers",
+            format!("'grammar_triggers[{i}]' {what}"),
+        )
+    };
+    let Value::Array(items) = v else {
+        return Err(wrong("grammar_triggers", "an array"));
+    };
+    let mut out = Vec::with_capacity(items.len());
+    for (i, t) in items.iter().enumerate() {
+        let kind = t.get("type").and_then(Value::as_i64);
+        let value = t.get("value").and_then(Value::as_str);
+        let (Some(kind), Some(value)) = (kind, value) else {
+            return Err(bad(
+                i,
+                "must be an object with an integer 'type' and a string 'value'",
+            ));
+        };
+        out.push(match kind {
+            0 => {
+                let token = t
+                    .get("token")
+                    .and_then(Value::as_i64)
+                    .and_then(|x| i32::try_from(x).ok())
+                    .ok_or_else(|| bad(i, "of type 0 (token) needs an integer 'token'"))?;
+                GrammarTrigger::Token(token)
+            }
+            1 => GrammarTrigger::Word(value.to_string()),
+            2 => GrammarTrigger::Pattern(value.to_string()),
+            3 => GrammarTrigger::PatternFull(value.to_string()),
+            _ => return Err(bad(i, "has a 'type' that is not 0, 1, 2 or 3")),
+        });
+    }
+    Ok(out)
 }
 
 /// `chat_template_kwargs`: extra variables for the chat template (such as

@@ -182,3 +182,51 @@ async fn the_servers_grammar_is_the_default() {
     assert_ne!(v["content"].as_str().unwrap(), want);
     srv.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lazy_grammars_start_at_their_trigger() {
+    let Some(srv) = start("stories260K.gguf", "-c 512").await else {
+        return;
+    };
+    let a = srv.addr;
+    let plain = post(
+        a,
+        "/completion",
+        &json!({"prompt": "Once upon a time", "n_predict": 40, "temperature": 0}),
+    )
+    .await
+    .json()["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let at = plain.find("Lily").expect("the story names Lily") + "Lily".len();
+    assert!(plain[at..].starts_with('.'), "{plain}");
+    // Free text until "Lily", then the grammar: letters and one period,
+    // then nothing more.
+    for trigger in [
+        json!({"type": 1, "value": "Lily"}),
+        json!({"type": 2, "value": "named (Lily)"}),
+        json!({"type": 3, "value": "[\\s\\S]*?(Lily)[\\s\\S]*"}),
+    ] {
+        let body = json!({"prompt": "Once upon a time", "n_predict": 40, "temperature": 0,
+                          "grammar": "root ::= \"Lily\" [a-z ]* \".\"", "grammar_lazy": true,
+                          "grammar_triggers": [trigger]});
+        let v = post(a, "/completion", &body).await.json();
+        assert_eq!(v["content"].as_str().unwrap(), &plain[..=at], "{trigger}");
+        assert_eq!(v["stop_type"], "eos", "{trigger}");
+    }
+    for (triggers, lazy) in [
+        (json!([]), true),
+        (json!([{"type": 7, "value": "x"}]), true),
+        (json!([{"type": 0, "value": "x"}]), true),
+        (json!([{"type": 2, "value": "("}]), true),
+        (json!("Lily"), false),
+    ] {
+        let body = json!({"prompt": "x", "grammar": "root ::= \"a\"", "grammar_lazy": lazy,
+                          "grammar_triggers": triggers});
+        let r = post(a, "/completion", &body).await;
+        assert_eq!(r.status, 400, "{triggers}: {}", r.text());
+        assert_eq!(r.json()["error"]["param"], "grammar_triggers", "{triggers}");
+    }
+    srv.stop().await.unwrap();
+}

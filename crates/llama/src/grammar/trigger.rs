@@ -24,6 +24,13 @@ pub enum GrammarTrigger {
     PatternFull(String),
 }
 
+impl GrammarTrigger {
+    /// Checks that every pattern of `triggers` compiles.
+    pub fn check_all(triggers: &[GrammarTrigger]) -> Result<(), GrammarError> {
+        compile(triggers).map(|_| ())
+    }
+}
+
 /// A compiled trigger pattern.
 #[derive(Debug, Clone)]
 pub(crate) struct TriggerPattern {
