@@ -139,6 +139,7 @@ pub fn gen_options(
         s.dynatemp_exponent = x;
     }
     refuse_unsupported(b)?;
+    s.grammar = grammar(b, vocab)?;
     if let Some(x) = b.i64("seed")? {
         // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
         s.seed = if x < 0 {
@@ -259,6 +260,20 @@ pub fn gen_options(
     })
 }
 
+/// `grammar`: a GBNF grammar the output must follow (empty: none), checked
+/// here so that one that does not parse is a 400 naming the field.
+fn grammar(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
+    match b.get("grammar") {
+        None => Ok(String::new()),
+        Some(Value::String(g)) if g.trim().is_empty() => Ok(String::new()),
+        Some(Value::String(g)) => match llama::grammar::Grammar::parse_with_vocab(g, vocab) {
+            Ok(_) => Ok(g.clone()),
+            Err(e) => Err(ApiError::field("grammar", format!("'grammar': {e}"))),
+        },
+        Some(_) => Err(wrong("grammar", "a string")),
+    }
+}
+
 /// `chat_template_kwargs`: extra variables for the chat template (such as
 /// `enable_thinking`), an object when present.
 pub fn template_kwargs(b: &Body) -> Result<Option<&Map<String, Value>>, ApiError> {
@@ -278,8 +293,8 @@ pub fn template_kwargs(b: &Body) -> Result<Option<&Map<String, Value>>, ApiError
 }
 
 /// Refuses what a request asks for and this server cannot do, rather than
-/// answer as if it had: constrained output (a grammar, a JSON schema, a
-/// JSON response format) and the samplers it lacks, when turned on.
+/// answer as if it had: JSON-schema output (a JSON schema, a JSON response
+/// format) and the samplers it lacks, when turned on.
 fn refuse_unsupported(b: &Body) -> Result<(), ApiError> {
     let unsupported = |field: &str, what: &str| {
         let mut e = ApiError::new(
@@ -289,12 +304,6 @@ fn refuse_unsupported(b: &Body) -> Result<(), ApiError> {
         e.param = Some(field.to_string());
         e
     };
-    match b.get("grammar") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(g)) if g.trim().is_empty() => {}
-        Some(Value::String(_)) => return Err(unsupported("grammar", "constrained output")),
-        Some(_) => return Err(wrong("grammar", "a string")),
-    }
     match b.get("json_schema") {
         None | Some(Value::Null) => {}
         Some(Value::Object(o)) if o.is_empty() => {}

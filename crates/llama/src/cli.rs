@@ -438,6 +438,15 @@ impl CommonArgs {
                 a.sampling.penalty_present = num(flag, &val("float")?, "a number")?
             }
             "-s" | "--seed" => a.sampling.seed = num(flag, &val("int")?, "an unsigned integer")?,
+            "--grammar" => a.sampling.grammar = val("GBNF text")?,
+            "--grammar-file" => {
+                let path = val("file")?;
+                a.sampling.grammar =
+                    std::fs::read_to_string(&path).map_err(|source| LlamaError::Io {
+                        path: path.clone(),
+                        source,
+                    })?;
+            }
             _ => return Ok(false),
         }
         Ok(true)

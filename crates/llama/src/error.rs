@@ -40,6 +40,9 @@ pub enum LlamaError {
         /// What is wrong.
         why: String,
     },
+    /// A grammar that does not parse, or a token it cannot take.
+    #[error(transparent)]
+    Grammar(#[from] crate::grammar::GrammarError),
     /// A parameter has an invalid value.
     #[error("{0}")]
     InvalidParam(String),

@@ -26,6 +26,7 @@ pub use model::{Model, Weight, Weights};
 pub mod batch;
 pub mod context;
 pub mod fit;
+pub mod grammar;
 pub mod graph;
 pub mod kv_cache;
 pub mod kv_cells;

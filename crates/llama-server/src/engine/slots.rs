@@ -183,13 +183,17 @@ impl<'m> Engine<'m> {
                     .ok();
                 continue;
             }
-            let n_vocab = self.model.hparams.n_vocab;
-            let mut sampler = SamplerChain::from_params(
-                &req.sampling.clone().with_n_ctx(self.n_ctx_slot as u32),
-                n_vocab,
-            );
+            let params = req.sampling.clone().with_n_ctx(self.n_ctx_slot as u32);
+            let mut sampler = match SamplerChain::from_params_with_vocab(&params, &self.model.vocab)
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    task.out.send(Event::Error(e.to_string())).ok();
+                    continue;
+                }
+            };
             for &t in &req.prompt {
-                sampler.accept(t);
+                sampler.accept_prompt(t);
             }
             // Removing a whole sequence always succeeds.
             let _ = self.ctx.seq_rm(free as i32, -1, -1);
@@ -356,7 +360,11 @@ impl<'m> Engine<'m> {
         };
         let tok = a.sampler.sample(logits);
         let probs = (a.req.n_probs > 0).then(|| top_probs(self.model, logits, tok, a.req.n_probs));
-        a.sampler.accept(tok);
+        if tok >= 0 {
+            if let Err(e) = a.sampler.try_accept(tok) {
+                return self.fail(slot, e.to_string());
+            }
+        }
         let vocab = &self.model.vocab;
         if tok < 0 || (vocab.is_eog(tok) && !a.req.ignore_eos) {
             return self.finish(slot, Finish::Eos, None);

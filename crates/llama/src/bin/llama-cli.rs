@@ -51,6 +51,8 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
                             (else it holds only their windows)
   --temp T, --top-k N, --top-p P, --min-p P, --typical P, --repeat-penalty P,
   --repeat-last-n N, --frequency-penalty P, --presence-penalty P, -s, --seed N
+  --grammar TEXT            GBNF grammar the output must follow (llama.cpp's language)
+  --grammar-file FILE       read the grammar from a file
   -cnv, --conversation      chat (default when the model has a chat template)
   -no-cnv, --no-conversation  complete the prompt instead of chatting
   -sys, --system-prompt TEXT  system message of the chat
@@ -112,7 +114,7 @@ fn run() -> Result<()> {
             &model.vocab,
         )
         .map_err(|e| LlamaError::InvalidParam(e.to_string()))?;
-        let mut sampler = SamplerChain::from_params(&args.sampling, model.hparams.n_vocab);
+        let mut sampler = SamplerChain::from_params_with_vocab(&args.sampling, &model.vocab)?;
         let system = args.system_prompt.clone().or(args.prompt.clone());
         return chat::conversation::run(
             &mut ctx,
@@ -140,9 +142,9 @@ fn run() -> Result<()> {
             n_ctx.saturating_sub(4)
         )));
     }
-    let mut sampler = SamplerChain::from_params(&args.sampling, model.hparams.n_vocab);
+    let mut sampler = SamplerChain::from_params_with_vocab(&args.sampling, &model.vocab)?;
     for &t in &tokens {
-        sampler.accept(t);
+        sampler.accept_prompt(t);
     }
     let out = std::io::stdout();
     let mut out = out.lock();
@@ -162,7 +164,7 @@ fn run() -> Result<()> {
     while args.n_predict < 0 || n_gen < args.n_predict {
         let logits = ctx.logits_ith(-1)?;
         let tok = sampler.sample(logits);
-        sampler.accept(tok);
+        sampler.try_accept(tok)?;
         if vocab.is_eog(tok) {
             break;
         }

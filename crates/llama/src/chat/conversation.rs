@@ -100,8 +100,10 @@ pub fn run(
             return Ok(());
         }
         for &t in &tokens {
-            sampler.accept(t);
+            sampler.accept_prompt(t);
         }
+        // Each reply follows the grammar (if any) from its start.
+        sampler.restart_grammar();
         for chunk in tokens.chunks(ctx.params.n_batch.max(1)) {
             let mut b = Batch::new();
             for &t in chunk {
@@ -123,7 +125,7 @@ pub fn run(
                     break;
                 }
                 let tok = sampler.sample(ctx.logits_ith(-1)?);
-                sampler.accept(tok);
+                sampler.try_accept(tok)?;
                 if vocab.is_eog(tok) {
                     break;
                 }

@@ -5,7 +5,8 @@
 //! a [`SamplerChain`] reshapes it (penalties, temperature), filters it (top-k,
 //! top-p, min-p, typical) or picks a token from it (greedy, dist).
 //! [`SamplerChain::from_params`] builds llama.cpp's default chain from
-//! [`SamplingParams`].
+//! [`SamplingParams`]; [`SamplerChain::from_params_with_vocab`] adds the
+//! grammar stage ([`crate::grammar`]) when the parameters hold a grammar.
 //!
 //! Where llama.cpp leaves a case undefined (NaN logits, empty lists), this
 //! module picks a safe answer instead: a NaN logit counts as `-inf`, and an
@@ -19,6 +20,9 @@ mod samplers;
 mod tests;
 
 pub use rng::{resolve_seed, Mt19937, DEFAULT_SEED};
+
+use crate::grammar::{GrammarError, GrammarSampler, GrammarTrigger};
+use crate::vocab::Vocab;
 pub use samplers::{Dist, Greedy, LogitBias, MinP, Penalties, Temp, TempExt, TopK, TopP, Typical};
 
 /// The "no token" value (`LLAMA_TOKEN_NULL`), returned when nothing can be
@@ -202,17 +206,20 @@ pub trait Sampler: Send {
 }
 
 /// Samplers applied in order (`llama_sampler_chain`), ending in one that
-/// selects a token.
+/// selects a token, with an optional grammar stage beside them placed as
+/// llama.cpp's `common_sampler` places it (see [`sample`](Self::sample)).
 #[derive(Default)]
 pub struct SamplerChain {
     samplers: Vec<Box<dyn Sampler>>,
     cur: Candidates,
+    grammar: Option<GrammarSampler>,
 }
 
 impl std::fmt::Debug for SamplerChain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SamplerChain")
             .field("samplers", &self.names())
+            .field("grammar", &self.grammar.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -227,6 +234,9 @@ impl SamplerChain {
     /// of `params.samplers` in order (by default penalties, top-k, typical,
     /// top-p, min-p, temperature), then dist. With `temp <= 0` the temperature
     /// step keeps only the largest logit, so dist returns the arg-max.
+    ///
+    /// The grammar fields of `params` need the vocabulary and are not read
+    /// here: use [`from_params_with_vocab`](Self::from_params_with_vocab).
     pub fn from_params(params: &SamplingParams, n_vocab: usize) -> Self {
         let mut chain = Self::new();
         if !params.logit_bias.is_empty() {
@@ -253,6 +263,45 @@ impl SamplerChain {
         }
         chain.add(Dist::new(params.seed));
         chain
+    }
+
+    /// The chain of [`from_params`](Self::from_params) for a model's
+    /// vocabulary, with the grammar stage when `params.grammar` is not
+    /// empty (lazy, waiting for `params.grammar_triggers`, when
+    /// `params.grammar_lazy`). A grammar that does not parse is an error.
+    pub fn from_params_with_vocab(
+        params: &SamplingParams,
+        vocab: &Vocab,
+    ) -> Result<Self, GrammarError> {
+        let mut chain = Self::from_params(params, vocab.n_tokens());
+        if !params.grammar.is_empty() {
+            chain.grammar = Some(GrammarSampler::from_vocab(
+                &params.grammar,
+                vocab,
+                params.grammar_lazy,
+                &params.grammar_triggers,
+            )?);
+        }
+        Ok(chain)
+    }
+
+    /// Sets (or removes) the grammar stage.
+    pub fn set_grammar(&mut self, grammar: Option<GrammarSampler>) -> &mut Self {
+        self.grammar = grammar;
+        self
+    }
+
+    /// Takes the grammar stage (if any) back to its start, leaving the
+    /// other samplers as they are.
+    pub fn restart_grammar(&mut self) {
+        if let Some(g) = &mut self.grammar {
+            g.restart();
+        }
+    }
+
+    /// The grammar stage, if any.
+    pub fn grammar(&self) -> Option<&GrammarSampler> {
+        self.grammar.as_ref()
     }
 
     /// Appends a sampler.
@@ -293,17 +342,43 @@ impl SamplerChain {
         }
     }
 
-    /// Passes an accepted token to every sampler.
+    /// Passes a generated token to the grammar stage and every sampler.
+    /// A token the grammar cannot take is kept as the grammar's error (see
+    /// [`try_accept`](Self::try_accept), which returns it).
     pub fn accept(&mut self, token: i32) {
+        if let Some(g) = &mut self.grammar {
+            Sampler::accept(g, token);
+        }
+        self.accept_prompt(token);
+    }
+
+    /// Passes a generated token to the grammar stage and every sampler
+    /// (`common_sampler_accept(.., true)`); a token the grammar cannot take
+    /// is an error, and the grammar stays as it was.
+    pub fn try_accept(&mut self, token: i32) -> Result<(), GrammarError> {
+        if let Some(g) = &mut self.grammar {
+            g.try_accept(token)?;
+        }
+        self.accept_prompt(token);
+        Ok(())
+    }
+
+    /// Passes a token of the prompt to the samplers only: the grammar
+    /// constrains what is generated, not the prompt
+    /// (`common_sampler_accept(.., false)`).
+    pub fn accept_prompt(&mut self, token: i32) {
         for s in &mut self.samplers {
             s.accept(token);
         }
     }
 
-    /// Resets every sampler.
+    /// Resets every sampler and the grammar stage.
     pub fn reset(&mut self) {
         for s in &mut self.samplers {
             s.reset();
+        }
+        if let Some(g) = &mut self.grammar {
+            g.restart();
         }
     }
 
@@ -323,8 +398,37 @@ impl SamplerChain {
     /// or [`TOKEN_NULL`] when nothing was selected (no logits, or no selecting
     /// sampler in the chain). The token is not accepted: call
     /// [`accept`](Self::accept) with the token kept.
+    ///
+    /// With a grammar stage, as llama.cpp: the chain samples first; when the
+    /// grammar takes that token it is the answer, else the candidates are
+    /// rebuilt, the grammar sets those it cannot take to `-inf`, and the
+    /// chain samples again.
     pub fn sample(&mut self, logits: &[f32]) -> i32 {
         self.cur.fill_from_logits(logits);
+        for s in &mut self.samplers {
+            s.apply(&mut self.cur);
+        }
+        let id = self.cur.selected_token().unwrap_or(TOKEN_NULL);
+        let Some(grammar) = &self.grammar else {
+            return id;
+        };
+        if id != TOKEN_NULL {
+            let mut one = Candidates {
+                data: vec![TokenData {
+                    id,
+                    logit: 1.0,
+                    p: 0.0,
+                }],
+                selected: None,
+                sorted: false,
+            };
+            grammar.constrain(&mut one);
+            if one.data[0].logit != f32::NEG_INFINITY {
+                return id;
+            }
+        }
+        self.cur.fill_from_logits(logits);
+        grammar.constrain(&mut self.cur);
         for s in &mut self.samplers {
             s.apply(&mut self.cur);
         }
@@ -466,6 +570,13 @@ pub struct SamplingParams {
     pub logit_bias: Vec<(i32, f32)>,
     /// The order of the configurable samplers.
     pub samplers: Vec<SamplerKind>,
+    /// A GBNF grammar the output must follow; empty for none.
+    pub grammar: String,
+    /// Whether the grammar waits for one of `grammar_triggers` before
+    /// constraining anything.
+    pub grammar_lazy: bool,
+    /// What starts a lazy grammar.
+    pub grammar_triggers: Vec<GrammarTrigger>,
 }
 
 impl Default for SamplingParams {
@@ -486,6 +597,9 @@ impl Default for SamplingParams {
             min_keep: 0,
             logit_bias: Vec::new(),
             samplers: SamplerKind::DEFAULT_ORDER.to_vec(),
+            grammar: String::new(),
+            grammar_lazy: false,
+            grammar_triggers: Vec::new(),
         }
     }
 }
