@@ -13,6 +13,7 @@ use axum::response::sse::{Event as Sse, Sse as SseBody};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
+use llama::chat::tools::{MessageDiff, ParsedMessage, StreamState};
 use llama::Token;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -21,6 +22,7 @@ use crate::app::{App, AppState};
 use crate::engine::{Done, Event, Finish, GenRequest, Probs, TaskKind, TokenProb};
 use crate::error::ApiError;
 use crate::request::{self, GenOptions, Prompt};
+use crate::tools::ToolChoice;
 
 /// Seconds since the Unix epoch.
 pub fn now() -> u64 {
@@ -58,6 +60,8 @@ struct Running {
     rx: UnboundedReceiver<Event>,
     cancel: Arc<AtomicBool>,
     timeout: std::time::Duration,
+    /// The chat reply as parsed so far (chat only).
+    chat: Option<StreamState>,
 }
 
 impl Drop for Running {
@@ -102,18 +106,21 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
     let vocab = &model.vocab;
     let b = request::parse(body)?;
     let opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
+    let mut chat = None;
     let (tokens, field) = if api == Api::Chat {
-        let messages = request::messages(&b)?;
-        let text = app
-            .chat_template()?
-            .apply_with(
-                &messages,
-                true,
-                b.get("tools"),
-                request::template_kwargs(&b)?,
-            )
-            .map_err(|e| ApiError::field("messages", e.to_string()))?;
-        (vocab.tokenize(&text, true, true), "messages")
+        let setup = crate::chat::prepare(app, &b)?;
+        if let Some(t) = &setup.tools {
+            if matches!(t.choice, ToolChoice::Required | ToolChoice::Named(_)) {
+                let mut e = ApiError::new(
+                    StatusCode::NOT_IMPLEMENTED,
+                    "'tool_choice': required and named functions need constrained output, which is not supported by this server",
+                );
+                e.param = Some("tool_choice".into());
+                return Err(e);
+            }
+        }
+        chat = Some(setup.stream_state());
+        (vocab.tokenize(&setup.prompt, true, true), "messages")
     } else {
         match request::prompt(&b, vocab)? {
             Prompt::Text(t) => (vocab.tokenize(&t, true, true), "prompt"),
@@ -153,6 +160,7 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
         rx,
         cancel,
         timeout: app.config.timeout,
+        chat,
     })
 }
 
@@ -187,7 +195,12 @@ async fn collect(mut run: Running) -> Result<Value, ApiError> {
                 tokens.extend(k);
                 probs.extend(p);
             }
-            Event::Done(done) => return Ok(final_body(&run, &text, &tokens, &probs, &done)),
+            Event::Done(done) => {
+                if let Some(state) = run.chat.as_mut() {
+                    state.push(&text, true);
+                }
+                return Ok(final_body(&run, &text, &tokens, &probs, &done));
+            }
             Event::Embeddings(..) | Event::Error(_) => {
                 return Err(ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -295,21 +308,121 @@ fn final_body(run: &Running, text: &str, tokens: &[Token], probs: &[Probs], done
             "usage": usage(run.n_prompt, done),
             "timings": timings(done),
         }),
-        Api::Chat => json!({
-            "id": run.id,
-            "object": "chat.completion",
-            "created": now(),
-            "model": run.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": logprobs,
-                "finish_reason": done.finish.reason(),
-            }],
-            "usage": usage(run.n_prompt, done),
-            "timings": timings(done),
-        }),
+        Api::Chat => {
+            let parsed = run.chat.as_ref().map(StreamState::message);
+            json!({
+                "id": run.id,
+                "object": "chat.completion",
+                "created": now(),
+                "model": run.model,
+                "choices": [{
+                    "index": 0,
+                    "message": message_json(parsed, text),
+                    "logprobs": logprobs,
+                    "finish_reason": finish_reason(run, done),
+                }],
+                "usage": usage(run.n_prompt, done),
+                "timings": timings(done),
+            })
+        }
     }
+}
+
+/// `stop`, `length`, or `tool_calls` when a reply that ended by itself
+/// holds calls.
+fn finish_reason(run: &Running, done: &Done) -> &'static str {
+    let reason = done.finish.reason();
+    let calls = run
+        .chat
+        .as_ref()
+        .is_some_and(|s| !s.message().tool_calls.is_empty());
+    if calls && reason == "stop" {
+        "tool_calls"
+    } else {
+        reason
+    }
+}
+
+/// The assistant message of a chat reply: content (null when there is
+/// none beside calls, as OpenAI sends it), `reasoning_content` when there
+/// is some, `tool_calls` when there are some.
+fn message_json(parsed: Option<&ParsedMessage>, text: &str) -> Value {
+    let Some(p) = parsed else {
+        return json!({"role": "assistant", "content": text});
+    };
+    let mut m = json!({"role": "assistant", "content": p.content});
+    if p.content.is_empty() && !p.tool_calls.is_empty() {
+        m["content"] = Value::Null;
+    }
+    if !p.reasoning_content.is_empty() {
+        m["reasoning_content"] = p.reasoning_content.clone().into();
+    }
+    if !p.tool_calls.is_empty() {
+        m["tool_calls"] = p
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+    }
+    m
+}
+
+/// The `delta` of a streamed chat chunk, as llama.cpp's server writes it.
+fn delta_json(d: &MessageDiff) -> Value {
+    let mut v = json!({});
+    if !d.reasoning_content.is_empty() {
+        v["reasoning_content"] = d.reasoning_content.clone().into();
+    }
+    if !d.content.is_empty() {
+        v["content"] = d.content.clone().into();
+    }
+    if let Some(t) = &d.tool_call {
+        let mut call = json!({"index": t.index});
+        let mut function = json!({});
+        if !t.id.is_empty() {
+            call["id"] = t.id.clone().into();
+            call["type"] = "function".into();
+        }
+        if !t.name.is_empty() {
+            function["name"] = t.name.clone().into();
+            function["arguments"] = t.arguments.clone().into();
+        } else if !t.arguments.is_empty() {
+            function["arguments"] = t.arguments.clone().into();
+        }
+        call["function"] = function;
+        v["tool_calls"] = json!([call]);
+    }
+    v
+}
+
+/// The chat chunks of what `piece` adds to the reply (`last` when the
+/// reply is complete); the first carries the piece's log-probabilities.
+fn chat_chunks(run: &mut Running, piece: &str, probs: &[Probs], last: bool) -> Vec<Value> {
+    let diffs = match run.chat.as_mut() {
+        Some(state) => state.push(piece, last),
+        None => Vec::new(),
+    };
+    let logprobs = logprobs_json(run, probs);
+    let mut out = Vec::new();
+    for (k, d) in diffs.iter().enumerate() {
+        out.push(json!({
+            "id": run.id, "object": "chat.completion.chunk", "created": now(), "model": run.model,
+            "choices": [{"index": 0, "delta": delta_json(d), "logprobs": if k == 0 { logprobs.clone() } else { Value::Null }, "finish_reason": null}],
+        }));
+    }
+    if out.is_empty() && !probs.is_empty() && run.opts.logprobs {
+        out.push(json!({
+            "id": run.id, "object": "chat.completion.chunk", "created": now(), "model": run.model,
+            "choices": [{"index": 0, "delta": {}, "logprobs": logprobs, "finish_reason": null}],
+        }));
+    }
+    out
 }
 
 /// One streamed chunk of new text.
@@ -346,7 +459,7 @@ fn closing(run: &Running, done: &Done) -> Vec<Value> {
             let (object, choice) = if run.api == Api::Chat {
                 (
                     "chat.completion.chunk",
-                    json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": done.finish.reason()}),
+                    json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(run, done)}),
                 )
             } else {
                 (
@@ -397,12 +510,17 @@ fn sse_stream(run: Running) -> impl Stream<Item = Result<Sse, Infallible>> {
             }
             Phase::Start | Phase::Body => match next_event(&mut run).await {
                 Ok(Event::Text { text, tokens, probs }) => {
-                    if !text.is_empty() || !tokens.is_empty() {
+                    if run.api == Api::Chat {
+                        out.extend(chat_chunks(&mut run, &text, &probs, false).iter().map(data));
+                    } else if !text.is_empty() || !tokens.is_empty() {
                         out.push(data(&chunk(&run, &text, &tokens, &probs)));
                     }
                     Phase::Body
                 }
                 Ok(Event::Done(done)) => {
+                    if run.api == Api::Chat {
+                        out.extend(chat_chunks(&mut run, "", &[], true).iter().map(data));
+                    }
                     out.extend(closing(&run, &done).iter().map(data));
                     if run.api != Api::Native {
                         out.push(Sse::default().data("[DONE]"));

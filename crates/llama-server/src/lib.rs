@@ -13,6 +13,8 @@ pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod request;
+pub mod tools;
+pub mod chat;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -63,6 +65,7 @@ impl Server {
                 jinja: args.jinja,
                 model_alias: alias,
                 sampling: args.common.sampling.clone(),
+                reasoning_format: args.reasoning_format,
             },
         );
         let (tx, rx) = oneshot::channel::<()>();

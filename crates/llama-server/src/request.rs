@@ -487,7 +487,21 @@ pub fn messages(b: &Body) -> Result<Vec<Message>, ApiError> {
                     return Err(ApiError::field(&f("content"), format!("'{}' must be a string or an array of parts", f("content"))))
                 }
             };
-            Ok(Message { role, content })
+            let mut msg = Message::new(role, content);
+            let text = |k: &str| -> Result<Option<String>, ApiError> {
+                match m.get(k) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.clone())),
+                    Some(_) => Err(ApiError::field(&f(k), format!("'{}' must be a string", f(k)))),
+                }
+            };
+            msg.tool_call_id = text("tool_call_id")?;
+            msg.name = text("name")?;
+            msg.reasoning_content = text("reasoning_content")?;
+            if let Some(calls) = m.get("tool_calls").filter(|v| !v.is_null()) {
+                msg.tool_calls = crate::tools::message_tool_calls(calls, &f("tool_calls"))?;
+            }
+            Ok(msg)
         })
         .collect()
 }
