@@ -38,6 +38,7 @@ pub use context::{Context, ContextParams, Perf, PoolingType};
 pub use memory_plan::{MemoryPlan, PlanBytes};
 pub mod chat;
 pub mod cli;
+pub mod json_schema;
 pub mod perplexity;
 pub mod sampling;
 pub mod stats;
