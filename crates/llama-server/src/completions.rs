@@ -13,7 +13,7 @@ use axum::response::sse::{Event as Sse, Sse as SseBody};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
-use llama::chat::tools::{MessageDiff, ParsedMessage, StreamState};
+use llama::chat::tools::{call_grammar, CallChoice, MessageDiff, ParsedMessage, StreamState};
 use llama::Token;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -105,18 +105,37 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
     let model = app.model()?;
     let vocab = &model.vocab;
     let b = request::parse(body)?;
-    let opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
+    let mut opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
     let mut chat = None;
     let (tokens, field) = if api == Api::Chat {
         let setup = crate::chat::prepare(app, &b)?;
         if let Some(t) = &setup.tools {
-            if matches!(t.choice, ToolChoice::Required | ToolChoice::Named(_)) {
-                let mut e = ApiError::new(
-                    StatusCode::NOT_IMPLEMENTED,
-                    "'tool_choice': required and named functions need constrained output, which is not supported by this server",
-                );
-                e.param = Some("tool_choice".into());
-                return Err(e);
+            let choice = match &t.choice {
+                ToolChoice::None => None,
+                ToolChoice::Auto => Some(CallChoice::Auto),
+                ToolChoice::Required => Some(CallChoice::Required),
+                ToolChoice::Named(n) => Some(CallChoice::Named(n)),
+            };
+            if let Some(choice) = choice {
+                if !opts.sampling.grammar.is_empty() {
+                    return Err(ApiError::field(
+                        "tools",
+                        "a request with tools cannot also give a grammar (unless tool_choice is none)",
+                    ));
+                }
+                let g = call_grammar(
+                    setup.parser.format,
+                    &t.tools,
+                    choice,
+                    t.parallel,
+                    setup.parser.thinking_forced_open,
+                )
+                .map_err(|e| ApiError::field("tools", format!("tool parameters: {e}")))?;
+                if let Some(g) = g {
+                    opts.sampling.grammar = g.grammar;
+                    opts.sampling.grammar_lazy = g.lazy;
+                    opts.sampling.grammar_triggers = g.triggers;
+                }
             }
         }
         chat = Some(setup.stream_state());

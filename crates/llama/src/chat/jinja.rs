@@ -94,6 +94,7 @@ impl JinjaTemplate {
                 )
             })
         };
+        env.add_filter("tojson", super::tojson::tojson);
         env.add_filter("length", length);
         env.add_filter("count", length);
         env.add_template_owned(NAME, without_generation_blocks(source))

@@ -7,6 +7,7 @@
 mod builtin;
 pub mod conversation;
 mod jinja;
+mod tojson;
 pub mod tools;
 
 pub use builtin::{Builtin, Detected, NAMES};

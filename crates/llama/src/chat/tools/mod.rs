@@ -10,6 +10,7 @@ mod functionary_v3_1;
 mod functionary_v3_2;
 mod generic;
 mod gpt_oss;
+mod grammar;
 mod hermes;
 mod json_array;
 mod json_scan;
@@ -22,6 +23,7 @@ mod stream;
 
 pub use detect::{detect, TemplateCaps, ToolFormat};
 pub use generic::{generic_messages, GENERIC_SYSTEM_INTRO};
+pub use grammar::{call_grammar, CallChoice, CallGrammar};
 pub use parser::ChatParser;
 pub use reasoning::{prompt_opens_thinking, ReasoningFormat, ThinkTags};
 pub use stream::{MessageDiff, StreamState, ToolCallDelta};
@@ -49,6 +51,8 @@ pub struct ParsedMessage {
 }
 
 #[cfg(test)]
+mod grammar_tests;
+#[cfg(test)]
 mod tests;
 
 /// Errors of the tool-call side of chat.
@@ -57,4 +61,7 @@ pub enum ToolError {
     /// A reasoning format name that is not one of llama.cpp's.
     #[error("unknown reasoning format '{0}': expected auto, deepseek, deepseek-legacy or none")]
     UnknownReasoningFormat(String),
+    /// A tool's parameters could not be made a grammar.
+    #[error("tool parameters: {0}")]
+    Schema(#[from] crate::json_schema::SchemaError),
 }
