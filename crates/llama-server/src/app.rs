@@ -303,7 +303,7 @@ async fn detokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Val
 
 async fn apply_template(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let b = request::parse(&body)?;
-    let setup = crate::chat::prepare(&app, &b)?;
+    let setup = crate::chat::prepare(&app, &b, false)?;
     Ok(Json(json!({ "prompt": setup.prompt })))
 }
 

@@ -3,7 +3,8 @@
 //! no tools), and the parser its reply will be read with.
 
 use llama::chat::tools::{
-    generic_messages, prompt_opens_thinking, ChatParser, ReasoningFormat, StreamState, ToolFormat,
+    call_grammar, generic_messages, prompt_opens_thinking, CallChoice, CallGrammar, ChatParser,
+    ReasoningFormat, StreamState, ToolFormat,
 };
 use serde_json::Value;
 
@@ -22,6 +23,9 @@ pub struct ChatSetup {
     pub id_len: usize,
     /// The request's tools, when it has some.
     pub tools: Option<ToolRequest>,
+    /// The grammar that keeps calls well formed (from the first token for
+    /// `tool_choice` `required` or a named function, lazily for `auto`).
+    pub grammar: Option<CallGrammar>,
 }
 
 impl ChatSetup {
@@ -32,7 +36,9 @@ impl ChatSetup {
 }
 
 /// Renders the conversation of `b` and chooses how its reply is read.
-pub fn prepare(app: &App, b: &Body) -> Result<ChatSetup, ApiError> {
+/// `has_grammar`: the request constrains its output itself, which cannot
+/// go with tools.
+pub fn prepare(app: &App, b: &Body, has_grammar: bool) -> Result<ChatSetup, ApiError> {
     let tmpl = app.chat_template()?;
     let mut messages = request::messages(b)?;
     let tools = tool_request(b)?;
@@ -60,6 +66,7 @@ pub fn prepare(app: &App, b: &Body) -> Result<ChatSetup, ApiError> {
             parser,
             id_len: 32,
             tools: None,
+            grammar: None,
         });
     };
     if caps.reads_tool_call_id {
@@ -84,18 +91,44 @@ pub fn prepare(app: &App, b: &Body) -> Result<ChatSetup, ApiError> {
             messages = generic_messages(&messages, &t.tools, t.parallel);
         }
     }
-    let prompt = tmpl
+    let mut prompt = tmpl
         .apply_with(&messages, true, tools_json.as_ref(), kwargs)
         .map_err(|e| ApiError::field("messages", e.to_string()))?;
     let mut parser = ChatParser::new(format, reasoning);
     parser.parse_tool_calls = calls_on;
     parser.tools = tools.as_ref().map(|t| t.tools.clone()).unwrap_or_default();
-    parser.thinking_forced_open =
-        reasoning.extracts() && prompt_opens_thinking(&prompt, &parser.think_tags);
+    let opens_thinking = prompt_opens_thinking(&prompt, &parser.think_tags);
+    let choice = match tools.as_ref().map(|t| &t.choice) {
+        None | Some(ToolChoice::None) => None,
+        Some(ToolChoice::Auto) => Some(CallChoice::Auto),
+        Some(ToolChoice::Required) => Some(CallChoice::Required),
+        Some(ToolChoice::Named(n)) => Some(CallChoice::Named(n)),
+    };
+    let forced = matches!(choice, Some(CallChoice::Required | CallChoice::Named(_)));
+    if forced && opens_thinking {
+        // A call is owed at once: the reasoning block the prompt opened is
+        // closed, as the template does with thinking off.
+        prompt.push_str(&parser.think_tags.end);
+        prompt.push_str("\n\n");
+    } else {
+        parser.thinking_forced_open = reasoning.extracts() && opens_thinking;
+    }
+    let mut grammar = None;
+    if let (Some(choice), Some(t)) = (choice, &tools) {
+        if has_grammar {
+            return Err(ApiError::field(
+                "tools",
+                "a request with tools cannot also give a grammar (unless tool_choice is none)",
+            ));
+        }
+        grammar = call_grammar(format, &t.tools, choice, t.parallel, false)
+            .map_err(|e| ApiError::field("tools", format!("tool parameters: {e}")))?;
+    }
     Ok(ChatSetup {
         prompt,
         parser,
         id_len: format.id_len(),
         tools,
+        grammar,
     })
 }

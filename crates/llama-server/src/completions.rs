@@ -13,7 +13,7 @@ use axum::response::sse::{Event as Sse, Sse as SseBody};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
-use llama::chat::tools::{call_grammar, CallChoice, MessageDiff, ParsedMessage, StreamState};
+use llama::chat::tools::{MessageDiff, ParsedMessage, StreamState};
 use llama::Token;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -22,7 +22,6 @@ use crate::app::{App, AppState};
 use crate::engine::{Done, Event, Finish, GenRequest, Probs, TaskKind, TokenProb};
 use crate::error::ApiError;
 use crate::request::{self, GenOptions, Prompt};
-use crate::tools::ToolChoice;
 
 /// Seconds since the Unix epoch.
 pub fn now() -> u64 {
@@ -108,35 +107,11 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
     let mut opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
     let mut chat = None;
     let (tokens, field) = if api == Api::Chat {
-        let setup = crate::chat::prepare(app, &b)?;
-        if let Some(t) = &setup.tools {
-            let choice = match &t.choice {
-                ToolChoice::None => None,
-                ToolChoice::Auto => Some(CallChoice::Auto),
-                ToolChoice::Required => Some(CallChoice::Required),
-                ToolChoice::Named(n) => Some(CallChoice::Named(n)),
-            };
-            if let Some(choice) = choice {
-                if !opts.sampling.grammar.is_empty() {
-                    return Err(ApiError::field(
-                        "tools",
-                        "a request with tools cannot also give a grammar (unless tool_choice is none)",
-                    ));
-                }
-                let g = call_grammar(
-                    setup.parser.format,
-                    &t.tools,
-                    choice,
-                    t.parallel,
-                    setup.parser.thinking_forced_open,
-                )
-                .map_err(|e| ApiError::field("tools", format!("tool parameters: {e}")))?;
-                if let Some(g) = g {
-                    opts.sampling.grammar = g.grammar;
-                    opts.sampling.grammar_lazy = g.lazy;
-                    opts.sampling.grammar_triggers = g.triggers;
-                }
-            }
+        let setup = crate::chat::prepare(app, &b, !opts.sampling.grammar.is_empty())?;
+        if let Some(g) = &setup.grammar {
+            opts.sampling.grammar = g.grammar.clone();
+            opts.sampling.grammar_lazy = g.lazy;
+            opts.sampling.grammar_triggers = g.triggers.clone();
         }
         chat = Some(setup.stream_state());
         (vocab.tokenize(&setup.prompt, true, true), "messages")

@@ -7,6 +7,7 @@
 
 pub mod app;
 pub mod args;
+pub mod chat;
 pub mod completions;
 pub mod embeddings;
 pub mod engine;
@@ -14,7 +15,6 @@ pub mod error;
 pub mod metrics;
 pub mod request;
 pub mod tools;
-pub mod chat;
 
 use std::net::SocketAddr;
 use std::path::Path;

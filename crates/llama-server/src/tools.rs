@@ -41,7 +41,8 @@ fn bad(field: &str, what: impl Into<String>) -> ApiError {
 fn valid_name(n: &str) -> bool {
     !n.is_empty()
         && n.len() <= 64
-        && n.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        && n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
 }
 
 /// Reads `tools`, `tool_choice` and `parallel_tool_calls`; `None` when
@@ -67,14 +68,25 @@ pub fn tool_request(b: &Body) -> Result<Option<ToolRequest>, ApiError> {
                     format!("tool type '{other}' is not supported: only 'function'"),
                 ))
             }
-            None => return Err(bad(&f(".type"), format!("'{}' must be \"function\"", f(".type")))),
+            None => {
+                return Err(bad(
+                    &f(".type"),
+                    format!("'{}' must be \"function\"", f(".type")),
+                ))
+            }
         }
         let Some(func) = o.get("function").and_then(Value::as_object) else {
-            return Err(bad(&f(".function"), format!("'{}' must be an object", f(".function"))));
+            return Err(bad(
+                &f(".function"),
+                format!("'{}' must be an object", f(".function")),
+            ));
         };
         let name = match func.get("name") {
             None | Some(Value::Null) => {
-                return Err(bad(&f(".function.name"), format!("'{}' is required", f(".function.name"))))
+                return Err(bad(
+                    &f(".function.name"),
+                    format!("'{}' is required", f(".function.name")),
+                ))
             }
             Some(Value::String(n)) if valid_name(n) => n.clone(),
             Some(_) => {
@@ -88,19 +100,31 @@ pub fn tool_request(b: &Body) -> Result<Option<ToolRequest>, ApiError> {
             }
         };
         if names.contains(&name) {
-            return Err(bad(&f(".function.name"), format!("tool '{name}' is listed twice")));
+            return Err(bad(
+                &f(".function.name"),
+                format!("tool '{name}' is listed twice"),
+            ));
         }
         match func.get("parameters") {
             None | Some(Value::Null) | Some(Value::Object(_)) => {}
             Some(_) => {
                 return Err(bad(
                     &f(".function.parameters"),
-                    format!("'{}' must be a JSON schema object", f(".function.parameters")),
+                    format!(
+                        "'{}' must be a JSON schema object",
+                        f(".function.parameters")
+                    ),
                 ))
             }
         }
-        if func.get("description").is_some_and(|d| !d.is_string() && !d.is_null()) {
-            return Err(bad(&f(".function.description"), format!("'{}' must be a string", f(".function.description"))));
+        if func
+            .get("description")
+            .is_some_and(|d| !d.is_string() && !d.is_null())
+        {
+            return Err(bad(
+                &f(".function.description"),
+                format!("'{}' must be a string", f(".function.description")),
+            ));
         }
         names.push(name);
     }
@@ -174,12 +198,22 @@ pub fn message_tool_calls(v: &Value, field: &str) -> Result<Vec<ToolCall>, ApiEr
             let func = c
                 .get("function")
                 .and_then(Value::as_object)
-                .ok_or_else(|| bad(&f(".function"), format!("'{}' must be an object", f(".function"))))?;
+                .ok_or_else(|| {
+                    bad(
+                        &f(".function"),
+                        format!("'{}' must be an object", f(".function")),
+                    )
+                })?;
             let name = func
                 .get("name")
                 .and_then(Value::as_str)
                 .filter(|n| !n.is_empty())
-                .ok_or_else(|| bad(&f(".function.name"), format!("'{}' must be a non-empty string", f(".function.name"))))?;
+                .ok_or_else(|| {
+                    bad(
+                        &f(".function.name"),
+                        format!("'{}' must be a non-empty string", f(".function.name")),
+                    )
+                })?;
             let arguments = match func.get("arguments") {
                 None | Some(Value::Null) => "{}".to_string(),
                 Some(Value::String(s)) => s.clone(),
@@ -187,7 +221,10 @@ pub fn message_tool_calls(v: &Value, field: &str) -> Result<Vec<ToolCall>, ApiEr
                 Some(_) => {
                     return Err(bad(
                         &f(".function.arguments"),
-                        format!("'{}' must be a JSON string or an object", f(".function.arguments")),
+                        format!(
+                            "'{}' must be a JSON string or an object",
+                            f(".function.arguments")
+                        ),
                     ))
                 }
             };
@@ -227,14 +264,39 @@ mod tests {
         assert_eq!(r.choice, ToolChoice::Named("get_weather".into()));
         assert!(tool_request(&body(json!({}))).unwrap().is_none());
         assert_eq!(err(json!({"tools": {}})), "tools");
-        assert_eq!(err(json!({"tools": [{"type": "function", "function": {}}]})), "tools[0].function.name");
-        assert_eq!(err(json!({"tools": [{"type": "function", "function": {"name": ""}}]})), "tools[0].function.name");
-        assert_eq!(err(json!({"tools": [{"type": "retrieval"}]})), "tools[0].type");
-        assert_eq!(err(json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]})), "tools[0].function.parameters");
-        assert_eq!(err(json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "nope"}}})), "tool_choice");
-        assert_eq!(err(json!({"tools": tools, "tool_choice": "sometimes"})), "tool_choice");
+        assert_eq!(
+            err(json!({"tools": [{"type": "function", "function": {}}]})),
+            "tools[0].function.name"
+        );
+        assert_eq!(
+            err(json!({"tools": [{"type": "function", "function": {"name": ""}}]})),
+            "tools[0].function.name"
+        );
+        assert_eq!(
+            err(json!({"tools": [{"type": "retrieval"}]})),
+            "tools[0].type"
+        );
+        assert_eq!(
+            err(
+                json!({"tools": [{"type": "function", "function": {"name": "f", "parameters": 3}}]})
+            ),
+            "tools[0].function.parameters"
+        );
+        assert_eq!(
+            err(
+                json!({"tools": tools, "tool_choice": {"type": "function", "function": {"name": "nope"}}})
+            ),
+            "tool_choice"
+        );
+        assert_eq!(
+            err(json!({"tools": tools, "tool_choice": "sometimes"})),
+            "tool_choice"
+        );
         assert_eq!(err(json!({"tool_choice": "required"})), "tool_choice");
-        assert_eq!(err(json!({"tools": tools, "parallel_tool_calls": "yes"})), "parallel_tool_calls");
+        assert_eq!(
+            err(json!({"tools": tools, "parallel_tool_calls": "yes"})),
+            "parallel_tool_calls"
+        );
     }
 
     #[test]
@@ -247,7 +309,11 @@ mod tests {
         .unwrap();
         assert_eq!(c[0].arguments, r#"{"x":1}"#);
         assert_eq!(c[1].arguments, r#"{"y": 2}"#);
-        let e = message_tool_calls(&json!([{"function": {}}]), "messages[1].tool_calls").unwrap_err();
-        assert_eq!(e.param.as_deref(), Some("messages[1].tool_calls[0].function.name"));
+        let e =
+            message_tool_calls(&json!([{"function": {}}]), "messages[1].tool_calls").unwrap_err();
+        assert_eq!(
+            e.param.as_deref(),
+            Some("messages[1].tool_calls[0].function.name")
+        );
     }
 }

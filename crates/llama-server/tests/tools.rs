@@ -39,7 +39,7 @@ fn request(choice: Value, stream: bool) -> Value {
         "messages": [{"role": "user", "content": "What is the weather in Paris?"}],
         "tools": tools(),
         "tool_choice": choice,
-        "max_tokens": 120,
+        "max_tokens": 400,
         "temperature": 0,
         "seed": 3,
         "stream": stream,
@@ -57,7 +57,9 @@ fn streamed_calls(events: &[String]) -> (Vec<Value>, String, String) {
             continue;
         }
         let v: Value = serde_json::from_str(e).unwrap();
-        let Some(c) = v["choices"].get(0) else { continue };
+        let Some(c) = v["choices"].get(0) else {
+            continue;
+        };
         if let Some(f) = c["finish_reason"].as_str() {
             finish = f.to_string();
         }
@@ -98,7 +100,12 @@ async fn required_calls_come_back(template: &str) {
     let Some(srv) = start_with(template, "").await else {
         return;
     };
-    let v = post(srv.addr, "/v1/chat/completions", &request(json!("required"), false)).await;
+    let v = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &request(json!("required"), false),
+    )
+    .await;
     assert_eq!(v.status, 200, "{}", v.text());
     let v = v.json();
     let choice = &v["choices"][0];
@@ -108,10 +115,19 @@ async fn required_calls_come_back(template: &str) {
     let c = &calls[0];
     assert_eq!(c["type"], "function");
     assert!(c["id"].as_str().is_some_and(|id| !id.is_empty()));
-    check_call(c["function"]["name"].as_str().unwrap(), c["function"]["arguments"].as_str().unwrap());
+    check_call(
+        c["function"]["name"].as_str().unwrap(),
+        c["function"]["arguments"].as_str().unwrap(),
+    );
 
     // Streamed, the same call (ids are drawn anew).
-    let ev = post(srv.addr, "/v1/chat/completions", &request(json!("required"), true)).await.events();
+    let ev = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &request(json!("required"), true),
+    )
+    .await
+    .events();
     assert_eq!(ev.last().unwrap(), "[DONE]");
     let (scalls, finish, _) = streamed_calls(&ev);
     assert_eq!(finish, "tool_calls");
@@ -121,14 +137,25 @@ async fn required_calls_come_back(template: &str) {
 
     // A named function.
     let named = json!({"type": "function", "function": {"name": "get_time"}});
-    let v = post(srv.addr, "/v1/chat/completions", &request(named, false)).await.json();
+    let v = post(srv.addr, "/v1/chat/completions", &request(named, false))
+        .await
+        .json();
     let c = &v["choices"][0]["message"]["tool_calls"][0];
     assert_eq!(c["function"]["name"], "get_time", "{v}");
     check_call("get_time", c["function"]["arguments"].as_str().unwrap());
 
     // `none`: text only, no calls read.
-    let v = post(srv.addr, "/v1/chat/completions", &request(json!("none"), false)).await.json();
-    assert!(v["choices"][0]["message"].get("tool_calls").is_none(), "{v}");
+    let v = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &request(json!("none"), false),
+    )
+    .await
+    .json();
+    assert!(
+        v["choices"][0]["message"].get("tool_calls").is_none(),
+        "{v}"
+    );
     assert_ne!(v["choices"][0]["finish_reason"], "tool_calls");
     srv.stop().await.unwrap();
 }
@@ -153,6 +180,26 @@ async fn generic_calls_for_a_template_without_tools() {
     required_calls_come_back("google-gemma-2-2b-it.jinja").await;
 }
 
+/// Every other template of the fixtures with a tool-call format.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_in_every_other_format() {
+    for t in [
+        "Qwen3.5-4B.jinja",
+        "NousResearch-Hermes-2-Pro-Llama-3-8B-tool_use.jinja",
+        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja",
+        "deepseek-ai-DeepSeek-V3.1.jinja",
+        "meetkai-functionary-medium-v3.1.jinja",
+        "meetkai-functionary-medium-v3.2.jinja",
+        "openai-gpt-oss-120b.jinja",
+        "ibm-granite-granite-3.3-2B-Instruct.jinja",
+        "ibm-granite-granite-4.0.jinja",
+        "LFM2-8B-A1B.jinja",
+        "microsoft-Phi-3.5-mini-instruct.jinja",
+    ] {
+        required_calls_come_back(t).await;
+    }
+}
+
 /// Calls and tool results of earlier turns go back through the template.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_round_trip_renders_calls_and_results() {
@@ -165,11 +212,21 @@ async fn a_round_trip_renders_calls_and_results() {
             "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\", \"days\": 1}"}}]},
         {"role": "tool", "tool_call_id": "call_1", "content": "Sunny, 21 C"},
     ]);
-    let p = post(srv.addr, "/apply-template", &json!({"messages": messages, "tools": tools()})).await;
+    let p = post(
+        srv.addr,
+        "/apply-template",
+        &json!({"messages": messages, "tools": tools()}),
+    )
+    .await;
     assert_eq!(p.status, 200, "{}", p.text());
     let prompt = p.json()["prompt"].as_str().unwrap().to_string();
     assert!(prompt.contains("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 1}}\n</tool_call>"), "{prompt}");
-    assert!(prompt.contains("<tool_response>\nSunny, 21 C\n</tool_response>"), "{prompt}");
+    // Tools as llama.cpp shows them: members in the order given.
+    assert!(prompt.contains("{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Weather of a city.\""), "{prompt}");
+    assert!(
+        prompt.contains("<tool_response>\nSunny, 21 C\n</tool_response>"),
+        "{prompt}"
+    );
     let body = json!({"messages": messages, "tools": tools(), "max_tokens": 8, "temperature": 0});
     let v = post(srv.addr, "/v1/chat/completions", &body).await;
     assert_eq!(v.status, 200, "{}", v.text());
@@ -188,16 +245,43 @@ async fn bad_tool_fields_are_400s_naming_them() {
     };
     let user = json!([{"role": "user", "content": "hi"}]);
     let cases = [
-        (json!({"messages": user, "tools": [{"type": "function", "function": {"description": "x"}}]}), "tools[0].function.name"),
+        (
+            json!({"messages": user, "tools": [{"type": "function", "function": {"description": "x"}}]}),
+            "tools[0].function.name",
+        ),
         (json!({"messages": user, "tools": "get_weather"}), "tools"),
-        (json!({"messages": user, "tools": [{"type": "function"}]}), "tools[0].function"),
-        (json!({"messages": user, "tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}), "tools[0].function.parameters"),
-        (json!({"messages": user, "tools": tools(), "tool_choice": {"type": "function", "function": {"name": "missing"}}}), "tool_choice"),
-        (json!({"messages": user, "tools": tools(), "tool_choice": "always"}), "tool_choice"),
-        (json!({"messages": user, "tools": tools(), "reasoning_format": "think"}), "reasoning_format"),
-        (json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "content": "x"}], "tools": tools()}), "messages[2].tool_call_id"),
-        (json!({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}]}), "messages[0].tool_calls[0].function.name"),
-        (json!({"messages": user, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "no-such-format"}}}}}], "tool_choice": "required"}), "tools"),
+        (
+            json!({"messages": user, "tools": [{"type": "function"}]}),
+            "tools[0].function",
+        ),
+        (
+            json!({"messages": user, "tools": [{"type": "function", "function": {"name": "f", "parameters": []}}]}),
+            "tools[0].function.parameters",
+        ),
+        (
+            json!({"messages": user, "tools": tools(), "tool_choice": {"type": "function", "function": {"name": "missing"}}}),
+            "tool_choice",
+        ),
+        (
+            json!({"messages": user, "tools": tools(), "tool_choice": "always"}),
+            "tool_choice",
+        ),
+        (
+            json!({"messages": user, "tools": tools(), "reasoning_format": "think"}),
+            "reasoning_format",
+        ),
+        (
+            json!({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "content": "x"}], "tools": tools()}),
+            "messages[2].tool_call_id",
+        ),
+        (
+            json!({"messages": [{"role": "assistant", "tool_calls": [{"type": "function", "function": {"arguments": "{}"}}]}]}),
+            "messages[0].tool_calls[0].function.name",
+        ),
+        (
+            json!({"messages": user, "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "no-such-format"}}}}}], "tool_choice": "required"}),
+            "tools",
+        ),
     ];
     for (body, param) in cases {
         let r = post(srv.addr, "/v1/chat/completions", &body).await;
@@ -205,7 +289,12 @@ async fn bad_tool_fields_are_400s_naming_them() {
         assert_eq!(error_param(&r), param, "{body}: {}", r.text());
     }
     assert_eq!(get(srv.addr, "/health").await.status, 200);
-    let ok = post(srv.addr, "/v1/chat/completions", &json!({"messages": user, "max_tokens": 4})).await;
+    let ok = post(
+        srv.addr,
+        "/v1/chat/completions",
+        &json!({"messages": user, "max_tokens": 4}),
+    )
+    .await;
     assert_eq!(ok.status, 200);
     srv.stop().await.unwrap();
 }
@@ -213,11 +302,21 @@ async fn bad_tool_fields_are_400s_naming_them() {
 /// Without Jinja there is no template to show tools to.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_need_jinja() {
-    let Some(srv) = start("stories260K.gguf", "-c 256 --no-jinja --chat-template chatml").await else {
+    let Some(srv) = start(
+        "stories260K.gguf",
+        "-c 256 --no-jinja --chat-template chatml",
+    )
+    .await
+    else {
         return;
     };
     let body = json!({"messages": [{"role": "user", "content": "hi"}], "tools": tools()});
     let r = post(srv.addr, "/v1/chat/completions", &body).await;
-    assert_eq!((r.status, error_param(&r).as_str()), (400, "tools"), "{}", r.text());
+    assert_eq!(
+        (r.status, error_param(&r).as_str()),
+        (400, "tools"),
+        "{}",
+        r.text()
+    );
     srv.stop().await.unwrap();
 }

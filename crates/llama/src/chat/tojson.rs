@@ -24,7 +24,13 @@ pub(crate) fn tojson(value: Value, kwargs: Kwargs) -> Result<Value, Error> {
     let item = seps
         .as_ref()
         .and_then(|s| s.first().cloned())
-        .unwrap_or_else(|| if indent.is_some() { ",".into() } else { ", ".into() });
+        .unwrap_or_else(|| {
+            if indent.is_some() {
+                ",".into()
+            } else {
+                ", ".into()
+            }
+        });
     let key = seps
         .as_ref()
         .and_then(|s| s.get(1).cloned())
@@ -58,7 +64,14 @@ fn newline(indent: Option<usize>, level: usize, out: &mut String) {
     }
 }
 
-fn write(v: &serde_json::Value, indent: Option<usize>, item: &str, key: &str, level: usize, out: &mut String) {
+fn write(
+    v: &serde_json::Value,
+    indent: Option<usize>,
+    item: &str,
+    key: &str,
+    level: usize,
+    out: &mut String,
+) {
     use serde_json::Value as J;
     match v {
         J::Array(a) if !a.is_empty() => {
@@ -108,7 +121,13 @@ mod tests {
             render("{{ x | tojson }}", ctx.clone()),
             r#"{"name": "f", "arguments": {"b": 1, "a": "<é>"}}"#
         );
-        assert_eq!(render("{{ x.arguments | tojson(indent=2) }}", ctx.clone()), "{\n  \"b\": 1,\n  \"a\": \"<é>\"\n}");
-        assert_eq!(render("{{ x.arguments | tojson(ensure_ascii=true) }}", ctx), r#"{"b": 1, "a": "<\u00e9>"}"#);
+        assert_eq!(
+            render("{{ x.arguments | tojson(indent=2) }}", ctx.clone()),
+            "{\n  \"b\": 1,\n  \"a\": \"<é>\"\n}"
+        );
+        assert_eq!(
+            render("{{ x.arguments | tojson(ensure_ascii=true) }}", ctx),
+            r#"{"b": 1, "a": "<\u00e9>"}"#
+        );
     }
 }

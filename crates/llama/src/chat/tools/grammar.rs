@@ -54,6 +54,28 @@ fn functions<'a>(tools: &'a [Value], choice: CallChoice<'_>) -> Vec<(&'a str, Va
         .collect()
 }
 
+/// A string parameter written as raw text in an XML-style call: one of
+/// its `enum` / `const` values, text of its `minLength` to `maxLength`
+/// characters, or any text without a closing tag.
+fn xml_string(b: &mut GrammarBuilder, name: &str, schema: &Value) -> String {
+    let values: Vec<&str> = match (schema.get("enum"), schema.get("const")) {
+        (Some(Value::Array(a)), _) => a.iter().filter_map(Value::as_str).collect(),
+        (_, Some(Value::String(c))) => vec![c.as_str()],
+        _ => Vec::new(),
+    };
+    if !values.is_empty() {
+        let alts: Vec<String> = values.iter().map(|v| lit(v)).collect();
+        return b.add_rule(name, &alts.join(" | "));
+    }
+    let min = schema.get("minLength").and_then(Value::as_u64);
+    let max = schema.get("maxLength").and_then(Value::as_u64);
+    match (min, max) {
+        (None, None) => b.add_rule("xml-text", r#"( [^<] | "<" [^/] )*"#),
+        (lo, Some(hi)) => b.add_rule(name, &format!("[^<]{{{},{hi}}}", lo.unwrap_or(0))),
+        (Some(lo), None) => b.add_rule(name, &format!("[^<]{{{lo},}} ( [^<] | \"<\" [^/] )*")),
+    }
+}
+
 /// One rule per tool built by `call` (given the builder, the tool's name
 /// and the rule of its arguments), joined as alternatives.
 fn alternatives(
@@ -111,7 +133,10 @@ fn repeat(one: &str, sep: &str, parallel: bool) -> String {
 /// Text that does not hold `end`, then `end`: what precedes the calls
 /// when the prompt left a reasoning block open.
 fn until(end: &str) -> String {
-    let mut alts = vec![format!("[^{}]", escape_class(end.chars().next().unwrap_or('<')))];
+    let mut alts = vec![format!(
+        "[^{}]",
+        escape_class(end.chars().next().unwrap_or('<'))
+    )];
     let chars: Vec<char> = end.chars().collect();
     for k in 1..chars.len() {
         let prefix: String = chars[..k].iter().collect();
@@ -165,14 +190,22 @@ pub fn call_grammar(
             ToolFormat::Hermes => {
                 triggers = word("<tool_call>");
                 let obj = object_calls(b, &fns, "name", "arguments", &[])?;
-                let one = format!("{} {ws} ({obj}) {ws} {}", lit("<tool_call>\n"), lit("\n</tool_call>"));
+                let one = format!(
+                    "{} {ws} ({obj}) {ws} {}",
+                    lit("<tool_call>\n"),
+                    lit("\n</tool_call>")
+                );
                 repeat(&one, &ws, parallel)
             }
             ToolFormat::QwenXml => {
                 triggers = word("<tool_call>");
                 let mut alts = Vec::new();
                 for (name, params) in &fns {
-                    let props = params.get("properties").and_then(Value::as_object).cloned().unwrap_or_default();
+                    let props = params
+                        .get("properties")
+                        .and_then(Value::as_object)
+                        .cloned()
+                        .unwrap_or_default();
                     let required: Vec<&str> = params
                         .get("required")
                         .and_then(Value::as_array)
@@ -180,15 +213,24 @@ pub fn call_grammar(
                         .unwrap_or_default();
                     let mut parts = Vec::new();
                     for (k, schema) in &props {
-                        let value = if schema.get("type").and_then(Value::as_str) == Some("string") {
-                            b.add_rule("xml-text", r#"( [^<] | "<" [^/] )*"#)
+                        let value = if schema.get("type").and_then(Value::as_str) == Some("string")
+                        {
+                            xml_string(b, &format!("{name}-{k}"), schema)
                         } else {
                             let mut s = schema.clone();
                             b.resolve_refs(&mut s);
                             b.add_schema(&format!("{name}-{k}"), &s)?
                         };
-                        let p = format!("{} {value} {}", lit(&format!("<parameter={k}>\n")), lit("\n</parameter>\n"));
-                        parts.push(if required.contains(&k.as_str()) { p } else { format!("({p})?") });
+                        let p = format!(
+                            "{} {value} {}",
+                            lit(&format!("<parameter={k}>\n")),
+                            lit("\n</parameter>\n")
+                        );
+                        parts.push(if required.contains(&k.as_str()) {
+                            p
+                        } else {
+                            format!("({p})?")
+                        });
                     }
                     let body = format!(
                         "{} {} {}",
@@ -201,12 +243,20 @@ pub fn call_grammar(
                 repeat(&alts.join(" | "), &ws, parallel)
             }
             ToolFormat::Llama3 { .. } => {
-                triggers = vec![GrammarTrigger::PatternFull(r#"\s*(\{\s*"name"[\s\S]*)"#.into())];
+                triggers = vec![GrammarTrigger::PatternFull(
+                    r#"\s*(\{\s*"name"[\s\S]*)"#.into(),
+                )];
                 object_calls(b, &fns, "name", "parameters", &[])?
             }
             ToolFormat::MistralNemo | ToolFormat::Granite => {
                 let (marker, extra) = if format == ToolFormat::MistralNemo {
-                    ("[TOOL_CALLS]", vec![("id", json!({"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}))])
+                    (
+                        "[TOOL_CALLS]",
+                        vec![(
+                            "id",
+                            json!({"type": "string", "pattern": "^[a-zA-Z0-9]{9}$"}),
+                        )],
+                    )
                 } else {
                     ("<|tool_call|>", Vec::new())
                 };
@@ -225,7 +275,9 @@ pub fn call_grammar(
                     if r1 {
                         format!(
                             "{} {args} {}",
-                            lit(&format!("<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n")),
+                            lit(&format!(
+                                "<｜tool▁call▁begin｜>function<｜tool▁sep｜>{name}\n```json\n"
+                            )),
                             lit("\n```<｜tool▁call▁end｜>")
                         )
                     } else {
@@ -246,14 +298,23 @@ pub fn call_grammar(
             ToolFormat::FunctionaryV31 => {
                 triggers = word("<function=");
                 let one = alternatives(b, &fns, &|_, name, args| {
-                    format!("{} {args} {}", lit(&format!("<function={name}>")), lit("</function>"))
+                    format!(
+                        "{} {args} {}",
+                        lit(&format!("<function={name}>")),
+                        lit("</function>")
+                    )
                 })?;
                 repeat(&one, "", parallel)
             }
             ToolFormat::FunctionaryV32 => {
                 let names: Vec<String> = fns.iter().map(|(n, _)| regex::escape(n)).collect();
-                triggers = vec![GrammarTrigger::Pattern(format!(r"(?:^|>>>)((?:{})\n)", names.join("|")))];
-                let first = alternatives(b, &fns, &|_, name, args| format!("{} {args}", lit(&format!("{name}\n"))))?;
+                triggers = vec![GrammarTrigger::Pattern(format!(
+                    r"(?:^|>>>)((?:{})\n)",
+                    names.join("|")
+                ))];
+                let first = alternatives(b, &fns, &|_, name, args| {
+                    format!("{} {args}", lit(&format!("{name}\n")))
+                })?;
                 if parallel {
                     format!("({first}) ({} ({first}))*", lit(">>>"))
                 } else {

@@ -54,7 +54,9 @@ const CALLS: &[(ToolFormat, &str)] = &[
 #[test]
 fn required_grammars_take_a_call_and_nothing_else() {
     for (f, call) in CALLS {
-        let g = call_grammar(*f, &tools(), CallChoice::Required, false, false).unwrap().unwrap();
+        let g = call_grammar(*f, &tools(), CallChoice::Required, false, false)
+            .unwrap()
+            .unwrap();
         assert!(!g.lazy, "{f:?}");
         assert!(accepts(&g, call), "{f:?} refuses {call:?}:\n{}", g.grammar);
         assert!(!accepts(&g, "Hello, world!"), "{f:?} takes text");
@@ -66,7 +68,9 @@ fn required_grammars_take_a_call_and_nothing_else() {
         assert_eq!(m.tool_calls[0].name, "special_function");
         assert_eq!(m.tool_calls[0].arguments, r#"{"arg1":1}"#, "{f:?}");
         // Arguments that break the schema are refused.
-        let wrong = call.replace("1", "\"one\"").replace("abcDEF\"one\"23", "abcDEF123");
+        let wrong = call
+            .replace("1", "\"one\"")
+            .replace("abcDEF\"one\"23", "abcDEF123");
         if *f != ToolFormat::QwenXml {
             assert!(!accepts(&g, &wrong), "{f:?} takes {wrong:?}");
         }
@@ -75,9 +79,15 @@ fn required_grammars_take_a_call_and_nothing_else() {
 
 #[test]
 fn a_named_function_excludes_the_others() {
-    let g = call_grammar(ToolFormat::Hermes, &tools(), CallChoice::Named("get_weather"), false, false)
-        .unwrap()
-        .unwrap();
+    let g = call_grammar(
+        ToolFormat::Hermes,
+        &tools(),
+        CallChoice::Named("get_weather"),
+        false,
+        false,
+    )
+    .unwrap()
+    .unwrap();
     assert!(!accepts(&g, CALLS[0].1));
     assert!(accepts(
         &g,
@@ -87,7 +97,9 @@ fn a_named_function_excludes_the_others() {
 
 #[test]
 fn auto_grammars_wait_for_the_opening_marker() {
-    let g = call_grammar(ToolFormat::Hermes, &tools(), CallChoice::Auto, false, false).unwrap().unwrap();
+    let g = call_grammar(ToolFormat::Hermes, &tools(), CallChoice::Auto, false, false)
+        .unwrap()
+        .unwrap();
     assert!(g.lazy);
     assert_eq!(g.triggers, vec![GrammarTrigger::Word("<tool_call>".into())]);
     let mut s = sampler(&g);
@@ -101,17 +113,54 @@ fn auto_grammars_wait_for_the_opening_marker() {
 #[test]
 fn parallel_calls_and_an_open_think_block() {
     let two = format!("{}\n{}", CALLS[0].1, CALLS[0].1);
-    let one = call_grammar(ToolFormat::Hermes, &tools(), CallChoice::Required, false, false).unwrap().unwrap();
-    let many = call_grammar(ToolFormat::Hermes, &tools(), CallChoice::Required, true, false).unwrap().unwrap();
+    let one = call_grammar(
+        ToolFormat::Hermes,
+        &tools(),
+        CallChoice::Required,
+        false,
+        false,
+    )
+    .unwrap()
+    .unwrap();
+    let many = call_grammar(
+        ToolFormat::Hermes,
+        &tools(),
+        CallChoice::Required,
+        true,
+        false,
+    )
+    .unwrap()
+    .unwrap();
     assert!(!accepts(&one, &two));
     assert!(accepts(&many, &two));
-    let think = call_grammar(ToolFormat::Hermes, &tools(), CallChoice::Required, false, true).unwrap().unwrap();
-    assert!(accepts(&think, &format!("Let me see: a < b.\n</think>\n\n{}", CALLS[0].1)));
+    let think = call_grammar(
+        ToolFormat::Hermes,
+        &tools(),
+        CallChoice::Required,
+        false,
+        true,
+    )
+    .unwrap()
+    .unwrap();
+    assert!(accepts(
+        &think,
+        &format!("Let me see: a < b.\n</think>\n\n{}", CALLS[0].1)
+    ));
 }
 
 #[test]
 fn content_only_has_no_grammar_and_bad_schemas_are_errors() {
-    assert!(call_grammar(ToolFormat::ContentOnly, &tools(), CallChoice::Required, false, false).unwrap().is_none());
-    let bad = vec![json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "no-such-format"}}}}})];
+    assert!(call_grammar(
+        ToolFormat::ContentOnly,
+        &tools(),
+        CallChoice::Required,
+        false,
+        false
+    )
+    .unwrap()
+    .is_none());
+    let bad = vec![
+        json!({"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"x": {"type": "string", "format": "no-such-format"}}}}}),
+    ];
     assert!(call_grammar(ToolFormat::Hermes, &bad, CallChoice::Required, false, false).is_err());
 }
