@@ -144,7 +144,7 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
         n_probs: opts.n_probs,
         ignore_eos: opts.ignore_eos,
     };
-    let (rx, cancel) = app.engine.submit(TaskKind::Generate(req));
+    let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
     Ok(Running {
         api,
         id: new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" }),

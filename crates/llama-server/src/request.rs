@@ -139,7 +139,9 @@ pub fn gen_options(
         s.dynatemp_exponent = x;
     }
     refuse_unsupported(b)?;
-    s.grammar = grammar(b, vocab)?;
+    if let Some(g) = constrained_output(b, vocab)? {
+        s.grammar = g;
+    }
     if let Some(x) = b.i64("seed")? {
         // Seeds are 32-bit, as llama.cpp's; -1 picks a random one.
         s.seed = if x < 0 {
@@ -260,18 +262,92 @@ pub fn gen_options(
     })
 }
 
-/// `grammar`: a GBNF grammar the output must follow (empty: none), checked
-/// here so that one that does not parse is a 400 naming the field.
-fn grammar(b: &Body, vocab: &Vocab) -> Result<String, ApiError> {
+/// `grammar`: a GBNF grammar the output must follow (empty: none; absent:
+/// the server's `--grammar`), checked here so that one that does not parse
+/// is a 400 naming the field.
+fn grammar(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
     match b.get("grammar") {
-        None => Ok(String::new()),
-        Some(Value::String(g)) if g.trim().is_empty() => Ok(String::new()),
+        None => Ok(None),
+        Some(Value::String(g)) if g.trim().is_empty() => Ok(Some(String::new())),
         Some(Value::String(g)) => match llama::grammar::Grammar::parse_with_vocab(g, vocab) {
-            Ok(_) => Ok(g.clone()),
+            Ok(_) => Ok(Some(g.clone())),
             Err(e) => Err(ApiError::field("grammar", format!("'grammar': {e}"))),
         },
         Some(_) => Err(wrong("grammar", "a string")),
     }
+}
+
+/// The grammar the output must follow (empty: none; `None`: the server's
+/// `--grammar`), from `grammar`, or from a JSON schema: `json_schema`, or `response_format` as llama.cpp maps
+/// it (`{"type": "json_object"}` with an optional `schema`, or
+/// `{"type": "json_schema", "json_schema": {"schema": ...}}`; `text` asks
+/// for nothing). An empty schema means any JSON object. A schema the
+/// converter cannot honour is a 400 naming the field and the keyword.
+fn constrained_output(b: &Body, vocab: &Vocab) -> Result<Option<String>, ApiError> {
+    let gbnf = grammar(b, vocab)?;
+    let mut schema: Option<(&Value, &str)> = b.get("json_schema").map(|v| (v, "json_schema"));
+    let empty = Value::Object(Map::new());
+    match b.get("response_format") {
+        None => {}
+        Some(Value::Object(o)) => match o.get("type") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(t)) if t.is_empty() || t == "text" => {}
+            Some(Value::String(t)) if t == "json_object" => {
+                let no_schema_yet = match schema {
+                    None => true,
+                    Some((Value::Object(m), _)) => m.is_empty(),
+                    Some(_) => false,
+                };
+                if o.contains_key("schema") || no_schema_yet {
+                    let s = o.get("schema").filter(|v| !v.is_null()).unwrap_or(&empty);
+                    schema = Some((s, "response_format"));
+                }
+            }
+            Some(Value::String(t)) if t == "json_schema" => {
+                let s = match o.get("json_schema") {
+                    None | Some(Value::Null) => &empty,
+                    Some(Value::Object(w)) => {
+                        w.get("schema").filter(|v| !v.is_null()).unwrap_or(&empty)
+                    }
+                    Some(_) => {
+                        return Err(wrong(
+                            "response_format",
+                            "an object whose 'json_schema' is an object",
+                        ))
+                    }
+                };
+                schema = Some((s, "response_format"));
+            }
+            _ => {
+                return Err(wrong(
+                    "response_format",
+                    "an object whose 'type' is text, json_object or json_schema",
+                ))
+            }
+        },
+        Some(_) => return Err(wrong("response_format", "an object")),
+    }
+    let Some((schema, field)) = schema else {
+        return Ok(gbnf);
+    };
+    if gbnf.as_ref().is_some_and(|g| !g.is_empty()) {
+        return Err(ApiError::field(
+            field,
+            format!("'{field}' and 'grammar' cannot be used together"),
+        ));
+    }
+    let any_object = serde_json::json!({"type": "object"});
+    let schema = match schema {
+        Value::Object(m) if m.is_empty() => &any_object,
+        s => s,
+    };
+    let text = llama::json_schema::json_schema_to_grammar(schema)
+        .map_err(|e| ApiError::field(field, format!("'{field}': {e}")))?;
+    // The converter's output always parses; a pattern's character class is
+    // the one thing written as given, so the check stays.
+    llama::grammar::Grammar::parse_with_vocab(&text, vocab)
+        .map_err(|e| ApiError::field(field, format!("'{field}': the schema's grammar: {e}")))?;
+    Ok(Some(text))
 }
 
 /// `chat_template_kwargs`: extra variables for the chat template (such as
@@ -293,8 +369,7 @@ pub fn template_kwargs(b: &Body) -> Result<Option<&Map<String, Value>>, ApiError
 }
 
 /// Refuses what a request asks for and this server cannot do, rather than
-/// answer as if it had: JSON-schema output (a JSON schema, a JSON response
-/// format) and the samplers it lacks, when turned on.
+/// answer as if it had: the samplers it lacks, when turned on.
 fn refuse_unsupported(b: &Body) -> Result<(), ApiError> {
     let unsupported = |field: &str, what: &str| {
         let mut e = ApiError::new(
@@ -304,27 +379,6 @@ fn refuse_unsupported(b: &Body) -> Result<(), ApiError> {
         e.param = Some(field.to_string());
         e
     };
-    match b.get("json_schema") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(o)) if o.is_empty() => {}
-        Some(_) => return Err(unsupported("json_schema", "constrained output")),
-    }
-    match b.get("response_format") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(o)) => match o.get("type").and_then(Value::as_str) {
-            Some("text") => {}
-            Some("json_object" | "json_schema") => {
-                return Err(unsupported("response_format", "JSON output"))
-            }
-            _ => {
-                return Err(wrong(
-                    "response_format",
-                    "an object whose 'type' is text, json_object or json_schema",
-                ))
-            }
-        },
-        Some(_) => return Err(wrong("response_format", "an object")),
-    }
     // Samplers that are off at these values (llama.cpp's defaults).
     for (field, what) in [
         ("mirostat", "mirostat sampling"),

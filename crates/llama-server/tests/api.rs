@@ -513,24 +513,48 @@ async fn bad_requests_get_4xx_naming_the_field() {
             400,
             "chat_template_kwargs",
         ),
-        // Modes this server lacks are refused, not ignored.
         (
             "/completion",
-            br#"{"prompt": "x", "grammar": "root ::= \"a\""}"#.to_vec(),
-            501,
+            br#"{"prompt": "x", "grammar": "root ::= \"a"}"#.to_vec(),
+            400,
             "grammar",
         ),
         (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "grammar": 5}"#.to_vec(),
+            400,
+            "grammar",
+        ),
+        // Schemas the converter cannot honour are refused, naming the field.
+        (
             "/completion",
-            br#"{"prompt": "x", "json_schema": {"type": "object"}}"#.to_vec(),
-            501,
+            br#"{"prompt": "x", "json_schema": {"type": "array", "uniqueItems": true}}"#.to_vec(),
+            400,
             "json_schema",
         ),
         (
             "/v1/chat/completions",
-            br#"{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}}"#.to_vec(),
-            501,
+            br#"{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object", "schema": {"not": {}}}}"#.to_vec(),
+            400,
             "response_format",
+        ),
+        (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"$ref": "https://example.com/s.json"}}}}"#.to_vec(),
+            400,
+            "response_format",
+        ),
+        (
+            "/v1/chat/completions",
+            br#"{"messages": [{"role": "user", "content": "x"}], "json_schema": {"type": "object"}, "grammar": "root ::= \"a\""}"#.to_vec(),
+            400,
+            "json_schema",
+        ),
+        (
+            "/completion",
+            br#"{"prompt": "x", "json_schema": "{\"type\": \"object\"}"}"#.to_vec(),
+            400,
+            "json_schema",
         ),
         (
             "/v1/chat/completions",

@@ -5,8 +5,10 @@ Usage: openai_client.py SERVER_BINARY MODEL.gguf
 
 Starts the server on a free loopback port (with --embeddings and an API
 key), then checks: models list, chat completion (streamed and not), text
-completion, embeddings, and that a bad request raises the client's
-BadRequestError. Exits non-zero on the first failure.
+completion, embeddings, structured output (`chat.completions.parse` with a
+pydantic model as `response_format`, parsed into the model), and that a bad
+request raises the client's BadRequestError. Exits non-zero on the first
+failure.
 """
 
 import socket
@@ -16,6 +18,20 @@ import time
 import urllib.request
 
 import openai
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Pet(BaseModel):
+    name: str = Field(max_length=12)
+    kind: Literal["cat", "dog"]
+
+
+class Answer(BaseModel):
+    mood: Literal["happy", "sad"]
+    age: int = Field(ge=1, le=99)
+    pets: list[Pet] = Field(max_length=2)
 
 
 def free_port():
@@ -84,6 +100,15 @@ def main():
         assert abs(norm - 1.0) < 1e-3, norm
         emb_f = client.embeddings.create(model=name, input="Once upon a time", encoding_format="float")
         assert max(abs(a - b) for a, b in zip(emb_f.data[0].embedding, emb.data[0].embedding)) < 1e-6
+
+        # Structured output: the reply is parsed into the pydantic model.
+        parse = client.beta.chat.completions.parse if hasattr(client, "beta") else client.chat.completions.parse
+        parsed = parse(model=name, messages=[{"role": "user", "content": "Tell me about your pets."}],
+                       response_format=Answer, max_tokens=400, temperature=0)
+        answer = parsed.choices[0].message.parsed
+        assert isinstance(answer, Answer), parsed
+        assert 1 <= answer.age <= 99 and len(answer.pets) <= 2, answer
+        assert parsed.choices[0].finish_reason == "stop", parsed
 
         try:
             client.chat.completions.create(model=name, messages=[{"role": "wizard", "content": "x"}])

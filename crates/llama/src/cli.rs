@@ -204,6 +204,14 @@ fn hex_pair(a: u8, b: u8) -> Option<u8> {
 }
 
 /// A thread count: 0 or less means the default (the machine's cores).
+/// The grammar of the JSON schema `text` given to `flag`.
+fn schema_grammar(flag: &str, text: &str) -> Result<String> {
+    let schema: serde_json::Value = serde_json::from_str(text)
+        .map_err(|e| LlamaError::InvalidParam(format!("{flag}: not valid JSON: {e}")))?;
+    crate::json_schema::json_schema_to_grammar(&schema)
+        .map_err(|e| LlamaError::InvalidParam(format!("{flag}: {e}")))
+}
+
 fn threads(flag: &str, v: &str) -> Result<usize> {
     let n: i64 = num(flag, v, "an integer")?;
     Ok(if n <= 0 {
@@ -446,6 +454,18 @@ impl CommonArgs {
                         path: path.clone(),
                         source,
                     })?;
+            }
+            "-j" | "--json-schema" => {
+                let text = val("JSON schema")?;
+                a.sampling.grammar = schema_grammar(flag, &text)?;
+            }
+            "-jf" | "--json-schema-file" => {
+                let path = val("file")?;
+                let text = std::fs::read_to_string(&path).map_err(|source| LlamaError::Io {
+                    path: path.clone(),
+                    source,
+                })?;
+                a.sampling.grammar = schema_grammar(flag, &text)?;
             }
             _ => return Ok(false),
         }

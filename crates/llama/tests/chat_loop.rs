@@ -131,3 +131,35 @@ fn a_full_context_stops_the_chat_with_a_message() {
     // The loop stops at the message without reading `/exit`.
     assert_eq!(out, "\n> \n[context full: 0 of 256 tokens used]\n");
 }
+
+#[test]
+fn each_reply_follows_the_grammar_from_its_start() {
+    let Some(fx) = fixtures() else { return };
+    let model = load(&fx);
+    let params = SamplingParams {
+        temp: 0.0,
+        grammar: "root ::= (\"Yes\" | \"No\") \"!\"".into(),
+        ..SamplingParams::default()
+    };
+    let mut sampler = SamplerChain::from_params_with_vocab(&params, &model.vocab).unwrap();
+    let mut ctx = Context::new(&model, ctx_params(256)).expect("context");
+    let template = ChatTemplate::new(None, Some("chatml"), false, &model.vocab).unwrap();
+    let mut out = Vec::new();
+    conversation::run(
+        &mut ctx,
+        &template,
+        &mut sampler,
+        None,
+        N_PREDICT as i64,
+        &mut "Hello\nAre you there?\n/exit\n".as_bytes(),
+        &mut out,
+    )
+    .expect("the chat loop runs");
+    let out = String::from_utf8(out).unwrap();
+    let turns: Vec<&str> = out.split("\n> ").collect();
+    assert_eq!(turns.len(), 4, "{out:?}");
+    for reply in &turns[1..3] {
+        let reply = reply.strip_suffix('\n').expect("reply ends a line");
+        assert!(reply == "Yes!" || reply == "No!", "{out:?}");
+    }
+}

@@ -7,6 +7,9 @@ use std::sync::atomic::Ordering;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
+use std::sync::Arc;
+
+use llama::grammar::TokenPieces;
 use llama::sampling::SamplerChain;
 use llama::{Batch, Context, ContextParams, Model, Token};
 
@@ -52,6 +55,9 @@ struct Engine<'m> {
     waiting: VecDeque<Task>,
     n_ctx_slot: usize,
     shared: &'m Shared,
+    /// The vocabulary's token pieces, built for the first request with a
+    /// grammar and kept for the next.
+    pieces: Option<Arc<TokenPieces>>,
 }
 
 /// Serves tasks until every sender is gone.
@@ -94,6 +100,7 @@ pub(super) fn serve(
         waiting: VecDeque::new(),
         n_ctx_slot,
         shared,
+        pieces: None,
     };
     eng.publish();
     shared.ready.store(true, Ordering::Release);
@@ -172,7 +179,7 @@ impl<'m> Engine<'m> {
             let TaskKind::Generate(req) = &task.kind else {
                 continue;
             };
-            let req = req.clone();
+            let req = GenRequest::clone(req);
             if req.prompt.is_empty() || req.prompt.len() >= self.n_ctx_slot {
                 task.out
                     .send(Event::Error(format!(
@@ -184,8 +191,16 @@ impl<'m> Engine<'m> {
                 continue;
             }
             let params = req.sampling.clone().with_n_ctx(self.n_ctx_slot as u32);
-            let mut sampler = match SamplerChain::from_params_with_vocab(&params, &self.model.vocab)
-            {
+            let vocab = &self.model.vocab;
+            let built = if params.grammar.is_empty() {
+                SamplerChain::from_params_with_vocab(&params, vocab)
+            } else {
+                let pieces = self
+                    .pieces
+                    .get_or_insert_with(|| Arc::new(TokenPieces::from_vocab(vocab)));
+                SamplerChain::from_params_with_tokens(&params, vocab, pieces)
+            };
+            let mut sampler = match built {
                 Ok(s) => s,
                 Err(e) => {
                     task.out.send(Event::Error(e.to_string())).ok();

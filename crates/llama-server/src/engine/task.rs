@@ -29,7 +29,7 @@ pub struct GenRequest {
 #[derive(Debug)]
 pub enum TaskKind {
     /// Text generation in a slot.
-    Generate(GenRequest),
+    Generate(Box<GenRequest>),
     /// Pooled embeddings of each input.
     Embed(Vec<Vec<Token>>),
 }

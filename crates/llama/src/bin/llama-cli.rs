@@ -53,6 +53,9 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --repeat-last-n N, --frequency-penalty P, --presence-penalty P, -s, --seed N
   --grammar TEXT            GBNF grammar the output must follow (llama.cpp's language)
   --grammar-file FILE       read the grammar from a file
+  -j, --json-schema SCHEMA  JSON schema the output must follow (converted to a
+                            grammar as llama.cpp converts it)
+  -jf, --json-schema-file FILE  read the JSON schema from a file
   -cnv, --conversation      chat (default when the model has a chat template)
   -no-cnv, --no-conversation  complete the prompt instead of chatting
   -sys, --system-prompt TEXT  system message of the chat

@@ -22,8 +22,17 @@ pub enum GrammarError {
     #[error("grammar has no '{0}' rule")]
     NoRoot(String),
     /// A rule can start with itself without consuming anything.
-    #[error("grammar is left-recursive at rule '{0}' (not supported)")]
-    LeftRecursion(String),
+    #[error(
+        "grammar is left-recursive at rule '{rule}' (line {line}, column {column}; not supported)"
+    )]
+    LeftRecursion {
+        /// The rule (a generated rule is named after the rule it is in).
+        rule: String,
+        /// Where that rule is defined (or, for a generated rule, written).
+        line: usize,
+        /// The column there.
+        column: usize,
+    },
     /// A lazy grammar with a trigger pattern that is not a valid regular
     /// expression.
     #[error("grammar trigger pattern '{pattern}' is not a valid regular expression: {message}")]

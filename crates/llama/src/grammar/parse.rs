@@ -30,6 +30,7 @@ pub fn parse(
         symbol_ids: HashMap::new(),
         rules: Vec::new(),
         first_use: HashMap::new(),
+        defined_at: HashMap::new(),
     };
     let mut pos = p.space(0, true);
     while pos < p.src.len() {
@@ -94,6 +95,8 @@ struct Parser<'a> {
     rules: Vec<Vec<Element>>,
     /// Where each symbol was first written, for errors about it.
     first_use: HashMap<u32, usize>,
+    /// Where each written rule is defined.
+    defined_at: HashMap<u32, usize>,
 }
 
 impl Parser<'_> {
@@ -286,6 +289,7 @@ impl Parser<'_> {
         let name = self.text[pos..name_end].to_string();
         let mut p = self.space(name_end, false);
         let id = self.symbol_id(&name, pos);
+        self.defined_at.entry(id).or_insert(pos);
         if !self.src[p..].starts_with(b"::=") {
             return Err(self.expecting(p, "::="));
         }
@@ -610,7 +614,18 @@ impl Parser<'_> {
             }
         }
         if let Some(bad) = left_recursion(&self.rules) {
-            return Err(GrammarError::LeftRecursion(names[bad].clone()));
+            let at = self
+                .defined_at
+                .get(&(bad as u32))
+                .or_else(|| self.first_use.get(&(bad as u32)))
+                .copied()
+                .unwrap_or(0);
+            let (line, column) = line_col(self.text, at);
+            return Err(GrammarError::LeftRecursion {
+                rule: names[bad].clone(),
+                line,
+                column,
+            });
         }
         let mut elements = Vec::new();
         let mut rule_starts = Vec::with_capacity(self.rules.len());

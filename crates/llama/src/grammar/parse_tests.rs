@@ -243,13 +243,18 @@ fn root_and_left_recursion() {
         parse_err("# only a comment\n"),
         GrammarError::NoRoot("root".into())
     );
-    assert!(matches!(
-        parse_err("root ::= root \"a\" | \"b\""),
-        GrammarError::LeftRecursion(_)
-    ));
+    assert_eq!(
+        parse_err("root ::= \"b\"\nitem ::= item \"a\" | \"b\""),
+        GrammarError::LeftRecursion {
+            rule: "item".into(),
+            line: 2,
+            column: 1
+        }
+    );
     // Through a rule that may be empty.
     let e = parse_err("root ::= opt expr\nopt ::= \"\" | \"x\"\nexpr ::= root \"+\" | \"1\"\n");
-    assert!(matches!(e, GrammarError::LeftRecursion(_)), "{e}");
+    assert!(matches!(e, GrammarError::LeftRecursion { .. }), "{e}");
+    assert!(e.to_string().contains("line "), "{e}");
     // Recursion that consumes first is fine.
     assert!(Grammar::parse("root ::= \"(\" root \")\" | \"x\"").is_ok());
     // A long chain of rules does not overflow the stack.

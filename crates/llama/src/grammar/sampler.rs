@@ -209,6 +209,11 @@ impl GrammarSampler {
         })
     }
 
+    /// The token pieces the stage reads.
+    pub fn tokens(&self) -> &TokenPieces {
+        &self.tokens
+    }
+
     /// The grammar.
     pub fn grammar(&self) -> &Grammar {
         &self.grammar

@@ -21,7 +21,7 @@ mod tests;
 
 pub use rng::{resolve_seed, Mt19937, DEFAULT_SEED};
 
-use crate::grammar::{GrammarError, GrammarSampler, GrammarTrigger};
+use crate::grammar::{GrammarError, GrammarSampler, GrammarTrigger, TokenPieces};
 use crate::vocab::Vocab;
 pub use samplers::{Dist, Greedy, LogitBias, MinP, Penalties, Temp, TempExt, TopK, TopP, Typical};
 
@@ -278,6 +278,28 @@ impl SamplerChain {
             chain.grammar = Some(GrammarSampler::from_vocab(
                 &params.grammar,
                 vocab,
+                params.grammar_lazy,
+                &params.grammar_triggers,
+            )?);
+        }
+        Ok(chain)
+    }
+
+    /// [`from_params_with_vocab`](Self::from_params_with_vocab) with the
+    /// vocabulary's token pieces already built (`tokens` is
+    /// `TokenPieces::from_vocab(vocab)`, kept by a caller that builds many
+    /// chains, such as a server).
+    pub fn from_params_with_tokens(
+        params: &SamplingParams,
+        vocab: &Vocab,
+        tokens: &std::sync::Arc<TokenPieces>,
+    ) -> Result<Self, GrammarError> {
+        let mut chain = Self::from_params(params, vocab.n_tokens());
+        if !params.grammar.is_empty() {
+            let grammar = crate::grammar::Grammar::parse_with_vocab(&params.grammar, vocab)?;
+            chain.grammar = Some(GrammarSampler::with_tokens(
+                std::sync::Arc::new(grammar),
+                std::sync::Arc::clone(tokens),
                 params.grammar_lazy,
                 &params.grammar_triggers,
             )?);

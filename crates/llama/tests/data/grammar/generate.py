@@ -40,6 +40,12 @@ CASES = [
     (QWEN3, "data:tokens_qwen.gbnf", "Hello", 24),
     (QWEN3, "data:repeat.gbnf", "Hello", 40),
     (QWEN3, "data:unicode.gbnf", "Hello", 24),
+    (STORIES, "fixtures:c.gbnf", "Once upon a time", 48),
+    ("fixtures:tiny-gemma3-f32.gguf", "fixtures:json.gbnf", "Hello", 40),
+    ("fixtures:tiny-gemma3-f32.gguf", "data:unicode.gbnf", "Hello", 24),
+    ("fixtures:tiny-phi3-f32.gguf", "fixtures:arithmetic.gbnf", "Hello", 32),
+    ("fixtures:tiny-f32.gguf", "fixtures:list.gbnf", "Once upon a time", 40),
+    ("fixtures:tiny-f32.gguf", "data:repeat.gbnf", "Once upon a time", 40),
 ]
 
 

@@ -1,0 +1,184 @@
+//! The `grammar` field: greedy output under a grammar equals llama.cpp's
+//! (the cases of llama's `tests/data/grammar/reference.json` on
+//! stories260K), streamed and not, on every generation endpoint; a grammar
+//! that does not parse is a 400 naming the field, and the server goes on.
+
+mod common;
+
+use common::{post, start};
+use serde_json::{json, Value};
+
+/// The reference cases on stories260K whose grammar is in llama's test data
+/// (those of the fixtures are read from there), as (grammar text, prompt,
+/// n_predict, generated text, whether an end-of-generation token ended it).
+fn cases() -> Vec<(String, String, u64, String, bool)> {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../llama/tests/data/grammar");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(data.join("reference.json")).unwrap())
+            .unwrap();
+    let fixtures = common::fixtures();
+    let mut out = Vec::new();
+    for c in doc["cases"].as_array().unwrap() {
+        if c["model"] != "repo:stories260K.gguf" {
+            continue;
+        }
+        let (kind, file) = c["grammar"].as_str().unwrap().split_once(':').unwrap();
+        let path = match (kind, &fixtures) {
+            ("data", _) => data.join(file),
+            ("fixtures", Some(f)) => f.join("grammars").join(file),
+            _ => continue,
+        };
+        let grammar = std::fs::read_to_string(path).unwrap();
+        let stdout = c["stdout"].as_str().unwrap();
+        let s = stdout.strip_suffix("\n\n").unwrap();
+        let (text, eog) = match s.strip_suffix(" [end of text]\n") {
+            Some(t) => (t, true),
+            None => (s, false),
+        };
+        let prompt = c["prompt"].as_str().unwrap().to_string();
+        // llama-completion echoes the prompt (SPM adds a space before it).
+        let generated = text
+            .strip_prefix(&format!(" {prompt}"))
+            .expect("the prompt echoed first")
+            .to_string();
+        out.push((
+            grammar,
+            prompt,
+            c["n_predict"].as_u64().unwrap(),
+            generated,
+            eog,
+        ));
+    }
+    out
+}
+
+fn streamed_text(events: &[String], pick: impl Fn(&Value) -> Option<String>) -> String {
+    assert_eq!(events.last().unwrap(), "[DONE]");
+    events[..events.len() - 1]
+        .iter()
+        .filter_map(|e| pick(&serde_json::from_str(e).unwrap()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn completions_under_a_grammar_equal_llama_cpp() {
+    let Some(srv) = start("stories260K.gguf", "-c 512").await else {
+        return;
+    };
+    let a = srv.addr;
+    let cases = cases();
+    assert!(cases.len() >= 5);
+    for (grammar, prompt, n, want, eog) in &cases {
+        let body = json!({"prompt": prompt, "n_predict": n, "temperature": 0, "grammar": grammar});
+        let r = post(a, "/completion", &body).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        let v = r.json();
+        assert_eq!(v["content"].as_str().unwrap(), want, "{grammar}");
+        assert_eq!(
+            v["stop_type"],
+            if *eog { "eos" } else { "limit" },
+            "{grammar}"
+        );
+
+        let body = json!({"prompt": prompt, "max_tokens": n, "temperature": 0,
+                          "grammar": grammar, "stream": true});
+        let ev = post(a, "/v1/completions", &body).await.events();
+        let text = streamed_text(&ev, |c| {
+            c["choices"].get(0)?["text"].as_str().map(String::from)
+        });
+        assert_eq!(&text, want, "{grammar}");
+    }
+    srv.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chat_replies_follow_the_grammar_and_bad_grammars_are_400() {
+    let Some(srv) = start("stories260K.gguf", "-c 512 -np 2").await else {
+        return;
+    };
+    let a = srv.addr;
+    let grammar = "root ::= (\"yes\" | \"no\") \", \" [a-z]{3,12} \".\"";
+    let body = json!({"messages": [{"role": "user", "content": "Is the sky blue?"}],
+                      "max_tokens": 40, "temperature": 0, "grammar": grammar});
+    let v = post(a, "/v1/chat/completions", &body).await.json();
+    let content = v["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let (head, rest) = content.split_once(", ").expect("a reply of the grammar");
+    assert!(head == "yes" || head == "no", "{content}");
+    let word = rest.strip_suffix('.').expect("ends with a period");
+    assert!((3..=12).contains(&word.len()), "{content}");
+    assert!(word.bytes().all(|b| b.is_ascii_lowercase()), "{content}");
+    assert_eq!(v["choices"][0]["finish_reason"], "stop");
+
+    let mut sbody = body.clone();
+    sbody["stream"] = json!(true);
+    let ev = post(a, "/v1/chat/completions", &sbody).await.events();
+    let text = streamed_text(&ev, |c| {
+        c["choices"].get(0)?["delta"]["content"]
+            .as_str()
+            .map(String::from)
+    });
+    assert_eq!(text, content);
+
+    // A grammar that does not parse: 400 naming the field, with the
+    // parser's line and column; the server goes on serving.
+    for (path, body) in [
+        (
+            "/completion",
+            json!({"prompt": "x", "grammar": "root ::= \"a\"\nx ::= [b"}),
+        ),
+        (
+            "/v1/completions",
+            json!({"prompt": "x", "grammar": "root ::= \"a\"\nx ::= [b"}),
+        ),
+        (
+            "/v1/chat/completions",
+            json!({"messages": [{"role": "user", "content": "x"}], "grammar": "root ::= \"a\"\nx ::= [b", "stream": true}),
+        ),
+    ] {
+        let r = post(a, path, &body).await;
+        assert_eq!(r.status, 400, "{path}: {}", r.text());
+        let e = r.json();
+        assert_eq!(e["error"]["param"], "grammar", "{e}");
+        let msg = e["error"]["message"].as_str().unwrap();
+        assert!(msg.contains("line 2, column 7"), "{msg}");
+    }
+    for g in ["root ::= missing", "item ::= \"a\"", "root ::= root \"a\""] {
+        let r = post(a, "/completion", &json!({"prompt": "x", "grammar": g})).await;
+        assert_eq!(r.status, 400, "{g}: {}", r.text());
+    }
+    let r = post(
+        a,
+        "/completion",
+        &json!({"prompt": "Once", "n_predict": 4, "temperature": 0}),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    srv.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_servers_grammar_is_the_default() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../llama/tests/data/grammar");
+    let file = data.join("repeat.gbnf");
+    let flags = format!("-c 512 --grammar-file {}", file.display());
+    let Some(srv) = start("stories260K.gguf", &flags).await else {
+        return;
+    };
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (_, _, _, want, _) = cases()
+        .into_iter()
+        .find(|c| c.0 == text && c.1 == "Once upon a time")
+        .expect("the repeat case");
+    let body = json!({"prompt": "Once upon a time", "n_predict": 48, "temperature": 0});
+    let v = post(srv.addr, "/completion", &body).await.json();
+    assert_eq!(v["content"].as_str().unwrap(), want);
+    // An empty grammar in the request turns it off.
+    let mut body = body;
+    body["grammar"] = json!("");
+    let v = post(srv.addr, "/completion", &body).await.json();
+    assert_ne!(v["content"].as_str().unwrap(), want);
+    srv.stop().await.unwrap();
+}
