@@ -109,7 +109,7 @@ fn one(body: &str, partial: bool) -> CallParse {
     const FENCE: &str = "```json";
     let t = rest.trim_start();
     let Some(json) = t.strip_prefix(FENCE) else {
-        if partial && is_marker_prefix(t, FENCE) || partial && t.is_empty() {
+        if partial && (t.is_empty() || is_marker_prefix(t, FENCE)) {
             return CallParse::Partial(vec![ToolCall {
                 name,
                 ..ToolCall::default()

@@ -251,7 +251,7 @@ pub fn detect(tmpl: &JinjaTemplate, source: &str) -> TemplateCaps {
         _ => from_source(source),
     };
     let renders_tools = match (
-        render(&[user.clone()], Some(&tools), true),
+        render(std::slice::from_ref(&user), Some(&tools), true),
         render(&[user], None, true),
     ) {
         (Some(a), Some(b)) => a != b && a.contains(FN),

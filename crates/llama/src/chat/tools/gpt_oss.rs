@@ -101,7 +101,7 @@ pub(crate) fn parse(text: &str, partial: bool, p: &ChatParser, out: &mut ParsedM
             out.content.push_str(body_shown);
         }
         match end {
-            Some((i, marker)) if marker == "<|start|>" => rest = &body_all[i..],
+            Some((i, "<|start|>")) => rest = &body_all[i..],
             Some((i, marker)) => rest = &body_all[i + marker.len()..],
             None => return,
         }

@@ -40,8 +40,8 @@ pub(crate) fn parse(text: &str, partial: bool, python_tag: bool, out: &mut Parse
         }
     }
     if t.starts_with('{') {
-        match call_object(t, NAME_KEYS, ARGS_KEYS) {
-            Some(obj) => match (obj.end, obj.name) {
+        if let Some(obj) = call_object(t, NAME_KEYS, ARGS_KEYS) {
+            match (obj.end, obj.name) {
                 (Some(end), Some(name)) if t[end..].trim().is_empty() => {
                     out.tool_calls.push(ToolCall {
                         name,
@@ -61,8 +61,7 @@ pub(crate) fn parse(text: &str, partial: bool, python_tag: bool, out: &mut Parse
                     return;
                 }
                 _ => {}
-            },
-            None => {}
+            }
         }
     }
     let markers: &[&str] = if python_tag { &[PYTHON_TAG] } else { &[] };

@@ -118,7 +118,9 @@ fn rendered_calls_parse_back() {
         let with = t
             .render(&[u.clone(), a], false, Some(&tools), None)
             .unwrap();
-        let without = t.render(&[u.clone()], true, Some(&tools), None).unwrap();
+        let without = t
+            .render(std::slice::from_ref(&u), true, Some(&tools), None)
+            .unwrap();
         // The reply is what the call added after the generation prompt.
         let common = without
             .char_indices()
