@@ -56,8 +56,8 @@ server:
   --pooling mean|cls|last   pooling of embeddings (default mean)
   -a, --alias NAME          model name in responses (default: the file name)
   --reasoning-format FMT    where reasoning (<think> blocks, gpt-oss analysis) goes: auto or
-                            deepseek (reasoning_content), deepseek-legacy (also kept in
-                            streamed content), none (left in content) (default auto)
+                            deepseek (reasoning_content), none (left in content)
+                            (default auto; deepseek-legacy is not supported)
 
 model, context and sampling flags are those of llama-cli (-ngl, -lm, -t, -b, -ub,
 -ctk, -ctv, -dev, --temp, --top-k, --top-p, --min-p, -s, ...).";
@@ -151,7 +151,7 @@ impl ServerArgs {
                 "--reasoning-format" => {
                     let v = val("format")?;
                     a.reasoning_format = ReasoningFormat::from_name(&v)
-                        .map_err(|_| bad(&v, "auto, deepseek, deepseek-legacy or none"))?;
+                        .map_err(|e| LlamaError::InvalidParam(format!("{flag}: {e}")))?;
                 }
                 // Generation continues within each slot's context; no shift.
                 "--no-context-shift" | "--cont-batching" | "-cb" => {}
@@ -193,6 +193,7 @@ mod tests {
             "-to 0",
             "--pooling max",
             "--reasoning-format think",
+            "--reasoning-format deepseek-legacy",
             "--bogus",
             "--port",
         ] {

@@ -59,8 +59,11 @@ mod tests;
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     /// A reasoning format name that is not one of llama.cpp's.
-    #[error("unknown reasoning format '{0}': expected auto, deepseek, deepseek-legacy or none")]
+    #[error("unknown reasoning format '{0}': expected auto, deepseek or none")]
     UnknownReasoningFormat(String),
+    /// A reasoning format of llama.cpp's that is not supported here.
+    #[error("reasoning format '{0}' is not supported: use auto, deepseek or none")]
+    UnsupportedReasoningFormat(String),
     /// A tool's parameters could not be made a grammar.
     #[error("tool parameters: {0}")]
     Schema(#[from] crate::json_schema::SchemaError),

@@ -15,9 +15,6 @@ pub enum ReasoningFormat {
     Auto,
     /// In `reasoning_content`.
     Deepseek,
-    /// In `reasoning_content`, and streamed inside `content` too, with its
-    /// tags.
-    DeepseekLegacy,
 }
 
 impl ReasoningFormat {
@@ -27,7 +24,7 @@ impl ReasoningFormat {
             "none" => Ok(Self::None),
             "auto" => Ok(Self::Auto),
             "deepseek" => Ok(Self::Deepseek),
-            "deepseek-legacy" => Ok(Self::DeepseekLegacy),
+            "deepseek-legacy" => Err(ToolError::UnsupportedReasoningFormat(s.to_string())),
             o => Err(ToolError::UnknownReasoningFormat(o.to_string())),
         }
     }
@@ -38,7 +35,6 @@ impl ReasoningFormat {
             Self::None => "none",
             Self::Auto => "auto",
             Self::Deepseek => "deepseek",
-            Self::DeepseekLegacy => "deepseek-legacy",
         }
     }
 
