@@ -86,21 +86,56 @@ pub async fn chat_completions(State(app): State<AppState>, body: Bytes) -> Respo
 }
 
 async fn respond(app: &App, body: &[u8], api: Api) -> Response {
-    let run = match start(app, body, api) {
+    let mut runs = match start(app, body, api) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    if run.opts.stream {
-        SseBody::new(sse_stream(run)).into_response()
-    } else {
-        match collect(run).await {
+    if runs.len() == 1 {
+        let run = runs.remove(0);
+        if run.opts.stream {
+            return SseBody::new(sse_stream(run)).into_response();
+        }
+        return match collect(run).await {
             Ok(v) => Json(v).into_response(),
             Err(e) => e.into_response(),
+        };
+    }
+    // Several choices: each its own task (run side by side as slots
+    // allow), joined into one body or one stream.
+    if runs[0].opts.stream {
+        return SseBody::new(merged_sse_stream(runs)).into_response();
+    }
+    let mut bodies = Vec::with_capacity(runs.len());
+    for run in runs {
+        match collect(run).await {
+            Ok(v) => bodies.push(v),
+            Err(e) => return e.into_response(),
         }
     }
+    Json(join_choices(bodies)).into_response()
 }
 
-fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
+/// One body of several choices: the first body with every body's choice
+/// (indexed in order) and the completion tokens of all.
+fn join_choices(bodies: Vec<Value>) -> Value {
+    let mut out = bodies[0].clone();
+    let mut choices = Vec::new();
+    let mut completion = 0u64;
+    for (i, b) in bodies.iter().enumerate() {
+        let mut c = b["choices"][0].clone();
+        c["index"] = i.into();
+        choices.push(c);
+        completion += b["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+    }
+    out["choices"] = choices.into();
+    let prompt = out["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    out["usage"]["completion_tokens"] = completion.into();
+    out["usage"]["total_tokens"] = (prompt + completion).into();
+    out
+}
+
+/// The request's tasks: one per choice (`n`).
+fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
     let model = app.model()?;
     let vocab = &model.vocab;
     let b = request::parse(body)?;
@@ -136,26 +171,42 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
         ));
     }
     let n_prompt = tokens.len();
-    let req = GenRequest {
-        prompt: tokens,
-        sampling: opts.sampling.clone(),
-        n_predict: opts.n_predict,
-        stop: opts.stop.clone(),
-        n_probs: opts.n_probs,
-        ignore_eos: opts.ignore_eos,
-    };
-    let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
-    Ok(Running {
-        api,
-        id: new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" }),
-        model: app.config.model_alias.clone(),
-        opts,
-        n_prompt,
-        rx,
-        cancel,
-        timeout: app.config.timeout,
-        chat,
-    })
+    if opts.n > 1 && api == Api::Native {
+        return Err(ApiError::field(
+            "n",
+            "several choices are served on /v1/completions and /v1/chat/completions",
+        ));
+    }
+    let id = new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" });
+    let mut runs = Vec::with_capacity(opts.n);
+    for i in 0..opts.n {
+        let mut sampling = opts.sampling.clone();
+        if sampling.seed != llama::sampling::DEFAULT_SEED {
+            // Choices of a fixed seed differ, the first as with n = 1.
+            sampling.seed = sampling.seed.wrapping_add(i as u32);
+        }
+        let req = GenRequest {
+            prompt: tokens.clone(),
+            sampling,
+            n_predict: opts.n_predict,
+            stop: opts.stop.clone(),
+            n_probs: opts.n_probs,
+            ignore_eos: opts.ignore_eos,
+        };
+        let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
+        runs.push(Running {
+            api,
+            id: id.clone(),
+            model: app.config.model_alias.clone(),
+            opts: opts.clone(),
+            n_prompt,
+            rx,
+            cancel,
+            timeout: app.config.timeout,
+            chat: chat.clone(),
+        });
+    }
+    Ok(runs)
 }
 
 async fn next_event(run: &mut Running) -> Result<Event, ApiError> {
@@ -490,13 +541,32 @@ enum Phase {
 /// The events of a task as server-sent events; OpenAI endpoints end with
 /// `data: [DONE]`, errors are sent as an `error` object.
 fn sse_stream(run: Running) -> impl Stream<Item = Result<Sse, Infallible>> {
-    let data = |v: &Value| Sse::default().data(v.to_string());
+    chunk_stream(run).map(|c| Ok(c.sse()))
+}
+
+/// One piece of a stream: a JSON chunk, or the closing `[DONE]`.
+enum Chunk {
+    Json(Value),
+    Done,
+}
+
+impl Chunk {
+    fn sse(&self) -> Sse {
+        match self {
+            Chunk::Json(v) => Sse::default().data(v.to_string()),
+            Chunk::Done => Sse::default().data("[DONE]"),
+        }
+    }
+}
+
+/// The chunks of one task's reply.
+fn chunk_stream(run: Running) -> impl Stream<Item = Chunk> {
     stream::unfold((run, Phase::Start), move |(mut run, phase)| async move {
         let mut out = Vec::new();
         let next = match phase {
             Phase::End => return None,
             Phase::Start if run.api == Api::Chat => {
-                out.push(data(&json!({
+                out.push(Chunk::Json(json!({
                     "id": run.id, "object": "chat.completion.chunk", "created": now(), "model": run.model,
                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "logprobs": null, "finish_reason": null}],
                 })));
@@ -505,30 +575,88 @@ fn sse_stream(run: Running) -> impl Stream<Item = Result<Sse, Infallible>> {
             Phase::Start | Phase::Body => match next_event(&mut run).await {
                 Ok(Event::Text { text, tokens, probs }) => {
                     if run.api == Api::Chat {
-                        out.extend(chat_chunks(&mut run, &text, &probs, false).iter().map(data));
+                        out.extend(chat_chunks(&mut run, &text, &probs, false).into_iter().map(Chunk::Json));
                     } else if !text.is_empty() || !tokens.is_empty() {
-                        out.push(data(&chunk(&run, &text, &tokens, &probs)));
+                        out.push(Chunk::Json(chunk(&run, &text, &tokens, &probs)));
                     }
                     Phase::Body
                 }
                 Ok(Event::Done(done)) => {
                     if run.api == Api::Chat {
-                        out.extend(chat_chunks(&mut run, "", &[], true).iter().map(data));
+                        out.extend(chat_chunks(&mut run, "", &[], true).into_iter().map(Chunk::Json));
                     }
-                    out.extend(closing(&run, &done).iter().map(data));
+                    out.extend(closing(&run, &done).into_iter().map(Chunk::Json));
                     if run.api != Api::Native {
-                        out.push(Sse::default().data("[DONE]"));
+                        out.push(Chunk::Done);
                     }
                     Phase::End
                 }
                 Ok(_) => Phase::End,
                 Err(e) => {
-                    out.push(data(&e.body()));
+                    out.push(Chunk::Json(e.body()));
                     Phase::End
                 }
             },
         };
-        Some((stream::iter(out.into_iter().map(Ok)), (run, next)))
+        Some((stream::iter(out), (run, next)))
     })
     .flatten()
+}
+
+/// The streams of several choices as one: chunks as they come, each with
+/// its choice's index; the usage of all (summed) and `[DONE]` at the end.
+fn merged_sse_stream(runs: Vec<Running>) -> impl Stream<Item = Result<Sse, Infallible>> {
+    let include_usage = runs[0].opts.include_usage;
+    let head = json!({"id": runs[0].id, "model": runs[0].model});
+    let object = if runs[0].api == Api::Chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
+    let tagged = runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, run)| chunk_stream(run).map(move |c| (i, c)).boxed());
+    let usage = Arc::new(std::sync::Mutex::new(
+        json!({"prompt_tokens": 0, "completion_tokens": 0}),
+    ));
+    let sum = usage.clone();
+    let body = stream::select_all(tagged).filter_map(move |(i, c)| {
+        let sum = sum.clone();
+        async move {
+            let Chunk::Json(mut v) = c else { return None };
+            if let Some(u) = v.as_object_mut().and_then(|o| o.remove("usage")) {
+                if let Ok(mut s) = sum.lock() {
+                    s["prompt_tokens"] = u["prompt_tokens"].clone();
+                    let c = s["completion_tokens"].as_u64().unwrap_or(0)
+                        + u["completion_tokens"].as_u64().unwrap_or(0);
+                    s["completion_tokens"] = c.into();
+                }
+            }
+            let choices = v["choices"].as_array_mut()?;
+            if choices.is_empty() {
+                return None;
+            }
+            for c in choices {
+                c["index"] = i.into();
+            }
+            Some(Ok(Sse::default().data(v.to_string())))
+        }
+    });
+    let tail = stream::once(async move {
+        let mut out = Vec::new();
+        if include_usage {
+            let mut u = usage.lock().map(|u| u.clone()).unwrap_or_default();
+            let total = u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0);
+            u["total_tokens"] = total.into();
+            out.push(Ok(Sse::default().data(
+                json!({"id": head["id"], "object": object, "created": now(), "model": head["model"], "choices": [], "usage": u})
+                    .to_string(),
+            )));
+        }
+        out.push(Ok(Sse::default().data("[DONE]")));
+        stream::iter(out)
+    })
+    .flatten();
+    body.chain(tail)
 }

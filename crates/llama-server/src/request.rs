@@ -97,7 +97,12 @@ pub struct GenOptions {
     pub n_probs: usize,
     /// Report probabilities at all (chat's `logprobs: true` with 0 top).
     pub logprobs: bool,
+    /// Choices to generate (`n`).
+    pub n: usize,
 }
+
+/// Most choices one request may ask for.
+pub const MAX_CHOICES: i64 = 16;
 
 /// Most top tokens a request may ask probabilities for.
 const MAX_PROBS: i64 = 20;
@@ -201,13 +206,12 @@ pub fn gen_options(
         }
         (None, None, None) => -1,
     };
-    if let Some(n) = b.i64("n")? {
-        if n != 1 {
-            return Err(ApiError::field(
-                "n",
-                "only one choice per request is supported ('n' must be 1)",
-            ));
-        }
+    let n = b.i64("n")?.unwrap_or(1);
+    if !(1..=MAX_CHOICES).contains(&n) {
+        return Err(ApiError::field(
+            "n",
+            format!("'n' must be in [1, {MAX_CHOICES}]"),
+        ));
     }
     let stop = match b.get("stop") {
         None => Vec::new(),
@@ -259,6 +263,7 @@ pub fn gen_options(
         ignore_eos: b.bool("ignore_eos")?.unwrap_or(false),
         n_probs: n_probs as usize,
         logprobs,
+        n: n as usize,
     })
 }
 

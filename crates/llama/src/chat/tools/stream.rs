@@ -114,7 +114,7 @@ pub fn diffs(prev: &ParsedMessage, next: &ParsedMessage) -> Vec<MessageDiff> {
 }
 
 /// The state of one streaming reply.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct StreamState {
     parser: ChatParser,
     text: String,
