@@ -161,3 +161,89 @@ fn rendered_calls_parse_back() {
         );
     }
 }
+
+/// llama.cpp's own examples (tests/test-chat.cpp) with reasoning, through
+/// the whole parser: the same content, reasoning and calls.
+#[test]
+fn llama_cpp_reasoning_examples() {
+    let run = |f: ToolFormat, open: bool, r: ReasoningFormat, text: &str| {
+        let mut p = ChatParser::new(f, r);
+        p.thinking_forced_open = open;
+        p.parse(text, false)
+    };
+    // DeepSeek R1 distill: the prompt opened the block.
+    let m = run(
+        ToolFormat::DeepseekR1,
+        true,
+        ReasoningFormat::Deepseek,
+        "I'm\nthinking</think>Hello, world!\nWhat's up?",
+    );
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("I'm\nthinking", "Hello, world!\nWhat's up?")
+    );
+    let m = run(
+        ToolFormat::DeepseekR1,
+        true,
+        ReasoningFormat::Deepseek,
+        "</think>Hello, world!\nWhat's up?",
+    );
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("", "Hello, world!\nWhat's up?")
+    );
+    // DeepSeek V3.1: reasoning, content and two calls.
+    let m = run(
+        ToolFormat::DeepseekV31,
+        true,
+        ReasoningFormat::Deepseek,
+        "REASONING</think>CONTENT<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>get_time<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁call▁begin｜>get_weather<｜tool▁sep｜>{\"city\": \"Paris\"}<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+    );
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("REASONING", "CONTENT")
+    );
+    let calls: Vec<_> = m
+        .tool_calls
+        .iter()
+        .map(|c| (c.name.as_str(), c.arguments.as_str()))
+        .collect();
+    assert_eq!(
+        calls,
+        [
+            ("get_time", r#"{"city":"Paris"}"#),
+            ("get_weather", r#"{"city":"Paris"}"#)
+        ]
+    );
+    // A reply that opens its own block; with `none` it stays in content.
+    let text = "<think>I'm\nthinking</think>Hello, world!\nWhat's up?";
+    let m = run(ToolFormat::Hermes, false, ReasoningFormat::Auto, text);
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("I'm\nthinking", "Hello, world!\nWhat's up?")
+    );
+    let m = run(ToolFormat::Hermes, false, ReasoningFormat::None, text);
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("", text)
+    );
+    // QwQ: "</think>" alone ends an empty block opened by the prompt.
+    let m = run(
+        ToolFormat::Hermes,
+        true,
+        ReasoningFormat::Auto,
+        "Let me think about this...\n</think>\nThe answer is 42.",
+    );
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("Let me think about this...", "The answer is 42.")
+    );
+    // Streaming inside the block: reasoning only, nothing taken back.
+    let mut p = ChatParser::new(ToolFormat::Hermes, ReasoningFormat::Auto);
+    p.thinking_forced_open = true;
+    let m = p.parse("I'm\nthinking</thi", true);
+    assert_eq!(
+        (m.reasoning_content.as_str(), m.content.as_str()),
+        ("I'm\nthinking", "")
+    );
+}
