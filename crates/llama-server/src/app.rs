@@ -39,6 +39,8 @@ pub struct HttpConfig {
     pub model_alias: String,
     /// Default sampling settings.
     pub sampling: SamplingParams,
+    /// `--reasoning-format`.
+    pub reasoning_format: llama::chat::tools::ReasoningFormat,
 }
 
 /// State of the handlers.
@@ -300,18 +302,9 @@ async fn detokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Val
 }
 
 async fn apply_template(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
-    let tmpl = app.chat_template()?;
     let b = request::parse(&body)?;
-    let messages = request::messages(&b)?;
-    let prompt = tmpl
-        .apply_with(
-            &messages,
-            true,
-            b.get("tools"),
-            request::template_kwargs(&b)?,
-        )
-        .map_err(|e| ApiError::field("messages", e.to_string()))?;
-    Ok(Json(json!({ "prompt": prompt })))
+    let setup = crate::chat::prepare(&app, &b, false)?;
+    Ok(Json(json!({ "prompt": setup.prompt })))
 }
 
 async fn metrics(State(app): State<AppState>) -> Response {

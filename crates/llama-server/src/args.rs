@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use llama::chat::tools::ReasoningFormat;
 use llama::cli::CommonArgs;
 use llama::{LlamaError, PoolingType, Result};
 
@@ -32,6 +33,8 @@ pub struct ServerArgs {
     pub embeddings: Option<PoolingType>,
     /// `-a/--alias`: the model name in responses.
     pub alias: Option<String>,
+    /// `--reasoning-format`: where a reply's reasoning goes.
+    pub reasoning_format: ReasoningFormat,
 }
 
 /// Usage text.
@@ -52,6 +55,9 @@ server:
   --embeddings              serve /v1/embeddings
   --pooling mean|cls|last   pooling of embeddings (default mean)
   -a, --alias NAME          model name in responses (default: the file name)
+  --reasoning-format FMT    where reasoning (<think> blocks, gpt-oss analysis) goes: auto or
+                            deepseek (reasoning_content), none (left in content)
+                            (default auto; deepseek-legacy is not supported)
 
 model, context and sampling flags are those of llama-cli (-ngl, -lm, -t, -b, -ub,
 -ctk, -ctv, -dev, --temp, --top-k, --top-p, --min-p, -s, ...).";
@@ -71,6 +77,7 @@ impl ServerArgs {
             jinja: true,
             embeddings: None,
             alias: None,
+            reasoning_format: ReasoningFormat::Auto,
             common: CommonArgs {
                 rest: Vec::new(),
                 ..common.clone()
@@ -141,6 +148,11 @@ impl ServerArgs {
                     };
                 }
                 "-a" | "--alias" => a.alias = Some(val("name")?),
+                "--reasoning-format" => {
+                    let v = val("format")?;
+                    a.reasoning_format = ReasoningFormat::from_name(&v)
+                        .map_err(|e| LlamaError::InvalidParam(format!("{flag}: {e}")))?;
+                }
                 // Generation continues within each slot's context; no shift.
                 "--no-context-shift" | "--cont-batching" | "-cb" => {}
                 _ => return Err(llama::cli::unknown_argument(&flag)),
@@ -172,11 +184,16 @@ mod tests {
         assert_eq!(a.timeout, Duration::from_secs(5));
         assert_eq!(a.embeddings, Some(PoolingType::Last));
         assert_eq!(a.common.ctx_params.n_ctx, 256);
+        assert_eq!(a.reasoning_format, ReasoningFormat::Auto);
+        let n = parse("-m x.gguf --reasoning-format none").unwrap();
+        assert_eq!(n.reasoning_format, ReasoningFormat::None);
         for bad in [
             "-np 0",
             "--port x",
             "-to 0",
             "--pooling max",
+            "--reasoning-format think",
+            "--reasoning-format deepseek-legacy",
             "--bogus",
             "--port",
         ] {

@@ -13,6 +13,7 @@ use axum::response::sse::{Event as Sse, Sse as SseBody};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use futures_util::stream::{self, Stream, StreamExt};
+use llama::chat::tools::{MessageDiff, ParsedMessage, StreamState};
 use llama::Token;
 use serde_json::{json, Value};
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -58,6 +59,8 @@ struct Running {
     rx: UnboundedReceiver<Event>,
     cancel: Arc<AtomicBool>,
     timeout: std::time::Duration,
+    /// The chat reply as parsed so far (chat only).
+    chat: Option<StreamState>,
 }
 
 impl Drop for Running {
@@ -83,37 +86,70 @@ pub async fn chat_completions(State(app): State<AppState>, body: Bytes) -> Respo
 }
 
 async fn respond(app: &App, body: &[u8], api: Api) -> Response {
-    let run = match start(app, body, api) {
+    let mut runs = match start(app, body, api) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
-    if run.opts.stream {
-        SseBody::new(sse_stream(run)).into_response()
-    } else {
-        match collect(run).await {
+    if runs.len() == 1 {
+        let run = runs.remove(0);
+        if run.opts.stream {
+            return SseBody::new(sse_stream(run)).into_response();
+        }
+        return match collect(run).await {
             Ok(v) => Json(v).into_response(),
             Err(e) => e.into_response(),
+        };
+    }
+    // Several choices: each its own task (run side by side as slots
+    // allow), joined into one body or one stream.
+    if runs[0].opts.stream {
+        return SseBody::new(merged_sse_stream(runs)).into_response();
+    }
+    let mut bodies = Vec::with_capacity(runs.len());
+    for run in runs {
+        match collect(run).await {
+            Ok(v) => bodies.push(v),
+            Err(e) => return e.into_response(),
         }
     }
+    Json(join_choices(bodies)).into_response()
 }
 
-fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
+/// One body of several choices: the first body with every body's choice
+/// (indexed in order) and the completion tokens of all.
+fn join_choices(bodies: Vec<Value>) -> Value {
+    let mut out = bodies[0].clone();
+    let mut choices = Vec::new();
+    let mut completion = 0u64;
+    for (i, b) in bodies.iter().enumerate() {
+        let mut c = b["choices"][0].clone();
+        c["index"] = i.into();
+        choices.push(c);
+        completion += b["usage"]["completion_tokens"].as_u64().unwrap_or(0);
+    }
+    out["choices"] = choices.into();
+    let prompt = out["usage"]["prompt_tokens"].as_u64().unwrap_or(0);
+    out["usage"]["completion_tokens"] = completion.into();
+    out["usage"]["total_tokens"] = (prompt + completion).into();
+    out
+}
+
+/// The request's tasks: one per choice (`n`).
+fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
     let model = app.model()?;
     let vocab = &model.vocab;
     let b = request::parse(body)?;
-    let opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
+    let mut opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
+    let mut chat = None;
     let (tokens, field) = if api == Api::Chat {
-        let messages = request::messages(&b)?;
-        let text = app
-            .chat_template()?
-            .apply_with(
-                &messages,
-                true,
-                b.get("tools"),
-                request::template_kwargs(&b)?,
-            )
-            .map_err(|e| ApiError::field("messages", e.to_string()))?;
-        (vocab.tokenize(&text, true, true), "messages")
+        let setup = crate::chat::prepare(app, &b, !opts.sampling.grammar.is_empty())?;
+        if let Some(g) = &setup.grammar {
+            opts.sampling.grammar = g.grammar.clone();
+            opts.sampling.grammar_lazy = g.lazy;
+            opts.sampling.grammar_triggers = g.triggers.clone();
+        }
+        chat = Some(setup.stream_state());
+        (vocab.tokenize(&setup.prompt, true, true), "messages")
     } else {
         match request::prompt(&b, vocab)? {
             Prompt::Text(t) => (vocab.tokenize(&t, true, true), "prompt"),
@@ -135,25 +171,42 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Running, ApiError> {
         ));
     }
     let n_prompt = tokens.len();
-    let req = GenRequest {
-        prompt: tokens,
-        sampling: opts.sampling.clone(),
-        n_predict: opts.n_predict,
-        stop: opts.stop.clone(),
-        n_probs: opts.n_probs,
-        ignore_eos: opts.ignore_eos,
-    };
-    let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
-    Ok(Running {
-        api,
-        id: new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" }),
-        model: app.config.model_alias.clone(),
-        opts,
-        n_prompt,
-        rx,
-        cancel,
-        timeout: app.config.timeout,
-    })
+    if opts.n > 1 && api == Api::Native {
+        return Err(ApiError::field(
+            "n",
+            "several choices are served on /v1/completions and /v1/chat/completions",
+        ));
+    }
+    let id = new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" });
+    let mut runs = Vec::with_capacity(opts.n);
+    for i in 0..opts.n {
+        let mut sampling = opts.sampling.clone();
+        if sampling.seed != llama::sampling::DEFAULT_SEED {
+            // Choices of a fixed seed differ, the first as with n = 1.
+            sampling.seed = sampling.seed.wrapping_add(i as u32);
+        }
+        let req = GenRequest {
+            prompt: tokens.clone(),
+            sampling,
+            n_predict: opts.n_predict,
+            stop: opts.stop.clone(),
+            n_probs: opts.n_probs,
+            ignore_eos: opts.ignore_eos,
+        };
+        let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
+        runs.push(Running {
+            api,
+            id: id.clone(),
+            model: app.config.model_alias.clone(),
+            opts: opts.clone(),
+            n_prompt,
+            rx,
+            cancel,
+            timeout: app.config.timeout,
+            chat: chat.clone(),
+        });
+    }
+    Ok(runs)
 }
 
 async fn next_event(run: &mut Running) -> Result<Event, ApiError> {
@@ -187,7 +240,12 @@ async fn collect(mut run: Running) -> Result<Value, ApiError> {
                 tokens.extend(k);
                 probs.extend(p);
             }
-            Event::Done(done) => return Ok(final_body(&run, &text, &tokens, &probs, &done)),
+            Event::Done(done) => {
+                if let Some(state) = run.chat.as_mut() {
+                    state.push(&text, true);
+                }
+                return Ok(final_body(&run, &text, &tokens, &probs, &done));
+            }
             Event::Embeddings(..) | Event::Error(_) => {
                 return Err(ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
@@ -295,21 +353,121 @@ fn final_body(run: &Running, text: &str, tokens: &[Token], probs: &[Probs], done
             "usage": usage(run.n_prompt, done),
             "timings": timings(done),
         }),
-        Api::Chat => json!({
-            "id": run.id,
-            "object": "chat.completion",
-            "created": now(),
-            "model": run.model,
-            "choices": [{
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": logprobs,
-                "finish_reason": done.finish.reason(),
-            }],
-            "usage": usage(run.n_prompt, done),
-            "timings": timings(done),
-        }),
+        Api::Chat => {
+            let parsed = run.chat.as_ref().map(StreamState::message);
+            json!({
+                "id": run.id,
+                "object": "chat.completion",
+                "created": now(),
+                "model": run.model,
+                "choices": [{
+                    "index": 0,
+                    "message": message_json(parsed, text),
+                    "logprobs": logprobs,
+                    "finish_reason": finish_reason(run, done),
+                }],
+                "usage": usage(run.n_prompt, done),
+                "timings": timings(done),
+            })
+        }
     }
+}
+
+/// `stop`, `length`, or `tool_calls` when a reply that ended by itself
+/// holds calls.
+fn finish_reason(run: &Running, done: &Done) -> &'static str {
+    let reason = done.finish.reason();
+    let calls = run
+        .chat
+        .as_ref()
+        .is_some_and(|s| !s.message().tool_calls.is_empty());
+    if calls && reason == "stop" {
+        "tool_calls"
+    } else {
+        reason
+    }
+}
+
+/// The assistant message of a chat reply: content (null when there is
+/// none beside calls, as OpenAI sends it), `reasoning_content` when there
+/// is some, `tool_calls` when there are some.
+fn message_json(parsed: Option<&ParsedMessage>, text: &str) -> Value {
+    let Some(p) = parsed else {
+        return json!({"role": "assistant", "content": text});
+    };
+    let mut m = json!({"role": "assistant", "content": p.content});
+    if p.content.is_empty() && !p.tool_calls.is_empty() {
+        m["content"] = Value::Null;
+    }
+    if !p.reasoning_content.is_empty() {
+        m["reasoning_content"] = p.reasoning_content.clone().into();
+    }
+    if !p.tool_calls.is_empty() {
+        m["tool_calls"] = p
+            .tool_calls
+            .iter()
+            .map(|c| {
+                json!({
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                })
+            })
+            .collect();
+    }
+    m
+}
+
+/// The `delta` of a streamed chat chunk, as llama.cpp's server writes it.
+fn delta_json(d: &MessageDiff) -> Value {
+    let mut v = json!({});
+    if !d.reasoning_content.is_empty() {
+        v["reasoning_content"] = d.reasoning_content.clone().into();
+    }
+    if !d.content.is_empty() {
+        v["content"] = d.content.clone().into();
+    }
+    if let Some(t) = &d.tool_call {
+        let mut call = json!({"index": t.index});
+        let mut function = json!({});
+        if !t.id.is_empty() {
+            call["id"] = t.id.clone().into();
+            call["type"] = "function".into();
+        }
+        if !t.name.is_empty() {
+            function["name"] = t.name.clone().into();
+            function["arguments"] = t.arguments.clone().into();
+        } else if !t.arguments.is_empty() {
+            function["arguments"] = t.arguments.clone().into();
+        }
+        call["function"] = function;
+        v["tool_calls"] = json!([call]);
+    }
+    v
+}
+
+/// The chat chunks of what `piece` adds to the reply (`last` when the
+/// reply is complete); the first carries the piece's log-probabilities.
+fn chat_chunks(run: &mut Running, piece: &str, probs: &[Probs], last: bool) -> Vec<Value> {
+    let diffs = match run.chat.as_mut() {
+        Some(state) => state.push(piece, last),
+        None => Vec::new(),
+    };
+    let logprobs = logprobs_json(run, probs);
+    let mut out = Vec::new();
+    for (k, d) in diffs.iter().enumerate() {
+        out.push(json!({
+            "id": run.id, "object": "chat.completion.chunk", "created": now(), "model": run.model,
+            "choices": [{"index": 0, "delta": delta_json(d), "logprobs": if k == 0 { logprobs.clone() } else { Value::Null }, "finish_reason": null}],
+        }));
+    }
+    if out.is_empty() && !probs.is_empty() && run.opts.logprobs {
+        out.push(json!({
+            "id": run.id, "object": "chat.completion.chunk", "created": now(), "model": run.model,
+            "choices": [{"index": 0, "delta": {}, "logprobs": logprobs, "finish_reason": null}],
+        }));
+    }
+    out
 }
 
 /// One streamed chunk of new text.
@@ -346,7 +504,7 @@ fn closing(run: &Running, done: &Done) -> Vec<Value> {
             let (object, choice) = if run.api == Api::Chat {
                 (
                     "chat.completion.chunk",
-                    json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": done.finish.reason()}),
+                    json!({"index": 0, "delta": {}, "logprobs": null, "finish_reason": finish_reason(run, done)}),
                 )
             } else {
                 (
@@ -383,13 +541,32 @@ enum Phase {
 /// The events of a task as server-sent events; OpenAI endpoints end with
 /// `data: [DONE]`, errors are sent as an `error` object.
 fn sse_stream(run: Running) -> impl Stream<Item = Result<Sse, Infallible>> {
-    let data = |v: &Value| Sse::default().data(v.to_string());
+    chunk_stream(run).map(|c| Ok(c.sse()))
+}
+
+/// One piece of a stream: a JSON chunk, or the closing `[DONE]`.
+enum Chunk {
+    Json(Value),
+    Done,
+}
+
+impl Chunk {
+    fn sse(&self) -> Sse {
+        match self {
+            Chunk::Json(v) => Sse::default().data(v.to_string()),
+            Chunk::Done => Sse::default().data("[DONE]"),
+        }
+    }
+}
+
+/// The chunks of one task's reply.
+fn chunk_stream(run: Running) -> impl Stream<Item = Chunk> {
     stream::unfold((run, Phase::Start), move |(mut run, phase)| async move {
         let mut out = Vec::new();
         let next = match phase {
             Phase::End => return None,
             Phase::Start if run.api == Api::Chat => {
-                out.push(data(&json!({
+                out.push(Chunk::Json(json!({
                     "id": run.id, "object": "chat.completion.chunk", "created": now(), "model": run.model,
                     "choices": [{"index": 0, "delta": {"role": "assistant", "content": null}, "logprobs": null, "finish_reason": null}],
                 })));
@@ -397,26 +574,89 @@ fn sse_stream(run: Running) -> impl Stream<Item = Result<Sse, Infallible>> {
             }
             Phase::Start | Phase::Body => match next_event(&mut run).await {
                 Ok(Event::Text { text, tokens, probs }) => {
-                    if !text.is_empty() || !tokens.is_empty() {
-                        out.push(data(&chunk(&run, &text, &tokens, &probs)));
+                    if run.api == Api::Chat {
+                        out.extend(chat_chunks(&mut run, &text, &probs, false).into_iter().map(Chunk::Json));
+                    } else if !text.is_empty() || !tokens.is_empty() {
+                        out.push(Chunk::Json(chunk(&run, &text, &tokens, &probs)));
                     }
                     Phase::Body
                 }
                 Ok(Event::Done(done)) => {
-                    out.extend(closing(&run, &done).iter().map(data));
+                    if run.api == Api::Chat {
+                        out.extend(chat_chunks(&mut run, "", &[], true).into_iter().map(Chunk::Json));
+                    }
+                    out.extend(closing(&run, &done).into_iter().map(Chunk::Json));
                     if run.api != Api::Native {
-                        out.push(Sse::default().data("[DONE]"));
+                        out.push(Chunk::Done);
                     }
                     Phase::End
                 }
                 Ok(_) => Phase::End,
                 Err(e) => {
-                    out.push(data(&e.body()));
+                    out.push(Chunk::Json(e.body()));
                     Phase::End
                 }
             },
         };
-        Some((stream::iter(out.into_iter().map(Ok)), (run, next)))
+        Some((stream::iter(out), (run, next)))
     })
     .flatten()
+}
+
+/// The streams of several choices as one: chunks as they come, each with
+/// its choice's index; the usage of all (summed) and `[DONE]` at the end.
+fn merged_sse_stream(runs: Vec<Running>) -> impl Stream<Item = Result<Sse, Infallible>> {
+    let include_usage = runs[0].opts.include_usage;
+    let head = json!({"id": runs[0].id, "model": runs[0].model});
+    let object = if runs[0].api == Api::Chat {
+        "chat.completion.chunk"
+    } else {
+        "text_completion"
+    };
+    let tagged = runs
+        .into_iter()
+        .enumerate()
+        .map(|(i, run)| chunk_stream(run).map(move |c| (i, c)).boxed());
+    let usage = Arc::new(std::sync::Mutex::new(
+        json!({"prompt_tokens": 0, "completion_tokens": 0}),
+    ));
+    let sum = usage.clone();
+    let body = stream::select_all(tagged).filter_map(move |(i, c)| {
+        let sum = sum.clone();
+        async move {
+            let Chunk::Json(mut v) = c else { return None };
+            if let Some(u) = v.as_object_mut().and_then(|o| o.remove("usage")) {
+                if let Ok(mut s) = sum.lock() {
+                    s["prompt_tokens"] = u["prompt_tokens"].clone();
+                    let c = s["completion_tokens"].as_u64().unwrap_or(0)
+                        + u["completion_tokens"].as_u64().unwrap_or(0);
+                    s["completion_tokens"] = c.into();
+                }
+            }
+            let choices = v["choices"].as_array_mut()?;
+            if choices.is_empty() {
+                return None;
+            }
+            for c in choices {
+                c["index"] = i.into();
+            }
+            Some(Ok(Sse::default().data(v.to_string())))
+        }
+    });
+    let tail = stream::once(async move {
+        let mut out = Vec::new();
+        if include_usage {
+            let mut u = usage.lock().map(|u| u.clone()).unwrap_or_default();
+            let total = u["prompt_tokens"].as_u64().unwrap_or(0) + u["completion_tokens"].as_u64().unwrap_or(0);
+            u["total_tokens"] = total.into();
+            out.push(Ok(Sse::default().data(
+                json!({"id": head["id"], "object": object, "created": now(), "model": head["model"], "choices": [], "usage": u})
+                    .to_string(),
+            )));
+        }
+        out.push(Ok(Sse::default().data("[DONE]")));
+        stream::iter(out)
+    })
+    .flatten();
+    body.chain(tail)
 }

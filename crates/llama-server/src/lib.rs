@@ -7,12 +7,14 @@
 
 pub mod app;
 pub mod args;
+pub mod chat;
 pub mod completions;
 pub mod embeddings;
 pub mod engine;
 pub mod error;
 pub mod metrics;
 pub mod request;
+pub mod tools;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -63,6 +65,7 @@ impl Server {
                 jinja: args.jinja,
                 model_alias: alias,
                 sampling: args.common.sampling.clone(),
+                reasoning_format: args.reasoning_format,
             },
         );
         let (tx, rx) = oneshot::channel::<()>();

@@ -98,7 +98,12 @@ pub struct GenOptions {
     pub n_probs: usize,
     /// Report probabilities at all (chat's `logprobs: true` with 0 top).
     pub logprobs: bool,
+    /// Choices to generate (`n`).
+    pub n: usize,
 }
+
+/// Most choices one request may ask for.
+pub const MAX_CHOICES: i64 = 16;
 
 /// Most top tokens a request may ask probabilities for.
 const MAX_PROBS: i64 = 20;
@@ -222,13 +227,12 @@ pub fn gen_options(
         }
         (None, None, None) => -1,
     };
-    if let Some(n) = b.i64("n")? {
-        if n != 1 {
-            return Err(ApiError::field(
-                "n",
-                "only one choice per request is supported ('n' must be 1)",
-            ));
-        }
+    let n = b.i64("n")?.unwrap_or(1);
+    if !(1..=MAX_CHOICES).contains(&n) {
+        return Err(ApiError::field(
+            "n",
+            format!("'n' must be in [1, {MAX_CHOICES}]"),
+        ));
     }
     let stop = match b.get("stop") {
         None => Vec::new(),
@@ -280,6 +284,7 @@ pub fn gen_options(
         ignore_eos: b.bool("ignore_eos")?.unwrap_or(false),
         n_probs: n_probs as usize,
         logprobs,
+        n: n as usize,
     })
 }
 
@@ -599,7 +604,21 @@ pub fn messages(b: &Body) -> Result<Vec<Message>, ApiError> {
                     return Err(ApiError::field(&f("content"), format!("'{}' must be a string or an array of parts", f("content"))))
                 }
             };
-            Ok(Message { role, content })
+            let mut msg = Message::new(role, content);
+            let text = |k: &str| -> Result<Option<String>, ApiError> {
+                match m.get(k) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(s.clone())),
+                    Some(_) => Err(ApiError::field(&f(k), format!("'{}' must be a string", f(k)))),
+                }
+            };
+            msg.tool_call_id = text("tool_call_id")?;
+            msg.name = text("name")?;
+            msg.reasoning_content = text("reasoning_content")?;
+            if let Some(calls) = m.get("tool_calls").filter(|v| !v.is_null()) {
+                msg.tool_calls = crate::tools::message_tool_calls(calls, &f("tool_calls"))?;
+            }
+            Ok(msg)
         })
         .collect()
 }

@@ -485,6 +485,12 @@ async fn bad_requests_get_4xx_naming_the_field() {
         ),
         (
             "/v1/completions",
+            br#"{"prompt": "x", "n": 0}"#.to_vec(),
+            400,
+            "n",
+        ),
+        (
+            "/completion",
             br#"{"prompt": "x", "n": 2}"#.to_vec(),
             400,
             "n",

@@ -24,6 +24,8 @@ pub struct JinjaTemplate {
     /// Whether `enable_thinking` changes the rendering; llama.cpp then
     /// turns thinking on by default, and off otherwise.
     pub supports_thinking: bool,
+    /// What the template does with tools and calls, and their format.
+    pub tool_caps: super::tools::TemplateCaps,
 }
 
 /// Extra variables for a rendering (`chat_template_kwargs`).
@@ -92,6 +94,7 @@ impl JinjaTemplate {
                 )
             })
         };
+        env.add_filter("tojson", super::tojson::tojson);
         env.add_filter("length", length);
         env.add_filter("count", length);
         env.add_template_owned(NAME, without_generation_blocks(source))
@@ -102,6 +105,7 @@ impl JinjaTemplate {
             eos_token: eos_token.to_string(),
             supports_system: true,
             supports_thinking: false,
+            tool_caps: super::tools::TemplateCaps::default(),
         };
         const PROBE: &str = "<system probe 7f3a>";
         let probe = [Message::new("system", PROBE), Message::new("user", "u")];
@@ -123,6 +127,7 @@ impl JinjaTemplate {
                 .is_some_and(|s| s.to_ascii_lowercase().contains("think"))
         };
         t.supports_thinking = on != off && (marks(&on) || marks(&off));
+        t.tool_caps = super::tools::detect(&t, source);
         Ok(t)
     }
 
@@ -148,7 +153,9 @@ impl JinjaTemplate {
                 });
             } else if m.role == "user" && system.is_some() {
                 let s = system.take().unwrap_or_default();
-                merged.push(Message::new("user", format!("{s}\n{}", m.content)));
+                let mut u = m.clone();
+                u.content = format!("{s}\n{}", m.content);
+                merged.push(u);
             } else {
                 merged.push(m.clone());
             }
@@ -159,6 +166,17 @@ impl JinjaTemplate {
         self.render_raw(&merged, add_generation_prompt, tools, kwargs)
     }
 
+    /// Renders a probe conversation (no generation prompt) with call
+    /// arguments as objects or as text.
+    pub(crate) fn render_probe(
+        &self,
+        messages: &[Message],
+        tools: Option<&serde_json::Value>,
+        object_arguments: bool,
+    ) -> Result<String, ChatError> {
+        self.render_with(messages, false, tools, None, object_arguments)
+    }
+
     fn render_raw(
         &self,
         messages: &[Message],
@@ -166,13 +184,25 @@ impl JinjaTemplate {
         tools: Option<&serde_json::Value>,
         kwargs: Option<&Kwargs>,
     ) -> Result<String, ChatError> {
+        let object = self.tool_caps.object_arguments;
+        self.render_with(messages, add_generation_prompt, tools, kwargs, object)
+    }
+
+    fn render_with(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+        kwargs: Option<&Kwargs>,
+        object_arguments: bool,
+    ) -> Result<String, ChatError> {
         let tmpl = self
             .env
             .get_template(NAME)
             .map_err(|e| ChatError::Template(format!("{e:#}")))?;
         let msgs: Vec<serde_json::Value> = messages
             .iter()
-            .map(|m| serde_json::json!({ "role": m.role, "content": m.content }))
+            .map(|m| m.to_template_json(object_arguments))
             .collect();
         let mut ctx = Kwargs::new();
         ctx.insert("messages".into(), msgs.into());

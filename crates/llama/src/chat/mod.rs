@@ -7,6 +7,8 @@
 mod builtin;
 pub mod conversation;
 mod jinja;
+mod tojson;
+pub mod tools;
 
 pub use builtin::{Builtin, Detected, NAMES};
 pub use jinja::{JinjaTemplate, Kwargs};
@@ -17,12 +19,20 @@ use crate::vocab::Vocab;
 pub const METADATA_KEY: &str = "tokenizer.chat_template";
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Message {
-    /// `system`, `user`, `assistant`, ...
+    /// `system`, `user`, `assistant`, `tool`, ...
     pub role: String,
     /// The text.
     pub content: String,
+    /// An assistant's reasoning, given back to templates that show it.
+    pub reasoning_content: Option<String>,
+    /// The calls an assistant message asked for.
+    pub tool_calls: Vec<tools::ToolCall>,
+    /// The call a `tool` message answers.
+    pub tool_call_id: Option<String>,
+    /// The function a `tool` message comes from.
+    pub name: Option<String>,
 }
 
 impl Message {
@@ -31,7 +41,46 @@ impl Message {
         Self {
             role: role.into(),
             content: content.into(),
+            ..Self::default()
         }
+    }
+
+    /// The message as a template sees it (OpenAI's shape). Call arguments
+    /// are objects when `object_arguments` (what most templates expect,
+    /// `tool_call.arguments | tojson`), else their JSON text.
+    pub fn to_template_json(&self, object_arguments: bool) -> serde_json::Value {
+        let mut m = serde_json::json!({ "role": self.role, "content": self.content });
+        if let Some(r) = &self.reasoning_content {
+            m["reasoning_content"] = r.clone().into();
+        }
+        if let Some(n) = &self.name {
+            m["name"] = n.clone().into();
+        }
+        if let Some(id) = &self.tool_call_id {
+            m["tool_call_id"] = id.clone().into();
+        }
+        if !self.tool_calls.is_empty() {
+            let calls: Vec<serde_json::Value> = self
+                .tool_calls
+                .iter()
+                .map(|c| {
+                    let args = match serde_json::from_str::<serde_json::Value>(&c.arguments) {
+                        Ok(v) if object_arguments && v.is_object() => v,
+                        _ => c.arguments.clone().into(),
+                    };
+                    let mut v = serde_json::json!({
+                        "type": "function",
+                        "function": { "name": c.name, "arguments": args },
+                    });
+                    if !c.id.is_empty() {
+                        v["id"] = c.id.clone().into();
+                    }
+                    v
+                })
+                .collect();
+            m["tool_calls"] = calls.into();
+        }
+        m
     }
 }
 
@@ -139,6 +188,20 @@ impl ChatTemplate {
             add_eos: vocab.add_eos(),
             source: b.name().to_string(),
         }
+    }
+
+    /// What the template does with tools (`None` for a built-in template,
+    /// which renders no tools).
+    pub fn tool_caps(&self) -> Option<tools::TemplateCaps> {
+        match &self.kind {
+            Kind::Builtin(_) => None,
+            Kind::Jinja(j) => Some(j.tool_caps),
+        }
+    }
+
+    /// Whether the template switches reasoning with `enable_thinking`.
+    pub fn supports_thinking(&self) -> bool {
+        matches!(&self.kind, Kind::Jinja(j) if j.supports_thinking)
     }
 
     /// The built-in template in use, if any.
