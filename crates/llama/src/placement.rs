@@ -206,6 +206,7 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.mul(x, w).ok()?
         }
+        TensorOp::SsmConv | TensorOp::SsmScan => ssm_probe(&mut g, kind, desc, w)?,
         TensorOp::Add => {
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.add_op(x, w).ok()?
@@ -289,4 +290,12 @@ pub fn buft_by_name(name: &str, cpu: &Arc<dyn Device>) -> Option<BuftEntry> {
         }
     }
     None
+}
+
+/// The probe of an SSM weight (the convolution kernel, the state decay):
+/// an element-wise MUL over the weight's own shape, the op the backends of
+/// the SSM layers also run on these weights.
+fn ssm_probe(g: &mut Graph, _kind: TensorKind, desc: &TensorDesc, w: TensorId) -> Option<TensorId> {
+    let x = g.input("x", Type::F32, &desc.ne);
+    g.mul(x, w).ok()
 }
