@@ -59,8 +59,18 @@ fn fixtures_load_with_their_recurrent_layers() {
         ("mamba-q8_0", &[true, true], 3 * 128, 16 * 128),
         ("mamba2-f32", &[true, true], 3 * 192, 16 * 128),
         ("mamba2-q8_0", &[true, true], 3 * 192, 16 * 128),
-        ("granitehybrid-f32", &[true, true, false, true], 3 * 160, 16 * 128),
-        ("granitehybrid-q8_0", &[true, true, false, true], 3 * 160, 16 * 128),
+        (
+            "granitehybrid-f32",
+            &[true, true, false, true],
+            3 * 160,
+            16 * 128,
+        ),
+        (
+            "granitehybrid-q8_0",
+            &[true, true, false, true],
+            3 * 160,
+            16 * 128,
+        ),
     ];
     for &(name, layers, n_r, n_s) in cases {
         let Some(p) = model(name) else { return };
@@ -70,10 +80,15 @@ fn fixtures_load_with_their_recurrent_layers() {
         assert_eq!((hp.n_embd_r(), hp.n_embd_s()), (n_r, n_s), "{name}");
         assert_eq!(hp.ssm_d_conv, 4, "{name}");
     }
-    let Some(p) = model("granitehybrid-f32") else { return };
+    let Some(p) = model("granitehybrid-f32") else {
+        return;
+    };
     let m = Model::load(&p, &cpu_params()).expect("load");
     let hp = &m.hparams;
-    assert_eq!((hp.n_head(2), hp.n_head_kv(2), hp.n_embd_head_k), (4, 2, 16));
+    assert_eq!(
+        (hp.n_head(2), hp.n_head_kv(2), hp.n_embd_head_k),
+        (4, 2, 16)
+    );
     assert_eq!((hp.n_expert, hp.n_ff_exp(0), hp.n_ff_shexp), (8, 32, 64));
     assert!(!hp.use_rope);
     assert_eq!(
@@ -85,22 +100,30 @@ fn fixtures_load_with_their_recurrent_layers() {
 
 #[test]
 fn missing_ssm_tensor_is_named() {
-    let Some(src) = model("mamba2-f32") else { return };
+    let Some(src) = model("mamba2-f32") else {
+        return;
+    };
     let p = rewrite(&src, "rs-missing-conv", |_, t| {
         t.retain(|x| x.0 != "blk.1.ssm_conv1d.weight")
     });
     let e = load_err(&p);
     assert!(e.contains("blk.1.ssm_conv1d.weight"), "{e}");
 
-    let Some(src) = model("mamba-f32") else { return };
-    let p = rewrite(&src, "rs-missing-a", |_, t| t.retain(|x| x.0 != "blk.0.ssm_a"));
+    let Some(src) = model("mamba-f32") else {
+        return;
+    };
+    let p = rewrite(&src, "rs-missing-a", |_, t| {
+        t.retain(|x| x.0 != "blk.0.ssm_a")
+    });
     let e = load_err(&p);
     assert!(e.contains("blk.0.ssm_a"), "{e}");
 }
 
 #[test]
 fn hybrid_layers_need_their_own_tensors_only() {
-    let Some(src) = model("granitehybrid-f32") else { return };
+    let Some(src) = model("granitehybrid-f32") else {
+        return;
+    };
     // An attention layer without its query projection.
     let p = rewrite(&src, "rs-missing-q", |_, t| {
         t.retain(|x| x.0 != "blk.2.attn_q.weight")
@@ -115,10 +138,7 @@ fn hybrid_layers_need_their_own_tensors_only() {
     assert!(e.contains("blk.3.ssm_out.weight"), "{e}");
     // Turning layer 2 recurrent leaves its attention tensors unread.
     let p = rewrite(&src, "rs-all-recurrent", |m, _| {
-        m.set(
-            "granitehybrid.attention.head_count_kv",
-            vec![0u32, 0, 0, 0],
-        );
+        m.set("granitehybrid.attention.head_count_kv", vec![0u32, 0, 0, 0]);
     });
     let e = load_err(&p);
     assert!(e.contains("blk.2."), "{e}");
@@ -140,7 +160,9 @@ fn zero_state_size_is_named() {
 
 #[test]
 fn heads_that_do_not_divide_are_named() {
-    let Some(src) = model("mamba2-f32") else { return };
+    let Some(src) = model("mamba2-f32") else {
+        return;
+    };
     // 128 inner channels do not split into 3 heads.
     let p = rewrite(&src, "rs-heads3", |m, _| {
         m.set("mamba2.ssm.time_step_rank", Value::U32(3));
@@ -154,12 +176,11 @@ fn heads_that_do_not_divide_are_named() {
     let e = load_err(&p);
     assert!(e.contains("mamba2.ssm.group_count"), "{e}");
 
-    let Some(src) = model("granitehybrid-f32") else { return };
+    let Some(src) = model("granitehybrid-f32") else {
+        return;
+    };
     let p = rewrite(&src, "rs-kv3", |m, _| {
-        m.set(
-            "granitehybrid.attention.head_count_kv",
-            vec![0u32, 0, 3, 0],
-        );
+        m.set("granitehybrid.attention.head_count_kv", vec![0u32, 0, 3, 0]);
     });
     let e = load_err(&p);
     assert!(e.contains("n_head_kv = 3"), "{e}");
@@ -167,7 +188,9 @@ fn heads_that_do_not_divide_are_named() {
 
 #[test]
 fn per_layer_array_of_wrong_length_is_named() {
-    let Some(src) = model("granitehybrid-f32") else { return };
+    let Some(src) = model("granitehybrid-f32") else {
+        return;
+    };
     let p = rewrite(&src, "rs-kv-len", |m, _| {
         m.set("granitehybrid.attention.head_count_kv", vec![0u32, 0, 2]);
     });
@@ -180,7 +203,9 @@ fn per_layer_array_of_wrong_length_is_named() {
 
 #[test]
 fn inner_width_other_than_twice_the_embedding_is_refused() {
-    let Some(src) = model("mamba-f32") else { return };
+    let Some(src) = model("mamba-f32") else {
+        return;
+    };
     let p = rewrite(&src, "rs-expand", |m, _| {
         m.set("mamba.ssm.inner_size", Value::U32(192));
     });

@@ -261,11 +261,17 @@ impl HParams {
                 )));
             }
         }
-        checked_dim("ssm d_state * n_group", &[self.ssm_d_state, self.ssm_n_group.max(1), 2])?;
+        checked_dim(
+            "ssm d_state * n_group",
+            &[self.ssm_d_state, self.ssm_n_group.max(1), 2],
+        )?;
         checked_dim("ssm input projection", &[self.ssm_d_in_proj()])?;
         checked_dim("ssm conv state", &[self.ssm_d_conv, self.ssm_conv_dim()])?;
         checked_dim("ssm state", &[self.ssm_d_state, self.ssm_d_inner])?;
-        checked_dim("ssm x projection", &[self.ssm_dt_rank + 2 * self.ssm_d_state, 2])?;
+        checked_dim(
+            "ssm x projection",
+            &[self.ssm_dt_rank + 2 * self.ssm_d_state, 2],
+        )?;
         Ok(())
     }
 

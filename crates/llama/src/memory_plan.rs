@@ -127,7 +127,8 @@ impl MemoryPlan {
             plan.at(device, name).weights += bytes;
         }
         // Both caches when sliding-window layers have their own.
-        for cache in std::iter::once(&ctx.kv.base).chain(ctx.kv.swa.as_ref()) {
+        let caches = ctx.kv().into_iter().flat_map(|kv| kv.caches());
+        for cache in caches {
             for (buf, (name, k, v)) in cache.buffers.iter().zip(&cache.sizes) {
                 let e = plan.at(buft_device(&*buf.buffer_type()), name);
                 e.k += k;

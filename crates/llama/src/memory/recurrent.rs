@@ -92,8 +92,14 @@ impl RecurrentMemory {
                     offset,
                 };
                 layers[il] = Some(RsLayer {
-                    r: Weight { desc: r, at: at(ro) },
-                    s: Weight { desc: s, at: at(so) },
+                    r: Weight {
+                        desc: r,
+                        at: at(ro),
+                    },
+                    s: Weight {
+                        desc: s,
+                        at: at(so),
+                    },
                 });
             }
             crate::info!(

@@ -54,13 +54,7 @@ impl RsCells {
     /// `size` empty cells (one per sequence the context serves).
     pub fn new(size: usize) -> RsCells {
         RsCells {
-            cells: vec![
-                RsCell {
-                    pos: -1,
-                    seqs: 0
-                };
-                size.min(MAX_SEQ)
-            ],
+            cells: vec![RsCell { pos: -1, seqs: 0 }; size.min(MAX_SEQ)],
             tails: vec![-1; MAX_SEQ],
         }
     }

@@ -10,9 +10,7 @@
 
 use ggml_core::{RopeMode, TensorId};
 
-use crate::arch::{
-    attn, dense, moe, opt, recr, recr_opt, req, shexp, TensorKind::*, TensorSpec,
-};
+use crate::arch::{attn, dense, moe, opt, recr, recr_opt, req, shexp, TensorKind::*, TensorSpec};
 use crate::error::Result;
 use crate::graph::{Builder, Ffn};
 use crate::hparams::{HParams, MetaView};
