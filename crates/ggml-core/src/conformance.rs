@@ -16,8 +16,8 @@
 //!
 //! | check | used for | passes when |
 //! |---|---|---|
-//! | exact | copies and conversions between F32/F16/BF16/I32, GET_ROWS, SET_ROWS to float types, ADD, MUL, SCALE, NEG, RELU, ARGMAX, quantizing copies with the reference quantizers | every element equal (NaN equals NaN) |
-//! | close(atol, rtol) | SILU and SWIGLU (atol 1e-6, rtol 1e-5: exp approximations), GELU and GEGLU (1e-4, 2e-3: ggml's CPU looks GELU up in an f16 table, a GPU may evaluate it in f32), RMS_NORM and NORM (1e-6, 1e-5), SOFT_MAX (1e-6, 1e-5), ROPE (1e-4, 1e-4: sin/cos of angles up to ~50 rad); F16 results add 1e-3 to rtol | `abs(x - ref) <= atol + rtol * abs(ref)` for every element |
+//! | exact | copies and conversions between F32/F16/BF16/I32, GET_ROWS, SET_ROWS to float types, ADD, MUL, SCALE, NEG, RELU, ARGMAX, CONCAT, quantizing copies with the reference quantizers | every element equal (NaN equals NaN) |
+//! | close(atol, rtol) | SILU and SWIGLU (atol 1e-6, rtol 1e-5: exp approximations), GELU and GEGLU (1e-4, 2e-3: ggml's CPU looks GELU up in an f16 table, a GPU may evaluate it in f32), RMS_NORM and NORM (1e-6, 1e-5), SOFT_MAX (1e-6, 1e-5), ROPE (1e-4, 1e-4: sin/cos of angles up to ~50 rad), SSM_CONV (1e-6, 1e-5), SSM_SCAN (1e-5, 1e-4: exp and softplus per step, states carried over many tokens); F16 results add 1e-3 to rtol | `abs(x - ref) <= atol + rtol * abs(ref)` for every element |
 //! | nmse(limit) | MUL_MAT: F32 1e-10, F16 1e-6, BF16 5e-5, quantized weights 5e-4 (the activations are quantized to Q8_0/Q8_1/Q8_K first, as in ggml; llama.cpp's test-backend-ops uses the same 5e-4); FLASH_ATTN_EXT 5e-4 (F16 keys and values, Q rounded to F16); copies into Q8_0 1e-5 (backends may round activations half to even where the reference quantizer rounds half away from zero) | `sum((x - ref)^2) / sum(ref^2) <= limit` |
 //!
 //! The reference computes MUL_MAT and FLASH_ATTN_EXT exactly (f64 sums over
@@ -34,6 +34,7 @@ use crate::{quants, reference, Result, Type};
 
 mod cases;
 mod moe_cases;
+mod ssm_cases;
 
 pub use cases::{cases, covered_ops, mul_mat_check, quantizing_copy_check};
 

@@ -175,6 +175,26 @@ pub enum Op {
         /// Logit soft-capping (0 = off).
         softcap: f32,
     },
+    /// src0 and src1 joined along axis `dim` (every other axis equal).
+    Concat {
+        /// The axis along which src1 follows src0.
+        dim: usize,
+    },
+    /// Depthwise causal convolution (Mamba): src0 = sx
+    /// [d_conv - 1 + n_t, d_inner, n_s] (the previous d_conv - 1 inputs of
+    /// each channel, then this ubatch's), src1 = c [d_conv, d_inner];
+    /// result [d_inner, n_t, n_s] F32 with
+    /// `r[ch, t, s] = sum_k sx[t + k, ch, s] * c[k, ch]`.
+    SsmConv,
+    /// Selective state-space scan (Mamba-1 and Mamba-2): src0 = states s
+    /// [d_state, head_dim, n_head, n_slots], src1 = x [head_dim, n_head,
+    /// n_t, n_s], src2 = dt [n_head, n_t, n_s], src3 = A [d_state, n_head]
+    /// (Mamba-1) or [1, n_head] (Mamba-2), src4 = B and src5 = C
+    /// [d_state, n_group, n_t, n_s], src6 = I32 ids [n_s] (the state slot
+    /// each sequence starts from). Result: 1-d F32, y [head_dim, n_head,
+    /// n_t, n_s] followed by the final states [d_state, head_dim, n_head,
+    /// n_s]. softplus(dt) and exp(dt * A) are computed inside, as ggml does.
+    SsmScan,
 }
 
 impl Op {
@@ -208,6 +228,9 @@ impl Op {
             Op::Div => "DIV",
             Op::Clamp { .. } => "CLAMP",
             Op::FlashAttnExt { .. } => "FLASH_ATTN_EXT",
+            Op::Concat { .. } => "CONCAT",
+            Op::SsmConv => "SSM_CONV",
+            Op::SsmScan => "SSM_SCAN",
         }
     }
 

@@ -23,6 +23,7 @@ use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
 mod routing;
+mod ssm;
 
 /// Computes `nodes` of `graph` in order.
 pub fn compute(graph: &Graph, nodes: &[TensorId]) -> Result<()> {
@@ -408,6 +409,18 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             routing::sum_rows(graph, id, src[0])
         }
         Op::Clamp { min, max } => map(graph, id, src[0], |x| x.clamp(*min, *max)),
+        Op::Concat { dim } => {
+            need(2)?;
+            ssm::concat(graph, id, &src, *dim)
+        }
+        Op::SsmConv => {
+            need(2)?;
+            ssm::ssm_conv(graph, id, &src)
+        }
+        Op::SsmScan => {
+            need(7)?;
+            ssm::ssm_scan(graph, id, &src)
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use ggml_core::backend::Placement;
 use ggml_core::graph::{Graph, Revision, TensorId};
-use ggml_core::{Error, Op, Result, Type};
+use ggml_core::{Error, Op, Result, TensorDesc, Type};
 use smallvec::SmallVec;
 
 use crate::matmul;
@@ -355,6 +355,9 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
             max_bias,
             softcap,
         } => ops::flash_attn::flash_attn_ext(ctx, *scale, *max_bias, *softcap),
+        Op::Concat { dim } => ops::ssm::concat(ctx, *dim),
+        Op::SsmConv => ops::ssm::ssm_conv(ctx),
+        Op::SsmScan => ops::ssm::ssm_scan(ctx),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
     }
 }
@@ -589,6 +592,7 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             let ok = a.ty == Type::F32 && d.ty == Type::I32;
             ensure(ok, || format!("{} -> {}", a.ty, d.ty))
         }
+        Op::Concat { .. } | Op::SsmConv | Op::SsmScan => check_ssm(graph, id),
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s(0)?, s(1)?, s(2)?);
             let mut ok = q.ty == Type::F32
@@ -602,6 +606,60 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 format!(
                     "q {} {:?}, k {} {:?}, v {} {:?}",
                     q.ty, q.ne, k.ty, k.ne, v.ty, v.ne
+                )
+            })
+        }
+    }
+}
+
+/// True when `d` is F32 with adjacent elements in each row.
+fn dense_f32(d: &TensorDesc) -> bool {
+    d.ty == Type::F32 && (d.ne[0] <= 1 || d.nb[0] == 4)
+}
+
+/// The types and layouts the kernels of CONCAT, SSM_CONV and SSM_SCAN
+/// take (`node.op` is one of them).
+fn check_ssm(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
+    let node = graph.node(id);
+    let d = &node.desc;
+    let s: Srcs<&TensorDesc> = node.src.iter().map(|&t| graph.desc(t)).collect();
+    match node.op {
+        Op::Concat { .. } => {
+            let ok = s[0].ty == d.ty
+                && s[1].ty == d.ty
+                && d.ty.block_size() == 1
+                && !d.ty.is_removed()
+                && d.is_contiguous();
+            ensure(ok, || {
+                format!("{} and {} -> {} {:?}", s[0].ty, s[1].ty, d.ty, d.nb)
+            })
+        }
+        Op::SsmConv => {
+            let ok = dense_f32(s[0]) && dense_f32(s[1]) && d.ty == Type::F32;
+            ensure(ok, || {
+                format!(
+                    "input {} nb {:?}, kernel {} nb {:?} (need F32 rows)",
+                    s[0].ty, s[0].nb, s[1].ty, s[1].nb
+                )
+            })
+        }
+        _ => {
+            // States, A, B and C are read a row at a time, x and dt an
+            // element at a time.
+            let ok = [0, 3, 4, 5].iter().all(|&i| dense_f32(s[i]))
+                && s[1].ty == Type::F32
+                && s[2].ty == Type::F32
+                && s[6].ty == Type::I32
+                && d.ty == Type::F32
+                && d.is_contiguous();
+            ensure(ok, || {
+                let t: Vec<String> = s
+                    .iter()
+                    .map(|t| format!("{} nb {:?}", t.ty, t.nb))
+                    .collect();
+                format!(
+                    "sources {} (need F32 with dense rows, I32 ids)",
+                    t.join(", ")
                 )
             })
         }

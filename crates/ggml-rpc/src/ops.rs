@@ -26,6 +26,8 @@ pub mod num {
     pub const NORM: u32 = 24;
     /// GGML_OP_RMS_NORM
     pub const RMS_NORM: u32 = 25;
+    /// GGML_OP_CONCAT
+    pub const CONCAT: u32 = 22;
     /// GGML_OP_MUL_MAT
     pub const MUL_MAT: u32 = 29;
     /// GGML_OP_MUL_MAT_ID
@@ -58,6 +60,10 @@ pub mod num {
     pub const ARGSORT: u32 = 69;
     /// GGML_OP_FLASH_ATTN_EXT
     pub const FLASH_ATTN_EXT: u32 = 74;
+    /// GGML_OP_SSM_CONV
+    pub const SSM_CONV: u32 = 76;
+    /// GGML_OP_SSM_SCAN
+    pub const SSM_SCAN: u32 = 77;
     /// GGML_OP_UNARY
     pub const UNARY: u32 = 91;
     /// GGML_OP_GLU
@@ -198,6 +204,16 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
             p[1] = f(*max);
             num::CLAMP
         }
+        Op::Concat { dim } => {
+            p[0] = *dim as i32;
+            num::CONCAT
+        }
+        Op::SsmConv => num::SSM_CONV,
+        Op::SsmScan => {
+            // ggml_ssm_scan's K: the states kept, the final ones only.
+            p[0] = 1;
+            num::SSM_SCAN
+        }
     };
     (n, p)
 }
@@ -297,6 +313,17 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             min: pf(p, 0),
             max: pf(p, 1),
         }),
+        num::CONCAT => match usize::try_from(p[0]) {
+            Ok(dim) if dim < 4 => plain(Op::Concat { dim }),
+            _ => Err(RpcError::Malformed(format!("CONCAT axis {}", p[0]))),
+        },
+        num::SSM_CONV => plain(Op::SsmConv),
+        num::SSM_SCAN => match p[0] {
+            1 => plain(Op::SsmScan),
+            k => unsupported(format!(
+                "SSM_SCAN with {k} state snapshots is not supported (only the final states)"
+            )),
+        },
         o if o < num::COUNT => unsupported(format!("ggml op {o} is not supported by this server")),
         o => Err(RpcError::Malformed(format!(
             "op number {o} is out of range"
@@ -383,6 +410,9 @@ mod tests {
                 max_bias: 0.0,
                 softcap: 30.0,
             },
+            Op::Concat { dim: 2 },
+            Op::SsmConv,
+            Op::SsmScan,
         ];
         for op in ops {
             let (n, p) = encode(&op, 0);
@@ -405,5 +435,9 @@ mod tests {
         assert!(decode(num::UNARY, &p).is_err());
         p[0] = 5;
         assert!(decode(num::PERMUTE, &p).is_err());
+        assert!(decode(num::CONCAT, &p).is_err());
+        p[0] = 2;
+        let e = decode(num::SSM_SCAN, &p).unwrap_err().to_string();
+        assert!(e.contains("SSM_SCAN") && e.contains("snapshots"), "{e}");
     }
 }

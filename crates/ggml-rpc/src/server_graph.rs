@@ -161,6 +161,7 @@ fn build_op(
         })
     };
     let n_src = match op {
+        Op::SsmScan => 7,
         Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
             if matches!(op, Op::FlashAttnExt { .. }) {
                 4
@@ -234,6 +235,17 @@ fn build_op(
         Op::SumRows => g.sum_rows(need(0)?)?,
         Op::Div => g.div(need(0)?, need(1)?)?,
         Op::Clamp { min, max } => g.clamp(need(0)?, *min, *max)?,
+        Op::Concat { dim } => g.concat(need(0)?, need(1)?, *dim)?,
+        Op::SsmConv => g.ssm_conv(need(0)?, need(1)?)?,
+        Op::SsmScan => g.ssm_scan(
+            need(0)?,
+            need(1)?,
+            need(2)?,
+            need(3)?,
+            need(4)?,
+            need(5)?,
+            need(6)?,
+        )?,
         Op::FlashAttnExt {
             scale,
             max_bias,

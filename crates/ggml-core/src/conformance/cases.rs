@@ -61,6 +61,7 @@ pub fn cases() -> Vec<Case> {
     soft_max_cases(&mut v);
     flash_attn_cases(&mut v);
     super::moe_cases::moe_cases(&mut v);
+    super::ssm_cases::ssm_cases(&mut v);
     v
 }
 
@@ -591,6 +592,9 @@ pub fn covered_ops() -> Vec<&'static str> {
         "PERMUTE",
         "TRANSPOSE",
         "RESHAPE",
+        "CONCAT",
+        "SSM_CONV",
+        "SSM_SCAN",
     ];
     names.sort_unstable();
     names

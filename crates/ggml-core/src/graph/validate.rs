@@ -7,7 +7,7 @@
 
 use crate::op::Op;
 use crate::tensor::TensorDesc;
-use crate::{Error, Result};
+use crate::{Error, Result, Type};
 
 use super::{Graph, TensorId};
 
@@ -28,6 +28,8 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::MulMatId => (3, 3),
         Op::Argsort(_) | Op::SumRows | Op::Clamp { .. } => (1, 1),
         Op::Div => (2, 2),
+        Op::Concat { .. } | Op::SsmConv => (2, 2),
+        Op::SsmScan => (7, 7),
     }
 }
 
@@ -181,6 +183,9 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
             let ok = d.ne[0] == a.ne[1] * a.ne[2] * a.ne[3] && a.ne[0] > 0;
             ensure(ok, || format!("{:?} -> {:?}", a.ne, d.ne))
         }
+        Op::Concat { dim } => concat_fits(*dim, d, s[0], s[1]),
+        Op::SsmConv => ssm_conv_fits(d, s[0], s[1]),
+        Op::SsmScan => ssm_scan_fits(d, s),
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s[0], s[1], s[2]);
             let mut ok = q.ne[0] == k.ne[0]
@@ -200,6 +205,130 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
             })
         }
     }
+}
+
+/// CONCAT: `b` follows `a` along `dim`, every other axis equal, one type.
+fn concat_fits(
+    dim: usize,
+    d: &TensorDesc,
+    a: &TensorDesc,
+    b: &TensorDesc,
+) -> std::result::Result<(), String> {
+    ensure(dim < 4, || format!("axis {dim} (there are 4)"))?;
+    ensure(a.ty == b.ty && d.ty == a.ty, || {
+        format!("types {} and {} -> {} differ", a.ty, b.ty, d.ty)
+    })?;
+    for i in (0..4).filter(|&i| i != dim) {
+        ensure(a.ne[i] == b.ne[i], || {
+            format!(
+                "{:?} and {:?} differ on axis {i} (joined along axis {dim})",
+                a.ne, b.ne
+            )
+        })?;
+    }
+    let mut want = a.ne;
+    want[dim] += b.ne[dim];
+    ensure(d.ne == want, || {
+        format!("{:?} and {:?} -> {:?}", a.ne, b.ne, d.ne)
+    })
+}
+
+/// SSM_CONV: sx [d_conv - 1 + n_t, d_inner, n_s], c [d_conv, d_inner] ->
+/// [d_inner, n_t, n_s].
+fn ssm_conv_fits(
+    d: &TensorDesc,
+    sx: &TensorDesc,
+    c: &TensorDesc,
+) -> std::result::Result<(), String> {
+    ensure(c.ne[2] == 1 && c.ne[3] == 1 && c.ne[0] > 0, || {
+        format!("kernel {:?} is not a matrix [d_conv, d_inner]", c.ne)
+    })?;
+    ensure(sx.ne[3] == 1, || {
+        format!(
+            "input {:?} is not 3-d [d_conv - 1 + n_t, d_inner, n_s]",
+            sx.ne
+        )
+    })?;
+    ensure(sx.ne[1] == c.ne[1], || {
+        format!(
+            "input {:?} has d_inner {}, kernel {:?} has {}",
+            sx.ne, sx.ne[1], c.ne, c.ne[1]
+        )
+    })?;
+    ensure(sx.ne[0] + 1 >= c.ne[0], || {
+        format!(
+            "input rows of {} are shorter than d_conv - 1 = {}",
+            sx.ne[0],
+            c.ne[0] - 1
+        )
+    })?;
+    let want = [c.ne[1], sx.ne[0] + 1 - c.ne[0], sx.ne[2], 1];
+    ensure(d.ne == want, || {
+        format!("{:?} * {:?} -> {:?}, expected {want:?}", sx.ne, c.ne, d.ne)
+    })
+}
+
+/// SSM_SCAN: see [`Graph::ssm_scan`] for the shapes.
+fn ssm_scan_fits(d: &TensorDesc, src: &[&TensorDesc]) -> std::result::Result<(), String> {
+    let (s, x, dt, a, b, c, ids) = (src[0], src[1], src[2], src[3], src[4], src[5], src[6]);
+    let [d_state, head_dim, n_head, _] = s.ne;
+    let [_, _, n_t, n_s] = x.ne;
+    ensure(d_state > 0 && s.ne[3] > 0, || {
+        format!(
+            "states {:?} are empty (need [d_state, head_dim, n_head, n_slots])",
+            s.ne
+        )
+    })?;
+    ensure(x.ne[0] == head_dim && x.ne[1] == n_head, || {
+        format!(
+            "x {:?} is not [head_dim {head_dim}, n_head {n_head}, n_t, n_s] of states {:?}",
+            x.ne, s.ne
+        )
+    })?;
+    ensure(dt.ne == [n_head, n_t, n_s, 1], || {
+        format!(
+            "dt {:?} is not [n_head {n_head}, n_t {n_t}, n_s {n_s}]",
+            dt.ne
+        )
+    })?;
+    ensure(
+        a.ne[1] == n_head && a.ne[2] == 1 && a.ne[3] == 1 && (a.ne[0] == 1 || a.ne[0] == d_state),
+        || {
+            format!(
+                "A {:?} is neither [d_state {d_state}, n_head {n_head}] (Mamba-1) nor [1, n_head] (Mamba-2)",
+                a.ne
+            )
+        },
+    )?;
+    ensure(b.ne == c.ne, || {
+        format!("B {:?} and C {:?} differ", b.ne, c.ne)
+    })?;
+    let n_group = b.ne[1];
+    ensure(
+        b.ne[0] == d_state && b.ne[2] == n_t && b.ne[3] == n_s,
+        || {
+            format!(
+                "B {:?} is not [d_state {d_state}, n_group, n_t {n_t}, n_s {n_s}]",
+                b.ne
+            )
+        },
+    )?;
+    ensure(n_group > 0 && n_head % n_group == 0, || {
+        format!("n_group {n_group} does not divide n_head {n_head}")
+    })?;
+    ensure(ids.ty == Type::I32, || {
+        format!("ids are {}, need I32", ids.ty)
+    })?;
+    ensure(ids.ne == [n_s, 1, 1, 1], || {
+        format!("ids {:?} is not a vector of n_s = {n_s} slots", ids.ne)
+    })?;
+    let want = x.n_elements() + d_state * head_dim * n_head * n_s;
+    ensure(d.ne == [want, 1, 1, 1], || {
+        format!(
+            "result {:?}, expected [{want}] (y, then the final states)",
+            d.ne
+        )
+    })
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub(crate) mod rope;
 pub(crate) mod rope_tables;
 pub(crate) mod routing;
 pub(crate) mod softmax;
+pub(crate) mod ssm;
 pub(crate) mod unary;
 
 use crate::tensor::View;

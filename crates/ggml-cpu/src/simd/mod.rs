@@ -195,6 +195,13 @@ pub(crate) type DotRowsFn = fn(&[f16], &[u8], usize, &[u32], &mut [f32]);
 /// listed rows, rescale and weight per listed row).
 pub(crate) type ValuesFn = fn(&mut [f16], &[u8], usize, &[u32], &[f32], &[f32]);
 
+/// See [`Kernels::ssm_step`].
+pub(crate) type SsmStepFn = fn(s: &mut [f32], b: &[f32], c: &[f32], da: f32, x_dt: f32) -> f32;
+
+/// See [`Kernels::ssm_step_decay`].
+pub(crate) type SsmDecayFn =
+    fn(s: &mut [f32], a: &[f32], b: &[f32], c: &[f32], dt: f32, x_dt: f32) -> f32;
+
 /// A set of kernels for one instruction-set level.
 pub(crate) struct Kernels {
     /// The level.
@@ -232,6 +239,14 @@ pub(crate) struct Kernels {
     /// `b` (k x n); each element of `c` takes one fused multiply-add per
     /// step of k, in order, so every level gives the same bits.
     pub gemm_f32: GemmF32Fn,
+    /// One token of a Mamba-2 state row (SSM_SCAN with a scalar decay per
+    /// head): `s[k] = s[k] * da + b[k] * x_dt`, returning
+    /// `sum_k s[k] * c[k]`.
+    pub ssm_step: SsmStepFn,
+    /// One token of a Mamba-1 state row (a decay per state element):
+    /// `s[k] = s[k] * exp(dt * a[k]) + b[k] * x_dt`, returning
+    /// `sum_k s[k] * c[k]`; the exponentials are [`scalar::exp_f32`]'s.
+    pub ssm_step_decay: SsmDecayFn,
     table: Vec<Option<DotFn>>,
     gemms: Vec<Option<&'static Gemm>>,
 }
@@ -277,6 +292,8 @@ impl Kernels {
             swiglu: scalar::swiglu,
             geglu: scalar::geglu,
             gemm_f32: scalar::gemm_f32,
+            ssm_step: scalar::ssm_step,
+            ssm_step_decay: scalar::ssm_step_decay,
             table: vec![None; ggml_core::Type::all().len().max(64)],
             gemms: vec![None; ggml_core::Type::all().len().max(64)],
         };

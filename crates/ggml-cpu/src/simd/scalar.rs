@@ -774,3 +774,57 @@ pub(crate) fn gemm_f32(c: &mut [f32], a: &[f32], b: &[f32], m: usize, k: usize, 
         }
     }
 }
+
+/// Lanes the scalar SSM kernels keep, so that the compiler can vectorize
+/// the state loop.
+const SSM_LANES: usize = 8;
+
+/// One token of a Mamba-2 state row: `s[k] = s[k] * da + b[k] * x_dt`,
+/// returning `sum_k s[k] * c[k]` (see [`super::Kernels::ssm_step`]).
+pub(crate) fn ssm_step(s: &mut [f32], b: &[f32], c: &[f32], da: f32, x_dt: f32) -> f32 {
+    let n = s.len().min(b.len()).min(c.len());
+    let (s, b, c) = (&mut s[..n], &b[..n], &c[..n]);
+    let mut acc = [0f32; SSM_LANES];
+    let mut sc = s.chunks_exact_mut(SSM_LANES);
+    let (mut bc, mut cc) = (b.chunks_exact(SSM_LANES), c.chunks_exact(SSM_LANES));
+    for ((sv, bv), cv) in (&mut sc).zip(&mut bc).zip(&mut cc) {
+        for l in 0..SSM_LANES {
+            let v = sv[l] * da + bv[l] * x_dt;
+            sv[l] = v;
+            acc[l] += v * cv[l];
+        }
+    }
+    let mut sum: f32 = acc.iter().sum();
+    for ((sv, &bv), &cv) in sc
+        .into_remainder()
+        .iter_mut()
+        .zip(bc.remainder())
+        .zip(cc.remainder())
+    {
+        let v = *sv * da + bv * x_dt;
+        *sv = v;
+        sum += v * cv;
+    }
+    sum
+}
+
+/// One token of a Mamba-1 state row: `s[k] = s[k] * exp(dt * a[k]) +
+/// b[k] * x_dt`, returning `sum_k s[k] * c[k]` (see
+/// [`super::Kernels::ssm_step_decay`]).
+pub(crate) fn ssm_step_decay(
+    s: &mut [f32],
+    a: &[f32],
+    b: &[f32],
+    c: &[f32],
+    dt: f32,
+    x_dt: f32,
+) -> f32 {
+    let n = s.len().min(a.len()).min(b.len()).min(c.len());
+    let mut sum = 0f32;
+    for k in 0..n {
+        let v = s[k] * exp_f32(dt * a[k]) + b[k] * x_dt;
+        s[k] = v;
+        sum += v * c[k];
+    }
+    sum
+}

@@ -18,7 +18,7 @@ pub(super) fn install(k: &mut Kernels) {
 /// the same order (no fused multiply-adds), so the same bits.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn exp8(x: __m256) -> __m256 {
+pub(super) fn exp8(x: __m256) -> __m256 {
     use crate::simd::scalar::{EXP_C1, EXP_C2, EXP_HI, EXP_LO, EXP_MAGIC, EXP_P};
     let lo = _mm256_set1_ps(EXP_LO);
     let hi = _mm256_set1_ps(EXP_HI);

@@ -19,6 +19,7 @@ mod float;
 mod gemm;
 mod kquant;
 mod legacy;
+mod ssm;
 
 pub(super) use float::{f16_elem, f32_elem, load_f16x8, load_f32x8};
 pub(super) use kquant::{q3k_levels, q3k_scales};
@@ -32,6 +33,7 @@ pub(super) fn install(k: &mut Kernels) {
     act::install(k);
     attn::install(k);
     gemm::install(k);
+    ssm::install(k);
 }
 
 #[inline]

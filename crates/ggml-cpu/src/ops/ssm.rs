@@ -1,0 +1,217 @@
+//! CONCAT, SSM_CONV and SSM_SCAN: the ops of Mamba's mixer.
+//!
+//! Every kernel splits its work into units that write disjoint parts of
+//! the result and compute each element the same way whatever the split,
+//! so results do not depend on the number of threads.
+
+use ggml_core::Result;
+
+use crate::compute::{par_rows, NodeCtx};
+use crate::simd;
+use crate::tensor::View;
+
+/// Address of element `i` of a view.
+#[inline]
+fn at(v: &View, i: [usize; 4]) -> *mut u8 {
+    v.ptr
+        .get()
+        .wrapping_add(i[0] * v.nb[0] + i[1] * v.nb[1] + i[2] * v.nb[2] + i[3] * v.nb[3])
+}
+
+/// `n` f32 elements of a row with dense elements starting at `p`.
+///
+/// # Safety
+/// `p` must address `n` f32 values of a validated view, 4-byte aligned,
+/// that nobody writes while the slice lives.
+#[inline]
+unsafe fn floats<'a>(p: *const u8, n: usize) -> &'a [f32] {
+    // SAFETY: the caller's contract.
+    unsafe { std::slice::from_raw_parts(p as *const f32, n) }
+}
+
+/// One f32 element at `p`.
+///
+/// # Safety
+/// As [`floats`] for one element.
+#[inline]
+unsafe fn float(p: *const u8) -> f32 {
+    // SAFETY: the caller's contract.
+    unsafe { (p as *const f32).read() }
+}
+
+/// ggml's softplus: `x` above 20, else `ln(1 + e^x)`.
+#[inline]
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        (1.0 + x.exp()).ln()
+    }
+}
+
+/// Copies `n` elements of `es` bytes from element `i` of `v` (stride
+/// nb0) to the dense memory at `to`.
+///
+/// # Safety
+/// The `n` elements must lie inside the validated view `v`; `to` must be
+/// writable for `n * es` bytes that nobody else touches and that do not
+/// overlap the source.
+unsafe fn copy_row(v: &View, i: [usize; 4], to: *mut u8, n: usize, es: usize) {
+    let from = at(v, i);
+    // SAFETY: the caller's contract.
+    unsafe {
+        if v.nb[0] == es || n <= 1 {
+            std::ptr::copy_nonoverlapping(from, to, n * es);
+        } else {
+            for j in 0..n {
+                std::ptr::copy_nonoverlapping(from.add(j * v.nb[0]), to.add(j * es), es);
+            }
+        }
+    }
+}
+
+/// `src0` then `src1` along axis `dim`, bytes copied unchanged, one
+/// result row per unit.
+pub(crate) fn concat(ctx: &NodeCtx<'_>, dim: usize) -> Result<()> {
+    let (a, b, d) = (&ctx.src[0], &ctx.src[1], &ctx.dst);
+    let es = d.ty.type_size();
+    par_rows(d.n_rows(), d.ne[0], |rows, _| {
+        for r in rows {
+            let [i1, i2, i3] = d.row_index(r);
+            let out = d.row_ptr([i1, i2, i3]);
+            let i = [0, i1, i2, i3];
+            if dim == 0 {
+                // SAFETY: the source rows lie inside their validated views
+                // (indices in range by the shape rules); the result row is
+                // dense (a new contiguous tensor) of a.ne0 + b.ne0
+                // elements, written by this unit only, and does not overlap
+                // the sources (those that would are copied before the node
+                // runs).
+                unsafe {
+                    copy_row(a, i, out, a.ne[0], es);
+                    copy_row(b, i, out.add(a.ne[0] * es), b.ne[0], es);
+                }
+            } else if i[dim] < a.ne[dim] {
+                // SAFETY: as above.
+                unsafe { copy_row(a, i, out, a.ne[0], es) };
+            } else {
+                let mut j = i;
+                j[dim] -= a.ne[dim];
+                // SAFETY: as above.
+                unsafe { copy_row(b, j, out, b.ne[0], es) };
+            }
+        }
+        Ok(())
+    })
+}
+
+/// Channels of one SSM_CONV unit.
+const CONV_CHANNELS: usize = 32;
+
+/// `r[ch, t, s] = sum_k sx[t + k, ch, s] * c[k, ch]`, summed in order of
+/// k as ggml does; a unit is a block of channels of one sequence.
+pub(crate) fn ssm_conv(ctx: &NodeCtx<'_>) -> Result<()> {
+    let (sx, c, d) = (&ctx.src[0], &ctx.src[1], &ctx.dst);
+    let d_conv = c.ne[0];
+    let [d_inner, n_t, n_s, _] = d.ne;
+    let blocks = d_inner.div_ceil(CONV_CHANNELS);
+    par_rows(n_s * blocks, CONV_CHANNELS * n_t * d_conv, |units, _| {
+        for u in units {
+            let (s, blk) = (u / blocks, u % blocks);
+            for ch in blk * CONV_CHANNELS..((blk + 1) * CONV_CHANNELS).min(d_inner) {
+                // SAFETY: the kernel row of `d_conv` dense f32 values is
+                // inside its validated view and only read.
+                let w = unsafe { floats(at(c, [0, ch, 0, 0]), d_conv) };
+                // SAFETY: as for the kernel: sx's row of d_conv - 1 + n_t values.
+                let x = unsafe { floats(at(sx, [0, ch, s, 0]), sx.ne[0]) };
+                for t in 0..n_t {
+                    let mut sum = 0f32;
+                    for k in 0..d_conv {
+                        sum += x[t + k] * w[k];
+                    }
+                    // SAFETY: element (ch, t, s) of the F32 result, written by
+                    // this unit only (its channel block of sequence s).
+                    unsafe { (at(d, [ch, t, s, 0]) as *mut f32).write(sum) };
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// The scan of `Graph::ssm_scan`: a unit is one head of one sequence; each
+/// of its rows carries its state through the tokens in the result's state
+/// region, so that neither the cache nor another unit is written.
+pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
+    let [s0, x, dt, a, b, c, ids] = [0, 1, 2, 3, 4, 5, 6].map(|i| &ctx.src[i]);
+    let d = &ctx.dst;
+    let [d_state, head_dim, n_head, n_slots] = s0.ne;
+    let [_, _, n_t, n_s] = x.ne;
+    let per_group = n_head / b.ne[1];
+    let mamba1 = a.ne[0] != 1;
+    let y_len = head_dim * n_head * n_t * n_s;
+    let k = simd::kernels();
+    let work = head_dim * n_t * d_state * if mamba1 { 8 } else { 3 };
+    par_rows(n_s * n_head, work, |units, scratch| {
+        for u in units {
+            let (seq, h) = (u / n_head, u % n_head);
+            let g = h / per_group;
+            // SAFETY: element `seq` of the I32 ids, inside the view.
+            let slot = i64::from(unsafe { (at(ids, [seq, 0, 0, 0]) as *const i32).read() });
+            if slot < 0 || slot as usize >= n_slots {
+                return Err(ctx.err(format!(
+                    "state slot {slot} of sequence {seq} is out of range 0..{n_slots}"
+                )));
+            }
+            // softplus(dt) and Mamba-2's decay of each token, once per head.
+            let (dts, das) = (&mut scratch.a, &mut scratch.b);
+            dts.clear();
+            das.clear();
+            for t in 0..n_t {
+                // SAFETY: element (h, t, seq) of dt and (0, h) of A, in range.
+                let (v, a0) =
+                    unsafe { (float(at(dt, [h, t, seq, 0])), float(at(a, [0, h, 0, 0]))) };
+                let sp = softplus(v);
+                dts.push(sp);
+                das.push((sp * a0).exp());
+            }
+            // SAFETY: A's row h of d_state values (Mamba-1 only).
+            let a_row = mamba1.then(|| unsafe { floats(at(a, [0, h, 0, 0]), d_state) });
+            for i in 0..head_dim {
+                let st = y_len + d_state * (i + head_dim * (h + n_head * seq));
+                // SAFETY: the result's state row (i, h, seq) of d_state f32
+                // values is inside the dense 1-d result and written by this
+                // unit only; the cache row read first does not overlap it
+                // (overlapping sources are copied before the node runs).
+                let state = unsafe {
+                    let p = (d.ptr.get() as *mut f32).add(st);
+                    let src = floats(at(s0, [0, i, h, slot as usize]), d_state);
+                    let out = std::slice::from_raw_parts_mut(p, d_state);
+                    out.copy_from_slice(src);
+                    out
+                };
+                for t in 0..n_t {
+                    // SAFETY: B's and C's rows (g, t, seq) of d_state values
+                    // and x's element (i, h, t, seq), inside their views.
+                    let (bv, cv, xv) = unsafe {
+                        (
+                            floats(at(b, [0, g, t, seq]), d_state),
+                            floats(at(c, [0, g, t, seq]), d_state),
+                            float(at(x, [i, h, t, seq])),
+                        )
+                    };
+                    let x_dt = xv * dts[t];
+                    let y = match a_row {
+                        Some(ar) => (k.ssm_step_decay)(state, ar, bv, cv, dts[t], x_dt),
+                        None => (k.ssm_step)(state, bv, cv, das[t], x_dt),
+                    };
+                    let yi = i + head_dim * (h + n_head * (t + n_t * seq));
+                    // SAFETY: element yi of the dense result's y region,
+                    // written by this unit only.
+                    unsafe { (d.ptr.get() as *mut f32).add(yi).write(y) };
+                }
+            }
+        }
+        Ok(())
+    })
+}
