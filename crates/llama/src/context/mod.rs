@@ -917,7 +917,14 @@ fn scheduler(model: &Model, p: &ContextParams, planning: bool) -> Result<(Schedu
             let c = d.props().caps;
             c.async_ && c.events
         });
-    let graph_size = GRAPH_NODES_BASE + GRAPH_NODES_PER_LAYER * hp.n_layer;
+    // A hybrid layer (Mamba-2 mixer or attention, then experts and a
+    // shared expert) takes about 90.
+    let per_layer = if hp.has_recurrent() {
+        2 * GRAPH_NODES_PER_LAYER
+    } else {
+        GRAPH_NODES_PER_LAYER
+    };
+    let graph_size = GRAPH_NODES_BASE + per_layer * hp.n_layer;
     let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
     sched.set_planning(planning);
     Ok((sched, cpu_backend))
