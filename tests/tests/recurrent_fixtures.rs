@@ -24,8 +24,11 @@ fn ctx_params(n_ctx: usize, n_batch: usize, n_seq_max: usize) -> ContextParams {
 fn load(name: &str) -> Option<(Model, serde_json::Value)> {
     let fx = fixtures()?;
     let exp = expected(&fx, name);
-    let m = Model::load(fx.join("models").join(format!("{name}.gguf")), &cpu_params())
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    let m = Model::load(
+        fx.join("models").join(format!("{name}.gguf")),
+        &cpu_params(),
+    )
+    .unwrap_or_else(|e| panic!("{name}: {e}"));
     Some((m, exp))
 }
 
@@ -82,7 +85,9 @@ fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, what: &str) {
 }
 
 fn fixture(name: &str) {
-    let Some((model, exp)) = load(name) else { return };
+    let Some((model, exp)) = load(name) else {
+        return;
+    };
     check_greedy(&model, &exp, name);
     let tol = if name.ends_with("f32") { 1e-3 } else { 1e-2 };
     check_ppl(&model, &exp, tol, name);
@@ -157,7 +162,11 @@ fn sequence_operations(name: &str) {
     b.add(next, 5, &[1], true);
     ctx.decode(&b).expect("both");
     close(ctx.logits_ith(0).expect("seq 0"), &want, "sequence 0");
-    close(ctx.logits_ith(1).expect("seq 1"), &want, "copy of sequence 0");
+    close(
+        ctx.logits_ith(1).expect("seq 1"),
+        &want,
+        "copy of sequence 0",
+    );
     // Sequence 1 goes; sequence 0 keeps its state.
     assert!(ctx.seq_rm(1, -1, -1));
     assert_eq!(ctx.seq_pos_max(1), -1);
@@ -171,7 +180,11 @@ fn sequence_operations(name: &str) {
     }
     b.add(next, prompt.len() as i32, &[1], true);
     ctx.decode(&b).expect("again");
-    close(ctx.logits_ith(-1).expect("logits"), &want, "a fresh sequence");
+    close(
+        ctx.logits_ith(-1).expect("logits"),
+        &want,
+        "a fresh sequence",
+    );
 }
 
 #[test]
@@ -188,7 +201,11 @@ fn granitehybrid_sequence_operations() {
 /// together, give each sequence its solo logits.
 fn batch_equals_solo(name: &str) {
     let Some((model, _)) = load(name) else { return };
-    let prompts: [&[i32]; 3] = [&[1, 403, 407, 261, 378], &[1, 50, 60], &[1, 7, 8, 9, 10, 11, 12, 13]];
+    let prompts: [&[i32]; 3] = [
+        &[1, 403, 407, 261, 378],
+        &[1, 50, 60],
+        &[1, 7, 8, 9, 10, 11, 12, 13],
+    ];
     let n_gen = 4;
     let solo: Vec<Vec<Vec<f32>>> = prompts
         .iter()
@@ -237,7 +254,11 @@ fn batch_equals_solo(name: &str) {
             let mut b = Batch::new();
             for s in 0..prompts.len() {
                 let got = ctx.logits_ith(rows[s] as i32).expect("row").to_vec();
-                close(&got, &solo[s][step], &format!("{name}: sequence {s}, step {step}"));
+                close(
+                    &got,
+                    &solo[s][step],
+                    &format!("{name}: sequence {s}, step {step}"),
+                );
                 let t = argmax(&got) as i32;
                 rows[s] = s;
                 b.add(t, pos[s], &[s as i32], true);
@@ -258,4 +279,29 @@ fn mamba_batch_equals_solo() {
 #[test]
 fn granitehybrid_batch_equals_solo() {
     batch_equals_solo("tiny-granitehybrid-f32");
+}
+
+/// On Vulkan with every layer and with one layer offloaded: the SSM ops
+/// run where a backend has them, the states stay on their layer's device.
+#[test]
+fn vulkan_and_partial_offload() {
+    let Some(gpu) = tests::vulkan_device() else {
+        return;
+    };
+    for name in ["tiny-mamba2-f32", "tiny-granitehybrid-f32"] {
+        let Some(fx) = fixtures() else { return };
+        let exp = expected(&fx, name);
+        for ngl in [99, 1] {
+            let mp = llama::ModelParams {
+                devices: Some(vec![gpu.clone()]),
+                n_gpu_layers: ngl,
+                ..llama::ModelParams::default()
+            };
+            let model = Model::load(fx.join("models").join(format!("{name}.gguf")), &mp)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+            let what = format!("{name} (Vulkan, n_gpu_layers {ngl})");
+            check_greedy(&model, &exp, &what);
+            check_ppl(&model, &exp, 1e-3, &what);
+        }
+    }
 }
