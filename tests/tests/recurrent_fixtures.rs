@@ -305,3 +305,46 @@ fn vulkan_and_partial_offload() {
         }
     }
 }
+
+/// Two sequences taking turns one token at a time run one reused graph
+/// whose state inputs change every time: the logits equal those of a
+/// context that builds every graph anew.
+#[test]
+fn reused_graphs_read_each_sequence_state() {
+    let Some((model, _)) = load("tiny-granitehybrid-f32") else {
+        return;
+    };
+    let run = |reuse: bool| {
+        let p = ContextParams {
+            graph_reuse: reuse,
+            ..ctx_params(128, 64, 2)
+        };
+        let mut ctx = Context::new(&model, p).expect("context");
+        let prompts: [&[i32]; 2] = [&[1, 403, 407, 261], &[1, 60, 70]];
+        let mut pos = [0i32; 2];
+        let mut rows = Vec::new();
+        for (s, pr) in prompts.iter().enumerate() {
+            let mut b = Batch::new();
+            for &t in pr.iter() {
+                b.add(t, pos[s], &[s as i32], false);
+                pos[s] += 1;
+            }
+            ctx.decode(&b).expect("prompt");
+        }
+        for step in 0..6 {
+            let s = step % 2;
+            let mut b = Batch::new();
+            b.add(100 + step as i32, pos[s], &[s as i32], true);
+            pos[s] += 1;
+            ctx.decode(&b).expect("token");
+            rows.push(ctx.logits_ith(0).expect("row").to_vec());
+        }
+        (rows, ctx.perf.n_graph_reuses)
+    };
+    let (with, n_reused) = run(true);
+    let (without, _) = run(false);
+    assert!(n_reused >= 4, "only {n_reused} graphs reused");
+    for (i, (a, b)) in with.iter().zip(&without).enumerate() {
+        close(a, b, &format!("step {i}"));
+    }
+}
