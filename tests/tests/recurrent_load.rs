@@ -212,3 +212,22 @@ fn inner_width_other_than_twice_the_embedding_is_refused() {
     let e = load_err(&p);
     assert!(e.contains("mamba.ssm.inner_size"), "{e}");
 }
+
+#[test]
+fn per_head_weights_are_placed_whatever_the_head_count() {
+    let Some(src) = model("mamba2-f32") else {
+        return;
+    };
+    let m = Model::load(&src, &cpu_params()).expect("load");
+    // 48 heads (Granite 4.0 H Tiny) do not divide a probe of 512 tokens.
+    for (kind, ne) in [
+        (llama::TensorKind::SsmD, [1usize, 48]),
+        (llama::TensorKind::SsmNorm, [96, 3]),
+    ] {
+        let desc = ggml_core::TensorDesc::new("w", ggml_core::Type::F32, &ne);
+        assert!(
+            llama::placement::probe_graph(kind, &desc, &m.hparams).is_some(),
+            "{kind:?} {ne:?}"
+        );
+    }
+}

@@ -203,7 +203,14 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             g.get_rows(w, idx).ok()?
         }
         TensorOp::Mul => {
-            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            // A vector scales rows; a matrix (Mamba-2's per-head D, its
+            // grouped norm) scales rows of its own shape, N times over.
+            let ne = if desc.ne[1] > 1 {
+                vec![desc.ne[0], desc.ne[1], N]
+            } else {
+                vec![desc.ne[0], N]
+            };
+            let x = g.input("x", Type::F32, &ne);
             g.mul(x, w).ok()?
         }
         TensorOp::SsmConv | TensorOp::SsmScan => ssm_probe(&mut g, kind, desc, w, hp)?,
