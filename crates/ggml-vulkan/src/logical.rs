@@ -171,6 +171,15 @@ impl DeviceShared {
         // SAFETY: a query with a valid pNext chain.
         unsafe { inst.get_physical_device_properties2(pd, &mut p2) };
         let l = p2.properties.limits;
+        let storage_buffers = l
+            .max_per_stage_descriptor_storage_buffers
+            .min(l.max_descriptor_set_storage_buffers);
+        if storage_buffers < crate::pipeline::N_BINDINGS {
+            return Err(Error::Other(format!(
+                "{name}: the shaders bind {} storage buffers, the device allows {storage_buffers}",
+                crate::pipeline::N_BINDINGS
+            )));
+        }
         let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
         let mut p3 = vk::PhysicalDeviceProperties2::default().push_next(&mut m3);
         // SAFETY: as above.

@@ -1,6 +1,7 @@
-//! Compute pipelines: one shared descriptor-set layout (five storage
-//! buffers: src0, src1, src2, dst, src3) and push-constant range for every
-//! shader, pipelines made on first use from the shaders crate's SPIR-V.
+//! Compute pipelines: one shared descriptor-set layout (eight storage
+//! buffers: src0, src1, src2, dst, src3, src4, src5, src6; SSM_SCAN reads
+//! seven sources) and push-constant range for every shader, pipelines made
+//! on first use from the shaders crate's SPIR-V.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -10,7 +11,7 @@ use ash::vk;
 use crate::error::{Error, Result, VkContext};
 
 /// Storage-buffer bindings of every pipeline.
-pub(crate) const N_BINDINGS: u32 = 5;
+pub(crate) const N_BINDINGS: u32 = 8;
 /// Bytes of push constants every pipeline accepts (the guaranteed minimum).
 pub(crate) const PUSH_CONSTANT_BYTES: u32 = 128;
 

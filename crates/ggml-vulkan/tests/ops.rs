@@ -298,3 +298,47 @@ fn node_without_its_sources_is_unsupported() {
         assert!(!dev.supports_op(&g, n));
     }
 }
+
+/// SSM_SCAN at the largest state row the shader holds (256 elements, eight
+/// per invocation), Mamba-1 and Mamba-2, and a grid of more than 65535
+/// state rows; a longer row is left to another backend.
+#[test]
+fn ssm_scan_at_the_shader_limits() {
+    let Some(dev) = common::device() else { return };
+    let scan_check = Check::Close {
+        atol: 1e-5,
+        rtol: 1e-4,
+    };
+    let mut cases = Vec::new();
+    for (d_state, head_dim, n_head, a_rows, n_t) in
+        [(256, 2, 4, 1, 3), (256, 1, 8, 256, 2), (8, 1, 70000, 1, 1)]
+    {
+        cases.push(Case::new(
+            format!(
+                "SSM_SCAN d_state {d_state}, head_dim {head_dim}, {n_head} heads, A rows {a_rows}, {n_t} tokens"
+            ),
+            scan_check,
+            move |c| {
+                let s = c.rand("s", Type::F32, &[d_state, head_dim, n_head, 2]);
+                let x = c.rand("x", Type::F32, &[head_dim, n_head, n_t, 1]);
+                let dt = c.rand("dt", Type::F32, &[n_head, n_t, 1]);
+                let a = c.input("A", Type::F32, &[a_rows, n_head], Fill::Uniform(-2.0, -0.1));
+                let b = c.rand("B", Type::F32, &[d_state, 1, n_t, 1]);
+                let cc = c.rand("C", Type::F32, &[d_state, 1, n_t, 1]);
+                let ids = c.input("ids", Type::I32, &[1], Fill::Index(2));
+                c.g.ssm_scan(s, x, dt, a, b, cc, ids)
+            },
+        ));
+    }
+    run(dev.clone(), &cases);
+
+    let mut g = ggml_core::Graph::new();
+    let s = g.input("s", Type::F32, &[257, 1, 2, 1]);
+    let x = g.input("x", Type::F32, &[1, 2, 1, 1]);
+    let dt = g.input("dt", Type::F32, &[2, 1, 1]);
+    let a = g.input("A", Type::F32, &[1, 2]);
+    let b = g.input("B", Type::F32, &[257, 1, 1, 1]);
+    let ids = g.input("ids", Type::I32, &[1]);
+    let y = g.ssm_scan(s, x, dt, a, b, b, ids).unwrap();
+    assert!(!dev.supports_op(&g, y));
+}

@@ -177,6 +177,19 @@ fn elementwise(out: &mut Vec<Variant>) {
     out.push(v("argmax_f32".into(), "argmax.comp", &[]));
     out.push(v("argsort_f32".into(), "argsort.comp", &[]));
     out.push(v("sum_rows_f32".into(), "sum_rows.comp", &[]));
+    // CONCAT copies elements bit for bit: one variant per element width.
+    out.push(v(
+        "concat_b32".into(),
+        "concat.comp",
+        &[ty("E_TYPE", "uint")],
+    ));
+    out.push(v(
+        "concat_b16".into(),
+        "concat.comp",
+        &[ty("E_TYPE", "uint16_t")],
+    ));
+    out.push(v("ssm_conv_f32".into(), "ssm_conv.comp", &[]));
+    out.push(v("ssm_scan_f32".into(), "ssm_scan.comp", &[]));
     for &(kn, kt) in FLOAT_TYPES {
         for &(mn, mt) in FLOAT_TYPES {
             out.push(v(

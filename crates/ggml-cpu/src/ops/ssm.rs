@@ -139,8 +139,8 @@ pub(crate) fn ssm_conv(ctx: &NodeCtx<'_>) -> Result<()> {
     })
 }
 
-/// The scan of `Graph::ssm_scan`: a unit is one head of one sequence; each
-/// of its rows carries its state through the tokens in the result's state
+/// The scan of `Graph::ssm_scan`: a unit is one head of one sequence,
+/// whose rows carry their states through the tokens in the result's state
 /// region, so that neither the cache nor another unit is written.
 pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
     let [s0, x, dt, a, b, c, ids] = [0, 1, 2, 3, 4, 5, 6].map(|i| &ctx.src[i]);
@@ -152,7 +152,7 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
     let y_len = head_dim * n_head * n_t * n_s;
     let k = simd::kernels();
     let work = head_dim * n_t * d_state * if mamba1 { 8 } else { 3 };
-    par_rows(n_s * n_head, work, |units, scratch| {
+    par_rows(n_s * n_head, work, |units, _| {
         for u in units {
             let (seq, h) = (u / n_head, u % n_head);
             let g = h / per_group;
@@ -163,52 +163,50 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
                     "state slot {slot} of sequence {seq} is out of range 0..{n_slots}"
                 )));
             }
-            // softplus(dt) and Mamba-2's decay of each token, once per head.
-            let (dts, das) = (&mut scratch.a, &mut scratch.b);
-            dts.clear();
-            das.clear();
-            for t in 0..n_t {
-                // SAFETY: element (h, t, seq) of dt and (0, h) of A, in range.
-                let (v, a0) =
-                    unsafe { (float(at(dt, [h, t, seq, 0])), float(at(a, [0, h, 0, 0]))) };
-                let sp = softplus(v);
-                dts.push(sp);
-                das.push((sp * a0).exp());
+            let head = y_len + d_state * head_dim * (h + n_head * seq);
+            // SAFETY: the head's state rows (head_dim rows of d_state f32
+            // values) are inside the dense 1-d result and written by this
+            // unit only.
+            let states = unsafe {
+                std::slice::from_raw_parts_mut(
+                    (d.ptr.get() as *mut f32).add(head),
+                    d_state * head_dim,
+                )
+            };
+            for (i, row) in states.chunks_exact_mut(d_state).enumerate() {
+                // SAFETY: the cache's row (i, h, slot) of d_state values,
+                // only read; it does not overlap the result (overlapping
+                // sources are copied before the node runs).
+                row.copy_from_slice(unsafe { floats(at(s0, [0, i, h, slot as usize]), d_state) });
             }
-            // SAFETY: A's row h of d_state values (Mamba-1 only).
-            let a_row = mamba1.then(|| unsafe { floats(at(a, [0, h, 0, 0]), d_state) });
-            for i in 0..head_dim {
-                let st = y_len + d_state * (i + head_dim * (h + n_head * seq));
-                // SAFETY: the result's state row (i, h, seq) of d_state f32
-                // values is inside the dense 1-d result and written by this
-                // unit only; the cache row read first does not overlap it
-                // (overlapping sources are copied before the node runs).
-                let state = unsafe {
-                    let p = (d.ptr.get() as *mut f32).add(st);
-                    let src = floats(at(s0, [0, i, h, slot as usize]), d_state);
-                    let out = std::slice::from_raw_parts_mut(p, d_state);
-                    out.copy_from_slice(src);
-                    out
+            // SAFETY: A's row h: d_state values for Mamba-1, one for Mamba-2.
+            let a_row = unsafe { floats(at(a, [0, h, 0, 0]), a.ne[0]) };
+            // Token by token, every row of the head: B and C of the token
+            // stay in cache while the head's rows are updated, as in ggml.
+            for t in 0..n_t {
+                // SAFETY: element (h, t, seq) of dt and B's and C's rows
+                // (g, t, seq) of d_state values, inside their views.
+                let (dt_v, bv, cv) = unsafe {
+                    (
+                        float(at(dt, [h, t, seq, 0])),
+                        floats(at(b, [0, g, t, seq]), d_state),
+                        floats(at(c, [0, g, t, seq]), d_state),
+                    )
                 };
-                for t in 0..n_t {
-                    // SAFETY: B's and C's rows (g, t, seq) of d_state values
-                    // and x's element (i, h, t, seq), inside their views.
-                    let (bv, cv, xv) = unsafe {
-                        (
-                            floats(at(b, [0, g, t, seq]), d_state),
-                            floats(at(c, [0, g, t, seq]), d_state),
-                            float(at(x, [i, h, t, seq])),
-                        )
+                let dt_sp = softplus(dt_v);
+                let da = (dt_sp * a_row[0]).exp();
+                let y0 = head_dim * (h + n_head * (t + n_t * seq));
+                for (i, row) in states.chunks_exact_mut(d_state).enumerate() {
+                    // SAFETY: x's element (i, h, t, seq), inside its view.
+                    let x_dt = unsafe { float(at(x, [i, h, t, seq])) } * dt_sp;
+                    let y = if mamba1 {
+                        (k.ssm_step_decay)(row, a_row, bv, cv, dt_sp, x_dt)
+                    } else {
+                        (k.ssm_step)(row, bv, cv, da, x_dt)
                     };
-                    let x_dt = xv * dts[t];
-                    let y = match a_row {
-                        Some(ar) => (k.ssm_step_decay)(state, ar, bv, cv, dts[t], x_dt),
-                        None => (k.ssm_step)(state, bv, cv, das[t], x_dt),
-                    };
-                    let yi = i + head_dim * (h + n_head * (t + n_t * seq));
-                    // SAFETY: element yi of the dense result's y region,
-                    // written by this unit only.
-                    unsafe { (d.ptr.get() as *mut f32).add(yi).write(y) };
+                    // SAFETY: element y0 + i of the dense result's y region,
+                    // written by this unit only (head h of sequence seq).
+                    unsafe { (d.ptr.get() as *mut f32).add(y0 + i).write(y) };
                 }
             }
         }

@@ -182,7 +182,7 @@ impl VulkanBackend {
     }
 
     /// [`VulkanBackend::dispatch`] with specialization constants `spec` and
-    /// up to four sources, in binding slots 0, 1, 2 and 4.
+    /// up to seven sources, in binding slots 0, 1, 2, then 4 to 7.
     pub(crate) fn dispatch_spec(
         &mut self,
         shader: &str,

@@ -10,6 +10,7 @@ mod norm;
 mod rope;
 mod routing;
 mod softmax;
+mod ssm;
 mod unary;
 
 use ggml_core::{Graph, Op, RopeMode, SortOrder, TensorDesc, TensorId, Type};
@@ -195,6 +196,12 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                 && q.ne[0] <= FA_MAX_D
                 && v.ne[0] <= FA_MAX_D
         }
+        Op::Concat { .. } => ssm::supports_concat(src(0), src(1), d),
+        Op::SsmConv => ssm::supports_conv(src(0), src(1), d),
+        Op::SsmScan => {
+            let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
+            ssm::supports_scan(&s, d)
+        }
         _ => false,
     }
 }
@@ -289,6 +296,9 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
         Op::MulMatId => mul_mat_id::record(be, graph, id)?,
         Op::Argsort(o) => routing::record(be, graph, id, "argsort_f32", *o == SortOrder::Desc)?,
         Op::SumRows => routing::record(be, graph, id, "sum_rows_f32", false)?,
+        Op::Concat { dim } => ssm::record_concat(be, graph, id, *dim)?,
+        Op::SsmConv => ssm::record_conv(be, graph, id)?,
+        Op::SsmScan => ssm::record_scan(be, graph, id)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())
