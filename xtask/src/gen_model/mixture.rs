@@ -60,9 +60,6 @@ pub enum Role {
     FfnUp,
     /// `blk.N.ffn_down.weight`.
     FfnDown,
-    /// The SSM projections (`ssm_in`, `ssm_out`): no rule of their own,
-    /// the base type.
-    Ssm,
 }
 
 /// llama.cpp's `use_more_bits`: the first and last eighth of `n` layers
@@ -181,8 +178,7 @@ impl Mixture {
             | Role::AttnQ
             | Role::AttnK
             | Role::FfnGate
-            | Role::FfnUp
-            | Role::Ssm => base,
+            | Role::FfnUp => base,
         }
     }
 }

@@ -59,10 +59,6 @@ pub enum Preset {
     /// Qwen2 0.5B (tied output).
     #[value(name = "qwen2-0.5b")]
     Qwen2_0_5b,
-    /// Mamba-2 370M: 48 Mamba-2 layers 1024 wide, 32 SSM heads (the head
-    /// count is `--n-head`), state 128, one group, tied output.
-    #[value(name = "mamba2-370m")]
-    Mamba2_370m,
 }
 
 impl Preset {
@@ -73,7 +69,6 @@ impl Preset {
             Preset::Tinyllama1_1b => "tinyllama-1.1b",
             Preset::Llama7b => "llama-7b",
             Preset::Qwen2_0_5b => "qwen2-0.5b",
-            Preset::Mamba2_370m => "mamba2-370m",
         }
     }
 
@@ -84,7 +79,6 @@ impl Preset {
             Preset::Tinyllama1_1b => ("llama", 32000, 2048, 22, 32, 4, 5632, 2048, false),
             Preset::Llama7b => ("llama", 32000, 4096, 32, 32, 32, 11008, 4096, false),
             Preset::Qwen2_0_5b => ("qwen2", 151_936, 896, 24, 14, 2, 4864, 32768, true),
-            Preset::Mamba2_370m => ("mamba2", 50_288, 1024, 48, 32, 32, 1, 1_048_576, true),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {
@@ -282,7 +276,6 @@ mod tests {
             Preset::Tinyllama1_1b,
             Preset::Llama7b,
             Preset::Qwen2_0_5b,
-            Preset::Mamba2_370m,
         ] {
             p.shape().validate().unwrap();
         }

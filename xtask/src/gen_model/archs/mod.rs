@@ -9,7 +9,6 @@
 
 mod gemma2;
 mod gemma3;
-mod mamba2;
 mod phi3;
 mod qwen3;
 
@@ -69,7 +68,6 @@ static GENERATORS: &[&ArchGen] = &[
     &gemma2::GEN,
     &gemma3::GEN,
     &phi3::GEN,
-    &mamba2::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
