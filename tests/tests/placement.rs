@@ -446,9 +446,13 @@ fn kv_cache_follows_the_layers() {
             ..reference_ctx(64)
         };
         let ctx = Context::new(&m, cp).expect("context");
-        assert!(ctx.kv.swa.is_none());
+        assert!(ctx.kv().expect("a KV cache").swa.is_none());
         for il in 0..5 {
-            let l = ctx.kv.layer(il).expect("cache layer");
+            let l = ctx
+                .kv()
+                .expect("a KV cache")
+                .layer(il)
+                .expect("cache layer");
             let want = if offload_kqv && il >= 3 {
                 gpu_name.as_str()
             } else {

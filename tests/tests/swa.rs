@@ -35,7 +35,13 @@ fn params(swa_full: bool) -> ContextParams {
 
 fn context(m: &Model, swa_full: bool) -> Context<'_> {
     let ctx = Context::new(m, params(swa_full)).expect("context");
-    let swa = ctx.kv.swa.as_ref().expect("a sliding-window cache").size;
+    let swa = ctx
+        .kv()
+        .expect("a KV cache")
+        .swa
+        .as_ref()
+        .expect("a sliding-window cache")
+        .size;
     assert_eq!(swa, if swa_full { 1024 } else { 256 });
     assert_eq!(ctx.can_shift(), swa_full);
     ctx
@@ -201,7 +207,7 @@ fn small_and_full_size_caches_give_the_same_logits() {
                 out.extend_from_slice(ctx.logits_ith(-1).expect("logits"));
             }
         }
-        (ctx.kv.size_bytes(), out)
+        (ctx.kv().expect("a KV cache").size_bytes(), out)
     };
     let (small_bytes, small) = run(false);
     let (full_bytes, full) = run(true);

@@ -126,10 +126,36 @@ pub enum TensorKind {
     FfnUpExps,
     /// Down projections of all experts [n_ff_exp, n_embd, n_expert].
     FfnDownExps,
+    /// Gate projection of the shared expert [n_embd, n_ff_shexp].
+    FfnGateShexp,
+    /// Up projection of the shared expert [n_embd, n_ff_shexp].
+    FfnUpShexp,
+    /// Down projection of the shared expert [n_ff_shexp, n_embd].
+    FfnDownShexp,
+    /// SSM input projection (Mamba: x and z; Mamba-2: z, x, B, C, dt).
+    SsmIn,
+    /// Depthwise causal convolution kernel [d_conv, conv channels].
+    SsmConv1d,
+    /// Bias of the convolution [conv channels].
+    SsmConv1dBias,
+    /// Mamba's projection of x to dt, B and C [d_inner, dt_rank + 2 d_state].
+    SsmX,
+    /// Mamba's projection of dt [dt_rank, d_inner].
+    SsmDt,
+    /// Bias of dt (Mamba: [d_inner]; Mamba-2: one per head).
+    SsmDtBias,
+    /// State decay A (Mamba: [d_state, d_inner]; Mamba-2: [1, n_head]).
+    SsmA,
+    /// Skip connection D (Mamba: [d_inner]; Mamba-2: [1, n_head]).
+    SsmD,
+    /// Mamba-2's grouped RMS norm [d_inner / n_group, n_group].
+    SsmNorm,
+    /// SSM output projection [d_inner, n_embd].
+    SsmOut,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 28;
+pub const N_TENSOR_KINDS: usize = 41;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,6 +185,10 @@ pub enum TensorOp {
     MulMatId,
     /// ROPE frequency factors.
     Rope,
+    /// SSM_CONV (the convolution kernel).
+    SsmConv,
+    /// SSM_SCAN (the state decay A).
+    SsmScan,
 }
 
 /// One row of the tensor-info table.
@@ -219,6 +249,19 @@ impl TensorKind {
             TensorKind::FfnGateExps => ti("ffn_gate_exps.weight", Layer, MulMatId),
             TensorKind::FfnUpExps => ti("ffn_up_exps.weight", Layer, MulMatId),
             TensorKind::FfnDownExps => ti("ffn_down_exps.weight", Layer, MulMatId),
+            TensorKind::FfnGateShexp => ti("ffn_gate_shexp.weight", Layer, MulMat),
+            TensorKind::FfnUpShexp => ti("ffn_up_shexp.weight", Layer, MulMat),
+            TensorKind::FfnDownShexp => ti("ffn_down_shexp.weight", Layer, MulMat),
+            TensorKind::SsmIn => ti("ssm_in.weight", Layer, MulMat),
+            TensorKind::SsmConv1d => ti("ssm_conv1d.weight", Layer, SsmConv),
+            TensorKind::SsmConv1dBias => ti("ssm_conv1d.bias", Layer, Add),
+            TensorKind::SsmX => ti("ssm_x.weight", Layer, MulMat),
+            TensorKind::SsmDt => ti("ssm_dt.weight", Layer, MulMat),
+            TensorKind::SsmDtBias => ti("ssm_dt.bias", Layer, Add),
+            TensorKind::SsmA => ti("ssm_a", Layer, SsmScan),
+            TensorKind::SsmD => ti("ssm_d", Layer, Mul),
+            TensorKind::SsmNorm => ti("ssm_norm.weight", Layer, Mul),
+            TensorKind::SsmOut => ti("ssm_out.weight", Layer, MulMat),
         }
     }
 
@@ -271,6 +314,23 @@ impl TensorKind {
                 vec![n_embd, hp.n_ff_exp(il), hp.n_expert]
             }
             TensorKind::FfnDownExps => vec![hp.n_ff_exp(il), n_embd, hp.n_expert],
+            TensorKind::FfnGateShexp | TensorKind::FfnUpShexp => vec![n_embd, hp.n_ff_shexp],
+            TensorKind::FfnDownShexp => vec![hp.n_ff_shexp, n_embd],
+            TensorKind::SsmIn => vec![n_embd, hp.ssm_d_in_proj()],
+            TensorKind::SsmConv1d => vec![hp.ssm_d_conv, hp.ssm_conv_dim()],
+            TensorKind::SsmConv1dBias => vec![hp.ssm_conv_dim()],
+            TensorKind::SsmX => vec![hp.ssm_d_inner, hp.ssm_dt_rank + 2 * hp.ssm_d_state],
+            TensorKind::SsmDt => vec![hp.ssm_dt_rank, hp.ssm_d_inner],
+            TensorKind::SsmDtBias => vec![hp.ssm_n_dt()],
+            TensorKind::SsmA if hp.ssm_n_group == 0 => vec![hp.ssm_d_state, hp.ssm_d_inner],
+            TensorKind::SsmA => vec![1, hp.ssm_dt_rank],
+            TensorKind::SsmD if hp.ssm_n_group == 0 => vec![hp.ssm_d_inner],
+            TensorKind::SsmD => vec![1, hp.ssm_dt_rank],
+            TensorKind::SsmNorm => vec![
+                hp.ssm_d_inner / hp.ssm_n_group.max(1),
+                hp.ssm_n_group.max(1),
+            ],
+            TensorKind::SsmOut => vec![hp.ssm_d_inner, n_embd],
         }
     }
 
@@ -301,6 +361,16 @@ pub enum Need {
     Moe,
     /// May be present when the model has experts, not read otherwise.
     MoeOptional,
+    /// Required in recurrent layers, not read in the others.
+    Recurrent,
+    /// May be present in recurrent layers, not read in the others.
+    RecurrentOptional,
+    /// Required in attention layers (every layer that is not recurrent),
+    /// not read in the others.
+    Attention,
+    /// Required when the model has experts and a shared expert
+    /// (`expert_shared_feed_forward_length` above 0).
+    SharedExpert,
 }
 
 impl Need {
@@ -308,14 +378,41 @@ impl Need {
     pub fn applies(self, n_expert: usize) -> bool {
         match self {
             Need::Dense => n_expert == 0,
-            Need::Moe | Need::MoeOptional => n_expert > 0,
-            Need::Required | Need::Optional | Need::TiedToEmbd => true,
+            Need::Moe | Need::MoeOptional | Need::SharedExpert => n_expert > 0,
+            Need::Required
+            | Need::Optional
+            | Need::TiedToEmbd
+            | Need::Recurrent
+            | Need::RecurrentOptional
+            | Need::Attention => true,
+        }
+    }
+
+    /// Whether layer `il` of a model with `hp` reads the tensor at all.
+    pub fn applies_to(self, hp: &HParams, il: Option<usize>) -> bool {
+        if !self.applies(hp.n_expert) {
+            return false;
+        }
+        let recurrent = il.is_some_and(|il| hp.is_recurrent(il));
+        match self {
+            Need::Recurrent | Need::RecurrentOptional => recurrent,
+            Need::Attention => !recurrent,
+            Need::SharedExpert => hp.n_ff_shexp > 0,
+            _ => true,
         }
     }
 
     /// Whether loading fails when the tensor is absent (and read).
     pub fn required(self) -> bool {
-        matches!(self, Need::Required | Need::Dense | Need::Moe)
+        matches!(
+            self,
+            Need::Required
+                | Need::Dense
+                | Need::Moe
+                | Need::Recurrent
+                | Need::Attention
+                | Need::SharedExpert
+        )
     }
 }
 
@@ -403,6 +500,43 @@ pub const fn moe_opt(kind: TensorKind) -> TensorSpec {
     }
 }
 
+/// A tensor required in recurrent layers.
+pub const fn recr(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::Recurrent,
+        shape: None,
+    }
+}
+
+/// A tensor recurrent layers may have.
+pub const fn recr_opt(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::RecurrentOptional,
+        shape: None,
+    }
+}
+
+/// A tensor required in attention layers (of a model that also has
+/// recurrent ones).
+pub const fn attn(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::Attention,
+        shape: None,
+    }
+}
+
+/// A tensor of the shared expert.
+pub const fn shexp(kind: TensorKind) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::SharedExpert,
+        shape: None,
+    }
+}
+
 /// A required tensor with an architecture-specific shape.
 pub const fn req_shaped(kind: TensorKind, shape: ShapeFn) -> TensorSpec {
     TensorSpec {
@@ -419,10 +553,10 @@ mod tests {
     #[test]
     fn names() {
         assert_eq!(Arch::from_name("qwen2").unwrap().name(), "qwen2");
-        let e = Arch::from_name("mamba").unwrap_err().to_string();
-        assert!(e.contains("unknown model architecture: 'mamba'"), "{e}");
+        let e = Arch::from_name("rwkv6").unwrap_err().to_string();
+        assert!(e.contains("unknown model architecture: 'rwkv6'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::FfnDownExps as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::SsmOut as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

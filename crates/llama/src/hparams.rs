@@ -81,13 +81,37 @@ pub struct HParams {
     pub n_ff_exp_arr: Vec<usize>,
     /// Whether the selected experts' weights are divided by their sum.
     pub expert_weights_norm: bool,
+    /// Width of the shared expert's FFN (0: none).
+    pub n_ff_shexp: usize,
+    /// Per layer: true when the layer is recurrent (keeps a fixed-size
+    /// state per sequence instead of K and V per token).
+    pub recurrent_layers: Vec<bool>,
+    /// SSM convolution width (`ssm.conv_kernel`; 0 without SSM layers).
+    pub ssm_d_conv: usize,
+    /// SSM inner width (`ssm.inner_size`).
+    pub ssm_d_inner: usize,
+    /// SSM state size per channel (`ssm.state_size`).
+    pub ssm_d_state: usize,
+    /// Mamba: rank of dt; Mamba-2: number of SSM heads
+    /// (`ssm.time_step_rank`).
+    pub ssm_dt_rank: usize,
+    /// Mamba-2 groups of B and C (`ssm.group_count`; 0 for Mamba).
+    pub ssm_n_group: usize,
+    /// Whether attention layers rotate Q and K (false: no rope at all).
+    pub use_rope: bool,
+    /// Scale of the token embeddings (0: none).
+    pub f_embedding_scale: f32,
+    /// Scale of every block's output before its residual add (0: none).
+    pub f_residual_scale: f32,
+    /// Divisor of the logits (0: none).
+    pub f_logit_scale: f32,
 }
 
 /// Largest width of any one tensor dim the hyperparameters may imply; a
 /// hostile file cannot make the products below overflow.
 pub const MAX_DIM: usize = 1 << 31;
 
-fn checked_dim(what: &str, parts: &[usize]) -> Result<usize> {
+pub(crate) fn checked_dim(what: &str, parts: &[usize]) -> Result<usize> {
     let mut acc = 1usize;
     for &p in parts {
         acc = acc
@@ -137,6 +161,135 @@ impl HParams {
     pub fn n_ff_exp(&self, il: usize) -> usize {
         self.n_ff_exp_arr[il]
     }
+    /// True when layer `il` is recurrent.
+    pub fn is_recurrent(&self, il: usize) -> bool {
+        self.recurrent_layers.get(il).copied().unwrap_or(false)
+    }
+    /// True when some layer is recurrent.
+    pub fn has_recurrent(&self) -> bool {
+        self.recurrent_layers.iter().any(|&r| r)
+    }
+    /// True when some layer attends over a KV cache.
+    pub fn has_attention(&self) -> bool {
+        (0..self.n_layer).any(|il| !self.is_recurrent(il))
+    }
+    /// Channels of the SSM convolution: x, then B and C of every group
+    /// (Mamba-2).
+    pub fn ssm_conv_dim(&self) -> usize {
+        self.ssm_d_inner + 2 * self.ssm_n_group * self.ssm_d_state
+    }
+    /// Rows of the SSM input projection: Mamba's x and z; Mamba-2's z, the
+    /// convolution channels and one dt per head.
+    pub fn ssm_d_in_proj(&self) -> usize {
+        if self.ssm_n_group == 0 {
+            2 * self.ssm_d_inner
+        } else {
+            self.ssm_d_inner + self.ssm_conv_dim() + self.ssm_dt_rank
+        }
+    }
+    /// Values of dt per token: one per channel (Mamba) or per head (Mamba-2).
+    pub fn ssm_n_dt(&self) -> usize {
+        if self.ssm_n_group == 0 {
+            self.ssm_d_inner
+        } else {
+            self.ssm_dt_rank
+        }
+    }
+    /// Floats of one sequence's convolution state in a recurrent layer: the
+    /// last `d_conv - 1` inputs of every channel.
+    pub fn n_embd_r(&self) -> usize {
+        self.ssm_d_conv.saturating_sub(1) * self.ssm_conv_dim()
+    }
+    /// Floats of one sequence's SSM state in a recurrent layer.
+    pub fn n_embd_s(&self) -> usize {
+        self.ssm_d_state * self.ssm_d_inner
+    }
+
+    /// Reads the SSM keys (`ssm.conv_kernel`, `ssm.inner_size`,
+    /// `ssm.state_size`, `ssm.time_step_rank` and, with `groups`, Mamba-2's
+    /// `ssm.group_count`) and checks them: all positive, the inner width a
+    /// multiple of the groups and of the heads, every product in range.
+    pub fn load_ssm(&mut self, meta: &MetaView<'_>, groups: bool) -> Result<()> {
+        let key = |s: &str| self.arch.key(s);
+        let positive = |k: String| -> Result<usize> {
+            let v = meta.get_usize(&k)?;
+            if v == 0 {
+                return Err(LlamaError::HParams(format!("{k} = 0 must be positive")));
+            }
+            Ok(v)
+        };
+        self.ssm_d_conv = positive(key("ssm.conv_kernel"))?;
+        self.ssm_d_inner = positive(key("ssm.inner_size"))?;
+        self.ssm_d_state = positive(key("ssm.state_size"))?;
+        self.ssm_dt_rank = positive(key("ssm.time_step_rank"))?;
+        for (k, v) in [
+            ("ssm.conv_kernel", self.ssm_d_conv),
+            ("ssm.inner_size", self.ssm_d_inner),
+            ("ssm.state_size", self.ssm_d_state),
+            ("ssm.time_step_rank", self.ssm_dt_rank),
+        ] {
+            checked_dim(&key(k), &[v])?;
+        }
+        if groups {
+            self.ssm_n_group = positive(key("ssm.group_count"))?;
+            checked_dim(&key("ssm.group_count"), &[self.ssm_n_group])?;
+            if self.ssm_d_inner % self.ssm_n_group != 0 {
+                return Err(LlamaError::HParams(format!(
+                    "{} = {} is not divisible by {} = {}",
+                    key("ssm.inner_size"),
+                    self.ssm_d_inner,
+                    key("ssm.group_count"),
+                    self.ssm_n_group
+                )));
+            }
+            if self.ssm_d_inner % self.ssm_dt_rank != 0 {
+                return Err(LlamaError::HParams(format!(
+                    "{} = {} is not divisible by the number of SSM heads {} = {}",
+                    key("ssm.inner_size"),
+                    self.ssm_d_inner,
+                    key("ssm.time_step_rank"),
+                    self.ssm_dt_rank
+                )));
+            }
+            if self.ssm_dt_rank % self.ssm_n_group != 0 {
+                return Err(LlamaError::HParams(format!(
+                    "{} = {} SSM heads are not divisible by {} = {}",
+                    key("ssm.time_step_rank"),
+                    self.ssm_dt_rank,
+                    key("ssm.group_count"),
+                    self.ssm_n_group
+                )));
+            }
+        }
+        checked_dim(
+            "ssm d_state * n_group",
+            &[self.ssm_d_state, self.ssm_n_group.max(1), 2],
+        )?;
+        checked_dim("ssm input projection", &[self.ssm_d_in_proj()])?;
+        checked_dim("ssm conv state", &[self.ssm_d_conv, self.ssm_conv_dim()])?;
+        checked_dim("ssm state", &[self.ssm_d_state, self.ssm_d_inner])?;
+        checked_dim(
+            "ssm x projection",
+            &[self.ssm_dt_rank + 2 * self.ssm_d_state, 2],
+        )?;
+        Ok(())
+    }
+
+    /// Requires an SSM inner width of twice the embedding width (the only
+    /// expansion factor llama.cpp runs).
+    pub fn require_ssm_expand_2(&self) -> Result<()> {
+        if self.ssm_d_inner != 2 * self.n_embd {
+            return Err(LlamaError::NotSupported(format!(
+                "{} = {} with {} = {}: only an SSM expansion factor of 2 is supported",
+                self.arch.key("ssm.inner_size"),
+                self.ssm_d_inner,
+                self.arch.key("embedding_length"),
+                self.n_embd
+            )));
+        }
+        Ok(())
+    }
+
     /// Query heads per KV head (GQA ratio) of layer `il`.
     pub fn n_gqa(&self, il: usize) -> usize {
         self.n_head(il) / self.n_head_kv(il).max(1)
@@ -161,42 +314,50 @@ impl HParams {
             Some(v) => v,
             None => n_head_arr.clone(),
         };
-        let n_head0 = n_head_arr[0];
-        if n_head_arr.contains(&0) {
-            return Err(LlamaError::HParams(format!(
-                "{} has a zero entry",
-                k("attention.head_count")
-            )));
-        }
+        let recurrent_layers = recurrent_rule(arch, &n_head_kv_arr);
+        let attn_layers: Vec<usize> = (0..n_layer).filter(|&il| !recurrent_layers[il]).collect();
         let key_len = meta.get_usize_opt(&k("attention.key_length"))?;
         let val_len = meta.get_usize_opt(&k("attention.value_length"))?;
-        if (key_len.is_none() || val_len.is_none()) && n_embd % n_head0 != 0 {
-            return Err(LlamaError::HParams(format!(
-                "n_embd = {n_embd} is not divisible by n_head = {n_head0}"
-            )));
-        }
-        let n_embd_head_k = key_len.unwrap_or(n_embd / n_head0);
-        let n_embd_head_v = val_len.unwrap_or(n_embd / n_head0);
-        for il in 0..n_layer {
-            let (h, hkv) = (n_head_arr[il], n_head_kv_arr[il]);
-            if hkv == 0 || h % hkv != 0 {
+        let (mut n_embd_head_k, mut n_embd_head_v, mut n_rot) = (0, 0, 0);
+        if let Some(&il0) = attn_layers.first() {
+            if attn_layers.iter().any(|&il| n_head_arr[il] == 0) {
                 return Err(LlamaError::HParams(format!(
-                    "layer {il}: n_head_kv = {hkv} does not divide n_head = {h}"
+                    "{} has a zero entry",
+                    k("attention.head_count")
                 )));
             }
-            if n_ff_arr[il] == 0 && n_expert == 0 {
-                return Err(LlamaError::HParams(format!("layer {il}: n_ff = 0")));
+            let n_head0 = n_head_arr[il0];
+            if (key_len.is_none() || val_len.is_none()) && n_embd % n_head0 != 0 {
+                return Err(LlamaError::HParams(format!(
+                    "n_embd = {n_embd} is not divisible by n_head = {n_head0}"
+                )));
+            }
+            n_embd_head_k = key_len.unwrap_or(n_embd / n_head0);
+            n_embd_head_v = val_len.unwrap_or(n_embd / n_head0);
+            for &il in &attn_layers {
+                let (h, hkv) = (n_head_arr[il], n_head_kv_arr[il]);
+                if hkv == 0 || h % hkv != 0 {
+                    return Err(LlamaError::HParams(format!(
+                        "layer {il}: n_head_kv = {hkv} does not divide n_head = {h}"
+                    )));
+                }
+                if n_ff_arr[il] == 0 && n_expert == 0 {
+                    return Err(LlamaError::HParams(format!("layer {il}: n_ff = 0")));
+                }
+            }
+            n_rot = meta
+                .get_usize_opt(&k("rope.dimension_count"))?
+                .unwrap_or(n_embd_head_k);
+            if n_rot > n_embd_head_k || n_rot % 2 != 0 || n_rot == 0 {
+                return Err(LlamaError::HParams(format!(
+                    "rope dimension count {n_rot} must be even, non-zero and at most the head width {n_embd_head_k}"
+                )));
+            }
+            if n_embd_head_k == 0 || n_embd_head_v == 0 {
+                return Err(LlamaError::HParams("zero embedding or head width".into()));
             }
         }
-        let n_rot = meta
-            .get_usize_opt(&k("rope.dimension_count"))?
-            .unwrap_or(n_embd_head_k);
-        if n_rot > n_embd_head_k || n_rot % 2 != 0 || n_rot == 0 {
-            return Err(LlamaError::HParams(format!(
-                "rope dimension count {n_rot} must be even, non-zero and at most the head width {n_embd_head_k}"
-            )));
-        }
-        if n_embd == 0 || n_embd_head_k == 0 || n_embd_head_v == 0 {
+        if n_embd == 0 {
             return Err(LlamaError::HParams("zero embedding or head width".into()));
         }
         let f_norm_rms_eps = meta.get_f32(&k("attention.layer_norm_rms_epsilon"))?;
@@ -228,9 +389,11 @@ impl HParams {
         // cannot overflow.
         checked_dim("n_embd", &[n_embd])?;
         for il in 0..n_layer {
+            checked_dim("n_ff", &[n_ff_arr[il], 2])?;
+        }
+        for &il in &attn_layers {
             checked_dim("n_embd_head_k * n_head", &[n_embd_head_k, n_head_arr[il]])?;
             checked_dim("n_embd_head_v * n_head", &[n_embd_head_v, n_head_arr[il]])?;
-            checked_dim("n_ff", &[n_ff_arr[il], 2])?;
             let q = n_embd_head_k * n_head_arr[il];
             let kv = n_embd_head_k.max(n_embd_head_v) * n_head_kv_arr[il];
             checked_dim("fused qkv width", &[q + 2 * kv])?;
@@ -269,6 +432,17 @@ impl HParams {
             n_expert_used_arr,
             n_ff_exp_arr: vec![0; n_layer],
             expert_weights_norm: false,
+            n_ff_shexp: 0,
+            recurrent_layers,
+            ssm_d_conv: 0,
+            ssm_d_inner: 0,
+            ssm_d_state: 0,
+            ssm_dt_rank: 0,
+            ssm_n_group: 0,
+            use_rope: true,
+            f_embedding_scale: 0.0,
+            f_residual_scale: 0.0,
+            f_logit_scale: 0.0,
         };
         if n_expert > 0 {
             if let Some(v) = meta.get_per_layer_opt(&k("expert_feed_forward_length"), n_layer)? {
@@ -340,6 +514,22 @@ impl HParams {
             .map(|il| n == 0 || il % n < n - 1)
             .collect();
         Ok(())
+    }
+}
+
+/// Which layers of `arch` are recurrent, by its tensor table: none without
+/// rows for recurrent layers; all when it has no rows for attention layers
+/// (Mamba); otherwise the layers whose `attention.head_count_kv` is 0
+/// (Granite 4's hybrid).
+fn recurrent_rule(arch: Arch, n_head_kv: &[usize]) -> Vec<bool> {
+    use crate::arch::Need;
+    let has = |n: Need| arch.tensors().any(|s| s.need == n);
+    if !has(Need::Recurrent) {
+        vec![false; n_head_kv.len()]
+    } else if !has(Need::Attention) {
+        vec![true; n_head_kv.len()]
+    } else {
+        n_head_kv.iter().map(|&h| h == 0).collect()
     }
 }
 

@@ -78,8 +78,9 @@ impl KvMemory {
             offload: p.offload,
             planning: p.planning,
         };
+        let attends = |il: usize| !hp.is_recurrent(il);
         if !hp.has_swa() {
-            let base = KvCache::new(model, spec, |_| true, "")?;
+            let base = KvCache::new(model, spec, attends, "")?;
             return Ok(KvMemory { base, swa: None });
         }
         let size_swa = if p.swa_full {
@@ -92,14 +93,14 @@ impl KvMemory {
             "llama_kv_cache_iswa: creating non-SWA KV cache, size = {} cells",
             p.n_ctx
         );
-        let base = KvCache::new(model, spec, |il| !hp.is_swa(il), "")?;
+        let base = KvCache::new(model, spec, |il| attends(il) && !hp.is_swa(il), "")?;
         crate::info!("llama_kv_cache_iswa: creating     SWA KV cache, size = {size_swa} cells");
         let swa_spec = KvCacheSpec {
             size: size_swa,
             n_swa: hp.n_swa,
             ..spec
         };
-        let swa = KvCache::new(model, swa_spec, |il| hp.is_swa(il), "SWA ")?;
+        let swa = KvCache::new(model, swa_spec, |il| attends(il) && hp.is_swa(il), "SWA ")?;
         Ok(KvMemory {
             base,
             swa: Some(swa),

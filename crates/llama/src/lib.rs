@@ -31,6 +31,7 @@ pub mod graph;
 pub mod kv_cache;
 pub mod kv_cells;
 pub mod kv_memory;
+pub mod memory;
 pub mod memory_plan;
 
 pub use batch::{Batch, Token};

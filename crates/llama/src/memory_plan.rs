@@ -32,12 +32,14 @@ pub struct PlanBytes {
     pub v: usize,
     /// Compute buffer of the backend that uses this buffer type.
     pub compute: usize,
+    /// Recurrent states (convolution and SSM states of recurrent layers).
+    pub rs: usize,
 }
 
 impl PlanBytes {
     /// Everything.
     pub fn total(&self) -> usize {
-        self.weights + self.k + self.v + self.compute
+        self.weights + self.k + self.v + self.compute + self.rs
     }
 }
 
@@ -127,11 +129,21 @@ impl MemoryPlan {
             plan.at(device, name).weights += bytes;
         }
         // Both caches when sliding-window layers have their own.
-        for cache in std::iter::once(&ctx.kv.base).chain(ctx.kv.swa.as_ref()) {
+        let caches = ctx.kv().into_iter().flat_map(|kv| kv.caches());
+        for cache in caches {
             for (buf, (name, k, v)) in cache.buffers.iter().zip(&cache.sizes) {
                 let e = plan.at(buft_device(&*buf.buffer_type()), name);
                 e.k += k;
                 e.v += v;
+            }
+        }
+        if let Some(rs) = ctx.mem.rs() {
+            for l in rs.layers.iter().flatten() {
+                for w in [&l.r, &l.s] {
+                    let bt = w.at.buffer.buffer_type();
+                    let e = plan.at(buft_device(&*bt), bt.name());
+                    e.rs += w.desc.nbytes();
+                }
             }
         }
         let sched = ctx.scheduler();
@@ -161,7 +173,21 @@ impl fmt::Display for MemoryPlan {
             "{:<10} {:<14} {:>10} {:>10} {:>10} {:>10} {:>10}",
             "device", "buffer type", "weights", "K", "V", "compute", "total"
         )?;
+        let with_rs = self.entries.values().any(|b| b.rs > 0);
         for ((dev, buft), b) in &self.entries {
+            if with_rs {
+                writeln!(
+                    f,
+                    "{dev:<10} {buft:<14} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2} (recurrent states {:.2})",
+                    mib(b.weights),
+                    mib(b.k),
+                    mib(b.v),
+                    mib(b.compute),
+                    mib(b.total()),
+                    mib(b.rs)
+                )?;
+                continue;
+            }
             writeln!(
                 f,
                 "{dev:<10} {buft:<14} {:>10.2} {:>10.2} {:>10.2} {:>10.2} {:>10.2}",

@@ -35,9 +35,17 @@ pub struct Weight {
 }
 
 /// The weights of one repeating layer.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Layer {
     w: [Option<Weight>; N_TENSOR_KINDS],
+}
+
+impl Default for Layer {
+    fn default() -> Layer {
+        Layer {
+            w: std::array::from_fn(|_| None),
+        }
+    }
 }
 
 impl Layer {
@@ -331,6 +339,9 @@ impl Model {
                 vec![None]
             };
             for il in layers {
+                if !spec.need.applies_to(hp, il) {
+                    continue;
+                }
                 let name = spec.kind.name(il);
                 let layer_dev = match (spec.kind.info().scope, il) {
                     (_, Some(i)) => &self.plan.layers[i],
@@ -342,7 +353,7 @@ impl Model {
                 let (file_idx, info) = match found {
                     Some(x) => x,
                     None => match spec.need {
-                        Need::Optional | Need::MoeOptional => continue,
+                        Need::Optional | Need::MoeOptional | Need::RecurrentOptional => continue,
                         Need::TiedToEmbd => {
                             // The output shares the embeddings: load them a
                             // second time where the output layer lives.
@@ -356,7 +367,12 @@ impl Model {
                                 }
                             }
                         }
-                        Need::Required | Need::Dense | Need::Moe => {
+                        Need::Required
+                        | Need::Dense
+                        | Need::Moe
+                        | Need::Recurrent
+                        | Need::Attention
+                        | Need::SharedExpert => {
                             return Err(LlamaError::Tensor(format!("missing tensor '{name}'")));
                         }
                     },
@@ -473,7 +489,7 @@ impl Model {
         items: impl Iterator<Item = ((TensorKind, Option<usize>), Weight)>,
     ) -> Result<Weights> {
         let mut layers = vec![Layer::default(); self.hparams.n_layer];
-        let mut globals: [Option<Weight>; N_TENSOR_KINDS] = Default::default();
+        let mut globals: [Option<Weight>; N_TENSOR_KINDS] = std::array::from_fn(|_| None);
         for ((kind, il), w) in items {
             match (kind.info().scope, il) {
                 (Scope::Layer, Some(i)) if i < layers.len() => layers[i].w[kind.index()] = Some(w),

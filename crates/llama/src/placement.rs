@@ -203,9 +203,17 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             g.get_rows(w, idx).ok()?
         }
         TensorOp::Mul => {
-            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            // A vector scales rows; a matrix (Mamba-2's per-head D, its
+            // grouped norm) scales rows of its own shape, N times over.
+            let ne = if desc.ne[1] > 1 {
+                vec![desc.ne[0], desc.ne[1], N]
+            } else {
+                vec![desc.ne[0], N]
+            };
+            let x = g.input("x", Type::F32, &ne);
             g.mul(x, w).ok()?
         }
+        TensorOp::SsmConv | TensorOp::SsmScan => ssm_probe(&mut g, kind, desc, w, hp)?,
         TensorOp::Add => {
             let x = g.input("x", Type::F32, &[desc.ne[0], N]);
             g.add_op(x, w).ok()?
@@ -289,4 +297,39 @@ pub fn buft_by_name(name: &str, cpu: &Arc<dyn Device>) -> Option<BuftEntry> {
         }
     }
     None
+}
+
+/// The probe of an SSM weight: SSM_CONV over a ubatch for the convolution
+/// kernel, SSM_SCAN of one sequence for the state decay A (Mamba-1's A is
+/// [d_state, d_inner], Mamba-2's [1, n_head]).
+fn ssm_probe(
+    g: &mut Graph,
+    kind: TensorKind,
+    desc: &TensorDesc,
+    w: TensorId,
+    hp: &HParams,
+) -> Option<TensorId> {
+    const N: usize = 512;
+    match kind {
+        TensorKind::SsmConv1d => {
+            let sx = g.input("sx", Type::F32, &[desc.ne[0] - 1 + N, desc.ne[1], 1]);
+            g.ssm_conv(sx, w).ok()
+        }
+        _ => {
+            let n_head = desc.ne[1];
+            let (d_state, head_dim) = if desc.ne[0] == 1 {
+                (hp.ssm_d_state, hp.ssm_d_inner / n_head.max(1))
+            } else {
+                (desc.ne[0], 1)
+            };
+            let n_group = hp.ssm_n_group.max(1);
+            let s = g.input("s", Type::F32, &[d_state, head_dim, n_head, 1]);
+            let x = g.input("x", Type::F32, &[head_dim, n_head, N, 1]);
+            let dt = g.input("dt", Type::F32, &[n_head, N, 1]);
+            let b = g.input("B", Type::F32, &[d_state, n_group, N, 1]);
+            let c = g.input("C", Type::F32, &[d_state, n_group, N, 1]);
+            let ids = g.input("ids", Type::I32, &[1]);
+            g.ssm_scan(s, x, dt, w, b, c, ids).ok()
+        }
+    }
 }

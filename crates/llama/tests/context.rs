@@ -47,7 +47,7 @@ fn bad_batches_are_clear_errors() {
     b.add(2, 5, &[0], true);
     assert!(err(&mut ctx, &b).contains("must increase"));
     // A failed decode leaves the cache untouched.
-    assert_eq!(ctx.kv.used(), 0);
+    assert_eq!(ctx.kv().expect("a KV cache").used(), 0);
     ctx.decode(&Batch::get_one(&[1, 403])).unwrap();
     assert_eq!(ctx.seq_pos_max(0), 1);
     let mut b = Batch::new();

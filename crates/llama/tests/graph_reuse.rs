@@ -249,7 +249,7 @@ fn swapped_caches_build_a_new_graph() {
         ctx.decode(&Batch::get_one(&[5])).unwrap();
     }
     // The caches change hands: each context continues the other's text.
-    std::mem::swap(&mut a.kv, &mut b.kv);
+    std::mem::swap(&mut a.mem, &mut b.mem);
     let before = a.perf;
     a.decode(&Batch::get_one(&[6])).unwrap();
     let got = a.logits_ith(-1).unwrap().to_vec();

@@ -209,7 +209,13 @@ fn run(
         ..ContextParams::default()
     };
     let mut ctx = Context::new(&model, cp).unwrap();
-    let swa_size = ctx.kv.swa.as_ref().expect("a sliding-window cache").size;
+    let swa_size = ctx
+        .kv()
+        .expect("a KV cache")
+        .swa
+        .as_ref()
+        .expect("a sliding-window cache")
+        .size;
     if swa_full {
         assert_eq!(swa_size, ctx.n_ctx());
     }
@@ -247,7 +253,7 @@ fn run(
             ctx.seq_pos_min(0) > 0,
             "no cell of the SWA cache was reused"
         );
-        assert_eq!(ctx.kv.base.cells.seq_pos_min(0), 0);
+        assert_eq!(ctx.kv().expect("a KV cache").base.cells.seq_pos_min(0), 0);
     } else {
         assert_eq!(ctx.seq_pos_min(0), 0);
     }

@@ -4,6 +4,7 @@
 mod params;
 mod prepare;
 mod reuse;
+mod split;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::graph::{build_decoder, build_k_shift, BuiltGraph, RopeCfg, UbatchShap
 use crate::hparams::{HParams, RopeScaling};
 use crate::kv_cache::{KvCache, Pos, SeqId, MAX_SEQ};
 use crate::kv_memory::{KvMemory, KvMemoryParams, Slots};
+use crate::memory::{Memory, RsSlot, SeqMemory};
 use crate::model::Model;
 
 pub use params::{
@@ -32,8 +34,8 @@ pub struct Context<'m> {
     /// The resolved parameters (n_ctx, n_batch, n_ubatch after clamping).
     pub params: ContextParams,
     rope: RopeCfg,
-    /// The KV caches.
-    pub kv: KvMemory,
+    /// The memory: KV caches, recurrent states or both.
+    pub mem: Memory,
     sched: Scheduler,
     cpu_backend: usize,
     logits: Vec<f32>,
@@ -80,19 +82,21 @@ fn resolve_flash_attn(model: &Model, p: &ContextParams) -> bool {
     let hp = &model.hparams;
     let mut devs: Vec<&Arc<dyn Device>> = model.devices.iter().collect();
     devs.push(&model.cpu);
-    (0..hp.n_layer).all(|il| {
-        let mut g = Graph::new();
-        let (hk, hv) = (hp.n_embd_head_k, hp.n_embd_head_v);
-        let q = g.input("q", Type::F32, &[hk, 8, hp.n_head(il)]);
-        let k = g.input("k", p.type_k, &[hk, 256, hp.n_head_kv(il)]);
-        let v = g.input("v", p.type_v, &[hv, 256, hp.n_head_kv(il)]);
-        let m = g.input("m", Type::F16, &[256, KQ_MASK_PAD]);
-        let Ok(fa) = g.flash_attn_ext(q, k, v, Some(m), 1.0, 0.0, hp.f_attn_logit_softcapping)
-        else {
-            return false;
-        };
-        devs.iter().all(|d| d.supports_op(&g, fa))
-    })
+    (0..hp.n_layer)
+        .filter(|&il| !hp.is_recurrent(il))
+        .all(|il| {
+            let mut g = Graph::new();
+            let (hk, hv) = (hp.n_embd_head_k, hp.n_embd_head_v);
+            let q = g.input("q", Type::F32, &[hk, 8, hp.n_head(il)]);
+            let k = g.input("k", p.type_k, &[hk, 256, hp.n_head_kv(il)]);
+            let v = g.input("v", p.type_v, &[hv, 256, hp.n_head_kv(il)]);
+            let m = g.input("m", Type::F16, &[256, KQ_MASK_PAD]);
+            let Ok(fa) = g.flash_attn_ext(q, k, v, Some(m), 1.0, 0.0, hp.f_attn_logit_softcapping)
+            else {
+                return false;
+            };
+            devs.iter().all(|d| d.supports_op(&g, fa))
+        })
 }
 
 fn pad(x: usize, to: usize) -> usize {
@@ -140,7 +144,7 @@ impl<'m> Context<'m> {
         if p.swa_full && !hp.has_swa() {
             crate::warn!("llama_init_from_model: swa_full: the model has no sliding-window layers");
         }
-        let kv = KvMemory::new(
+        let mem = Memory::new(
             model,
             KvMemoryParams {
                 n_ctx: p.n_ctx,
@@ -162,7 +166,7 @@ impl<'m> Context<'m> {
             model,
             params: p,
             rope,
-            kv,
+            mem,
             sched,
             cpu_backend,
             logits: Vec::new(),
@@ -198,7 +202,12 @@ impl<'m> Context<'m> {
     }
 
     fn build(&self, shape: UbatchShape) -> Result<BuiltGraph> {
-        build_decoder(self.model, &self.kv, &self.rope, shape)
+        build_decoder(self.model, &self.mem, &self.rope, shape)
+    }
+
+    /// The attention KV caches (none for a model without attention layers).
+    pub fn kv(&self) -> Option<&KvMemory> {
+        self.mem.kv()
     }
 
     fn pin_layers(&mut self, built: &BuiltGraph) -> Result<()> {
@@ -240,12 +249,14 @@ impl<'m> Context<'m> {
     /// Reserves the scheduler for the graph of `n_tokens` tokens, every one
     /// an output, over the whole cache; the graph's node and split counts.
     fn reserve_for(&mut self, n_tokens: usize) -> Result<(usize, usize)> {
+        let kv = self.mem.kv();
         let shape = UbatchShape {
             n_tokens,
             n_outputs: n_tokens,
-            n_kv: self.kv.size(),
-            n_kv_swa: self.kv.swa.as_ref().map_or(0, |c| c.size),
+            n_kv: kv.map_or(0, KvMemory::size),
+            n_kv_swa: kv.and_then(|k| k.swa.as_ref()).map_or(0, |c| c.size),
             embd_input: false,
+            n_seqs: 1,
         };
         let built = self.build(shape)?;
         self.pin_layers(&built)?;
@@ -316,12 +327,17 @@ impl<'m> Context<'m> {
         // The shift graph takes the scheduler (which refuses the kept graph
         // afterwards anyway); drop it now rather than hold it.
         self.forget_graph();
-        let n_ctx = self.kv.size();
+        let Some(n_ctx) = self.mem.kv().map(KvMemory::size) else {
+            return Ok(());
+        };
         for swa in [false, true] {
+            let Some(mem) = self.mem.kv() else {
+                return Ok(());
+            };
             let Some(kv) = (if swa {
-                self.kv.swa.as_ref()
+                mem.swa.as_ref()
             } else {
-                Some(&self.kv.base)
+                Some(&mem.base)
             }) else {
                 continue;
             };
@@ -341,10 +357,13 @@ impl<'m> Context<'m> {
                 Self::write_input(&g, shift, &deltas)?;
                 self.compute(&mut g, size)?;
             }
+            let Some(mem) = self.mem.kv_mut() else {
+                return Ok(());
+            };
             let kv = if swa {
-                self.kv.swa.as_mut()
+                mem.swa.as_mut()
             } else {
-                Some(&mut self.kv.base)
+                Some(&mut mem.base)
             };
             if let Some(kv) = kv {
                 kv.cells.reset_shift();
@@ -359,7 +378,6 @@ impl<'m> Context<'m> {
         let t0 = Instant::now();
         let (pos, seqs, outs) = self.prepare(batch)?;
         let hp = &self.model.hparams;
-        let n_embd = hp.n_embd;
         let n_vocab = hp.n_vocab;
         let n = pos.len();
         let n_out_total = outs.iter().filter(|&&o| o).count();
@@ -368,33 +386,89 @@ impl<'m> Context<'m> {
         self.embd.clear();
         self.output_ids = vec![-1; n];
         self.n_outputs = 0;
-        if self.kv.caches().any(|c| c.cells.has_shift) {
+        if self
+            .mem
+            .kv()
+            .is_some_and(|kv| kv.caches().any(|c| c.cells.has_shift))
+        {
             self.apply_k_shift()?;
         }
-        let ubatches: Vec<Range<usize>> = (0..n)
-            .step_by(self.params.n_ubatch)
-            .map(|s| s..(s + self.params.n_ubatch).min(n))
-            .collect();
+        let split = if self.mem.needs_equal_split() {
+            split::split_equal(&seqs, self.params.n_ubatch, self.params.n_seq_max)
+        } else {
+            split::split_simple(n, self.params.n_ubatch)
+        };
+        // Positions, sequences and output flags in ubatch order.
+        let order = &split.order;
+        let pos: Vec<Pos> = order.iter().map(|&i| pos[i]).collect();
+        let seqs: Vec<Vec<SeqId>> = order.iter().map(|&i| seqs[i].clone()).collect();
+        let outs: Vec<bool> = order.iter().map(|&i| outs[i]).collect();
+        let ranges: Vec<Range<usize>> = split.ubatches.iter().map(|u| u.0.clone()).collect();
         // Every ubatch gets its cells before any runs, so a batch that does
         // not fit changes nothing.
-        let plan = self.kv.plan(&ubatches, &pos, &seqs).ok_or_else(|| {
-            LlamaError::Decode(format!(
-                "no room in the KV cache for {n} tokens ({} of {} cells used)",
-                self.kv.used(),
-                self.kv.size()
-            ))
-        })?;
-        let snapshot = self.kv.snapshot();
-        for (r, slots) in ubatches.into_iter().zip(plan) {
-            self.kv.apply(&slots, &pos[r.clone()], &seqs[r.clone()]);
-            let res = self.decode_ubatch(batch, r, &slots, &pos, &seqs, &outs);
+        let plan = match self.mem.kv() {
+            Some(kv) => kv.plan(&ranges, &pos, &seqs).ok_or_else(|| {
+                LlamaError::Decode(format!(
+                    "no room in the KV cache for {n} tokens ({} of {} cells used)",
+                    kv.used(),
+                    kv.size()
+                ))
+            })?,
+            None => vec![Slots::default(); ranges.len()],
+        };
+        let sets: Vec<(Vec<Vec<SeqId>>, Vec<Pos>)> = split
+            .ubatches
+            .iter()
+            .map(|(r, n_seqs)| seq_sets(&pos[r.clone()], &seqs[r.clone()], *n_seqs))
+            .collect();
+        if let Some(rs) = self.mem.rs() {
+            if rs.plan(&sets).is_none() {
+                return Err(LlamaError::Decode(format!(
+                    "no free state cell for the batch's sequences ({} of {} used)",
+                    rs.cells.used(),
+                    rs.size()
+                )));
+            }
+        }
+        let snapshot = (
+            self.mem.kv().map(KvMemory::snapshot),
+            self.mem.rs().map(|r| r.cells.clone()),
+        );
+        for (((r, n_seqs), slots), (set, last)) in
+            split.ubatches.iter().cloned().zip(plan).zip(&sets)
+        {
+            if let Some(kv) = self.mem.kv_mut() {
+                kv.apply(&slots, &pos[r.clone()], &seqs[r.clone()]);
+            }
+            let res = match self.mem.rs_mut() {
+                Some(rs) => rs.apply(set, last),
+                None => Ok(Vec::new()),
+            }
+            .and_then(|rs_slots| {
+                let ub = Ubatch {
+                    range: r,
+                    n_seqs,
+                    order,
+                    slots: &slots,
+                    rs: &rs_slots,
+                };
+                self.decode_ubatch(batch, &ub, &pos, &seqs, &outs)
+            });
             if let Err(e) = res {
-                // Leave the cache as it was before this batch.
-                self.kv.restore(snapshot);
+                // Leave the cells as they were before this batch (states
+                // already updated in place by earlier ubatches stay).
+                if let (Some(kv), Some(snap)) = (self.mem.kv_mut(), snapshot.0) {
+                    kv.restore(snap);
+                }
+                if let (Some(rs), Some(cells)) = (self.mem.rs_mut(), snapshot.1) {
+                    rs.cells = cells;
+                }
                 return Err(e);
             }
         }
-        let _ = (n_embd, n_vocab);
+        if !split.in_order() {
+            self.outputs_in_batch_order();
+        }
         let dt = t0.elapsed();
         if n == 1 {
             self.perf.t_eval += dt;
@@ -409,14 +483,14 @@ impl<'m> Context<'m> {
     fn decode_ubatch(
         &mut self,
         batch: &Batch,
-        ub: Range<usize>,
-        slots: &Slots,
+        ub: &Ubatch<'_>,
         pos: &[Pos],
         seqs: &[Vec<SeqId>],
         outs: &[bool],
     ) -> Result<()> {
         let hp = &self.model.hparams;
-        let (start, end) = (ub.start, ub.end);
+        let (start, end) = (ub.range.start, ub.range.end);
+        let order = ub.order;
         let n_tokens = end - start;
         let out_idx: Vec<usize> = (start..end).filter(|&i| outs[i]).collect();
         // A ubatch without outputs still runs to fill the cache; it computes
@@ -426,26 +500,31 @@ impl<'m> Context<'m> {
         } else {
             out_idx.clone()
         };
+        let kv = self.mem.kv();
         let shape = UbatchShape {
             n_tokens,
             n_outputs: rows.len(),
-            n_kv: self.kv.base.n_kv(KQ_MASK_PAD),
-            n_kv_swa: self.kv.swa.as_ref().map_or(0, |c| c.n_kv(KQ_MASK_PAD)),
+            n_kv: kv.map_or(0, |k| k.base.n_kv(KQ_MASK_PAD)),
+            n_kv_swa: kv
+                .and_then(|k| k.swa.as_ref())
+                .map_or(0, |c| c.n_kv(KQ_MASK_PAD)),
             embd_input: batch.embd.is_some(),
+            n_seqs: ub.n_seqs,
         };
         let (mut built, alloc) = self.ubatch_graph(shape)?;
         let g = &built.graph;
         let inp = &built.inputs;
         if let Some(t) = inp.tokens {
-            let bytes: Vec<u8> = batch.tokens[start..end]
+            let bytes: Vec<u8> = order[start..end]
                 .iter()
-                .flat_map(|t| t.to_le_bytes())
+                .flat_map(|&i| batch.tokens[i].to_le_bytes())
                 .collect();
             Self::write_input(g, t, &bytes)?;
         }
         if let (Some(e), Some(src)) = (inp.embd, &batch.embd) {
-            let bytes: Vec<u8> = src[start * hp.n_embd..end * hp.n_embd]
+            let bytes: Vec<u8> = order[start..end]
                 .iter()
+                .flat_map(|&i| &src[i * hp.n_embd..(i + 1) * hp.n_embd])
                 .flat_map(|x| x.to_le_bytes())
                 .collect();
             Self::write_input(g, e, &bytes)?;
@@ -462,18 +541,36 @@ impl<'m> Context<'m> {
             pos: &pos[start..end],
             seqs: &seqs[start..end],
         };
-        let caches = [
-            (&self.kv.base, inp.kv.as_ref(), &slots.base),
-            (
-                self.kv.swa.as_ref().unwrap_or(&self.kv.base),
-                inp.kv_swa.as_ref(),
-                &slots.swa,
-            ),
-        ];
-        for (kv, ki, cells) in caches {
-            if let Some(ki) = ki {
-                Self::write_kv_inputs(g, kv, ki, cells, &toks)?;
+        if let Some(mem) = self.mem.kv() {
+            let caches = [
+                (&mem.base, inp.kv.as_ref(), &ub.slots.base),
+                (
+                    mem.swa.as_ref().unwrap_or(&mem.base),
+                    inp.kv_swa.as_ref(),
+                    &ub.slots.swa,
+                ),
+            ];
+            for (kv, ki, cells) in caches {
+                if let Some(ki) = ki {
+                    Self::write_kv_inputs(g, kv, ki, cells, &toks)?;
+                }
             }
+        }
+        if let Some(ri) = &inp.rs {
+            // Each sequence set reads its state from one cell and writes it
+            // back to another (or the same).
+            let src: Vec<u8> = ub
+                .rs
+                .iter()
+                .flat_map(|s| (s.src as i32).to_le_bytes())
+                .collect();
+            let dst: Vec<u8> = ub
+                .rs
+                .iter()
+                .flat_map(|s| (s.dst as i64).to_le_bytes())
+                .collect();
+            Self::write_input(g, ri.src, &src)?;
+            Self::write_input(g, ri.dst, &dst)?;
         }
         if let Some(ids) = inp.out_ids {
             let bytes: Vec<u8> = rows
@@ -486,10 +583,38 @@ impl<'m> Context<'m> {
         self.compute(&mut built.graph, n_tokens)?;
         self.perf.t_compute += t0.elapsed();
         if !out_idx.is_empty() {
-            self.read_outputs(&built, &out_idx)?;
+            let tokens: Vec<usize> = out_idx.iter().map(|&i| order[i]).collect();
+            self.read_outputs(&built, &tokens)?;
         }
         self.keep_graph(shape, built, alloc);
         Ok(())
+    }
+
+    /// Puts the output rows in the order of their tokens in the batch
+    /// (ubatches of an equal split take the tokens out of order).
+    fn outputs_in_batch_order(&mut self) {
+        let n_vocab = self.model.hparams.n_vocab;
+        let n_embd = self.model.hparams.n_embd;
+        let mut rows: Vec<(usize, usize)> = self
+            .output_ids
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &r)| usize::try_from(r).ok().map(|r| (i, r)))
+            .collect();
+        rows.sort_unstable();
+        let reorder = |v: &[f32], w: usize| -> Vec<f32> {
+            rows.iter()
+                .flat_map(|&(_, r)| &v[r * w..(r + 1) * w])
+                .copied()
+                .collect()
+        };
+        self.logits = reorder(&self.logits, n_vocab);
+        if !self.embd.is_empty() {
+            self.embd = reorder(&self.embd, n_embd);
+        }
+        for (new, &(i, _)) in rows.iter().enumerate() {
+            self.output_ids[i] = new as i32;
+        }
     }
 
     /// Appends the logits (and embeddings) of the output rows `out_idx` of
@@ -605,39 +730,39 @@ impl<'m> Context<'m> {
     /// [`KvMemory::seq_rm`]).
     #[must_use]
     pub fn seq_rm(&mut self, seq: SeqId, p0: Pos, p1: Pos) -> bool {
-        self.kv.seq_rm(seq, p0, p1)
+        self.mem.seq_rm(seq, p0, p1)
     }
     /// Copies positions `[p0, p1)` of `src` to `dst`.
     pub fn seq_cp(&mut self, src: SeqId, dst: SeqId, p0: Pos, p1: Pos) {
-        self.kv.seq_cp(src, dst, p0, p1)
+        self.mem.seq_cp(src, dst, p0, p1)
     }
     /// Keeps only `seq`.
     pub fn seq_keep(&mut self, seq: SeqId) {
-        self.kv.seq_keep(seq)
+        self.mem.seq_keep(seq)
     }
     /// Shifts positions `[p0, p1)` of `seq` by `delta` (K re-rotated at the next decode).
     pub fn seq_add(&mut self, seq: SeqId, p0: Pos, p1: Pos, delta: Pos) {
-        self.kv.seq_add(seq, p0, p1, delta)
+        self.mem.seq_add(seq, p0, p1, delta)
     }
     /// Largest position of `seq`, or -1.
     pub fn seq_pos_max(&self, seq: SeqId) -> Pos {
-        self.kv.seq_pos_max(seq)
+        self.mem.seq_pos_max(seq)
     }
     /// Smallest position of `seq` that every layer still holds, or -1
     /// (llama_memory_seq_pos_min).
     pub fn seq_pos_min(&self, seq: SeqId) -> Pos {
-        self.kv.seq_pos_min(seq)
+        self.mem.seq_pos_min(seq)
     }
     /// Whether a context shift (`seq_rm` then `seq_add` of what follows) is
     /// possible: not with a sliding-window cache smaller than the context.
     pub fn can_shift(&self) -> bool {
-        self.kv.can_shift()
+        self.mem.can_shift()
     }
     /// Empties the cache. The graph kept for reuse stays (as llama.cpp's
     /// does): it depends on the next ubatch's shape, not on the cells'
     /// contents, so the same prompt decoded again runs it again.
     pub fn kv_clear(&mut self) {
-        self.kv.clear();
+        self.mem.clear();
     }
 
     /// Sets the threads for single-token and batch decoding.
@@ -662,6 +787,25 @@ impl<'m> Context<'m> {
         }
         Ok(out)
     }
+}
+
+/// One ubatch of a decode: its range of the split's order, its number of
+/// sequence sets, and the cells it goes to.
+struct Ubatch<'a> {
+    range: Range<usize>,
+    n_seqs: usize,
+    order: &'a [usize],
+    slots: &'a Slots,
+    rs: &'a [RsSlot],
+}
+
+/// The sequence sets of a ubatch of `n_seqs` equal blocks (their ids, and
+/// the last position each reaches).
+fn seq_sets(pos: &[Pos], seqs: &[Vec<SeqId>], n_seqs: usize) -> (Vec<Vec<SeqId>>, Vec<Pos>) {
+    let per = pos.len() / n_seqs.max(1);
+    (0..n_seqs)
+        .map(|s| (seqs[s * per].clone(), pos[(s + 1) * per - 1]))
+        .unzip()
 }
 
 /// `params` checked and completed for `model`: the context size from the
@@ -773,7 +917,14 @@ fn scheduler(model: &Model, p: &ContextParams, planning: bool) -> Result<(Schedu
             let c = d.props().caps;
             c.async_ && c.events
         });
-    let graph_size = GRAPH_NODES_BASE + GRAPH_NODES_PER_LAYER * hp.n_layer;
+    // A hybrid layer (Mamba-2 mixer or attention, then experts and a
+    // shared expert) takes about 90.
+    let per_layer = if hp.has_recurrent() {
+        2 * GRAPH_NODES_PER_LAYER
+    } else {
+        GRAPH_NODES_PER_LAYER
+    };
+    let graph_size = GRAPH_NODES_BASE + per_layer * hp.n_layer;
     let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
     sched.set_planning(planning);
     Ok((sched, cpu_backend))

@@ -4,6 +4,7 @@ use crate::batch::Batch;
 use crate::context::{Context, PoolingType};
 use crate::error::{LlamaError, Result};
 use crate::kv_cache::{Pos, SeqId};
+use crate::memory::SeqMemory;
 
 /// Positions, sequences and output flags of a checked batch.
 pub(super) type Prepared = (Vec<Pos>, Vec<Vec<SeqId>>, Vec<bool>);
@@ -75,7 +76,7 @@ impl Context<'_> {
                 )));
             }
         }
-        let last: Vec<Pos> = self.kv.seq_pos_max_all()[..self.params.n_seq_max].to_vec();
+        let last: Vec<Pos> = self.mem.seq_pos_max_all()[..self.params.n_seq_max].to_vec();
         let pos: Vec<Pos> = if batch.pos.is_empty() {
             let mut next: Vec<Pos> = last.iter().map(|p| p + 1).collect();
             seqs.iter()
@@ -119,10 +120,10 @@ impl Context<'_> {
         if self.params.embeddings && self.params.pooling != PoolingType::None {
             outs = vec![true; n];
         }
-        if n > self.kv.size() {
+        if n > self.params.n_ctx {
             return Err(LlamaError::Batch(format!(
                 "{n} tokens do not fit the context of {} tokens",
-                self.kv.size()
+                self.params.n_ctx
             )));
         }
         Ok((pos, seqs, outs))

@@ -30,7 +30,7 @@ use ggml_core::sched::AllocationId;
 use crate::context::Context;
 use crate::error::Result;
 use crate::graph::{BuiltGraph, UbatchShape};
-use crate::kv_memory::KvMemory;
+use crate::memory::Memory;
 
 /// The environment variable that turns graph reuse off (llama.cpp's name):
 /// any value whose leading integer is not 0.
@@ -71,9 +71,14 @@ fn atoi(s: &str) -> i64 {
 /// The buffers of the caches, by address: a graph stores K and V into
 /// them, so a graph kept from before the context's caches were replaced
 /// (the cache is a public field) must not run again.
-fn kv_buffers(kv: &KvMemory) -> Vec<usize> {
-    kv.caches()
-        .flat_map(|c| &c.buffers)
+fn kv_buffers(mem: &Memory) -> Vec<usize> {
+    let kv = mem
+        .kv()
+        .into_iter()
+        .flat_map(|kv| kv.caches())
+        .flat_map(|c| &c.buffers);
+    let rs = mem.rs().into_iter().flat_map(|rs| &rs.buffers);
+    kv.chain(rs)
         .map(|b| Arc::as_ptr(b) as *const () as usize)
         .collect()
 }
@@ -114,7 +119,7 @@ impl Context<'_> {
         if let Some(k) = self.kept.take() {
             if self.graph_reuse
                 && k.shape == shape
-                && k.kv_buffers == kv_buffers(&self.kv)
+                && k.kv_buffers == kv_buffers(&self.mem)
                 && self.sched.reuse_graph(&k.built.graph, k.alloc)?
             {
                 self.perf.n_graph_reuses += 1;
@@ -141,7 +146,7 @@ impl Context<'_> {
         if self.graph_reuse {
             self.kept = Some(KeptGraph {
                 shape,
-                kv_buffers: kv_buffers(&self.kv),
+                kv_buffers: kv_buffers(&self.mem),
                 built,
                 alloc,
             });

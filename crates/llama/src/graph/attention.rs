@@ -85,7 +85,11 @@ impl Builder<'_> {
         softcap: f32,
     ) -> Result<TensorId> {
         let hp = self.hp;
-        let kv = self.kv.cache_for(hp, il);
+        let kv = self
+            .mem
+            .kv()
+            .ok_or_else(|| LlamaError::Decode(format!("no KV cache for layer {il}")))?
+            .cache_for(hp, il);
         let n_tokens = self.n_tokens();
         let n_kv = if kv.cells.n_swa() > 0 {
             self.shape.n_kv_swa

@@ -48,6 +48,17 @@ impl Builder<'_> {
         self.g.set_name(down, format!("ffn_out-{il}"));
         Ok(down)
     }
+
+    /// The shared expert of layer `il`: a SwiGLU FFN every token goes
+    /// through next to its routed experts.
+    pub fn shared_expert(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
+        let up = self.linear(x, TensorKind::FfnUpShexp, None, il)?;
+        let gate = self.linear(x, TensorKind::FfnGateShexp, None, il)?;
+        let act = self.g.glu_split(gate, up, GluOp::Swiglu)?;
+        let down = self.linear(act, TensorKind::FfnDownShexp, None, il)?;
+        self.g.set_name(down, format!("ffn_shexp-{il}"));
+        Ok(down)
+    }
 }
 
 /// Lower bound of the sum of the selected experts' probabilities before

@@ -9,7 +9,7 @@ use ggml_core::{Graph, TensorId, Type};
 use crate::graph::UbatchShape;
 use crate::hparams::HParams;
 use crate::kv_cache::{Cell, KvCache, Pos, SeqId};
-use crate::kv_memory::KvMemory;
+use crate::memory::Memory;
 
 /// Padding of the mask's token dim (ggml's GGML_KQ_MASK_PAD).
 pub const KQ_MASK_PAD: usize = 32;
@@ -64,6 +64,16 @@ impl KvInputs {
     }
 }
 
+/// The inputs of the recurrent memory: where each sequence set of the
+/// ubatch reads its states and writes them back.
+#[derive(Clone, Copy, Debug)]
+pub struct RsInputs {
+    /// Cell each set reads, I32 [n_seqs].
+    pub src: TensorId,
+    /// Cell each set writes, I64 [n_seqs].
+    pub dst: TensorId,
+}
+
 /// The graph's inputs, which the context fills after allocation.
 #[derive(Clone, Debug)]
 pub struct GraphInputs {
@@ -79,11 +89,13 @@ pub struct GraphInputs {
     pub kv_swa: Option<KvInputs>,
     /// Indices of the output rows, I32 [n_outputs] (absent when every token outputs).
     pub out_ids: Option<TensorId>,
+    /// Of the recurrent memory (absent without one).
+    pub rs: Option<RsInputs>,
 }
 
 impl GraphInputs {
     /// Creates the inputs of a ubatch of `shape` in `g`.
-    pub fn new(g: &mut Graph, hp: &HParams, mem: &KvMemory, shape: UbatchShape) -> GraphInputs {
+    pub fn new(g: &mut Graph, hp: &HParams, mem: &Memory, shape: UbatchShape) -> GraphInputs {
         let n_tokens = shape.n_tokens;
         let (tokens, embd) = if shape.embd_input {
             (
@@ -95,14 +107,18 @@ impl GraphInputs {
         };
         let pos = g.input("inp_pos", Type::I32, &[n_tokens]);
         let kv = mem
-            .base
-            .has_layers()
-            .then(|| KvInputs::new(g, hp, &mem.base, shape.n_kv, n_tokens, false));
+            .kv()
+            .filter(|m| m.base.has_layers())
+            .map(|m| KvInputs::new(g, hp, &m.base, shape.n_kv, n_tokens, false));
         let kv_swa = mem
-            .swa
-            .as_ref()
+            .kv()
+            .and_then(|m| m.swa.as_ref())
             .filter(|c| c.has_layers())
             .map(|c| KvInputs::new(g, hp, c, shape.n_kv_swa, n_tokens, true));
+        let rs = mem.rs().map(|_| RsInputs {
+            src: g.input("inp_s_src", Type::I32, &[shape.n_seqs]),
+            dst: g.input("inp_s_dst", Type::I64, &[shape.n_seqs]),
+        });
         let out_ids = (shape.n_outputs < n_tokens)
             .then(|| g.input("inp_out_ids", Type::I32, &[shape.n_outputs]));
         GraphInputs {
@@ -112,6 +128,7 @@ impl GraphInputs {
             kv,
             kv_swa,
             out_ids,
+            rs,
         }
     }
 

@@ -8,17 +8,19 @@ mod attention;
 mod ffn;
 pub mod inputs;
 mod sandwich;
+mod ssm;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};
 
 pub use ffn::Ffn;
-pub use inputs::{GraphInputs, KvInputs, KQ_MASK_PAD};
+pub use inputs::{GraphInputs, KvInputs, RsInputs, KQ_MASK_PAD};
 
 use crate::arch::TensorKind;
 use crate::error::{LlamaError, Result};
 use crate::hparams::HParams;
 use crate::kv_cache::KvCache;
 use crate::kv_memory::KvMemory;
+use crate::memory::Memory;
 use crate::model::{Model, Weight, Weights};
 
 /// Rope settings of a context (trained values unless overridden).
@@ -53,6 +55,9 @@ pub struct UbatchShape {
     pub n_kv_swa: usize,
     /// Input is embeddings instead of token ids.
     pub embd_input: bool,
+    /// Sequence sets of the ubatch (equal blocks of `n_tokens / n_seqs`
+    /// tokens each for recurrent layers; 1 otherwise).
+    pub n_seqs: usize,
 }
 
 /// A built forward graph.
@@ -89,7 +94,7 @@ pub struct Builder<'a> {
     pub hp: &'a HParams,
     /// Weights.
     pub w: &'a Weights,
-    kv: &'a KvMemory,
+    mem: &'a Memory,
     rope: &'a RopeCfg,
     /// The ubatch.
     pub shape: UbatchShape,
@@ -102,11 +107,11 @@ pub struct Builder<'a> {
 /// Builds the forward pass of `model`'s architecture for one ubatch.
 pub fn build_decoder(
     model: &Model,
-    kv: &KvMemory,
+    mem: &Memory,
     rope: &RopeCfg,
     shape: UbatchShape,
 ) -> Result<BuiltGraph> {
-    let mut b = Builder::new(model, kv, rope, shape)?;
+    let mut b = Builder::new(model, mem, rope, shape)?;
     let (logits, embd) = (model.arch.def().build)(&mut b)?;
     b.g.set_output(logits);
     b.g.set_output(embd);
@@ -122,23 +127,24 @@ pub fn build_decoder(
 impl<'a> Builder<'a> {
     fn new(
         model: &'a Model,
-        kv: &'a KvMemory,
+        mem: &'a Memory,
         rope: &'a RopeCfg,
         shape: UbatchShape,
     ) -> Result<Builder<'a>> {
         let hp = &model.hparams;
         let w = model.weights()?;
         let mut g = Graph::new();
-        let inputs = GraphInputs::new(&mut g, hp, kv, shape);
+        let inputs = GraphInputs::new(&mut g, hp, mem, shape);
         // Long or short factors follow the context size, not a cache's.
+        let n_ctx = mem.kv().map_or(0, KvMemory::size);
         let rope_factors = w
-            .rope_factors(kv.size(), rope.n_ctx_orig)
+            .rope_factors(n_ctx, rope.n_ctx_orig)
             .map(|r| import(&mut g, r));
         Ok(Builder {
             g,
             hp,
             w,
-            kv,
+            mem,
             rope,
             shape,
             inputs,

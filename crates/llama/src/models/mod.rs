@@ -5,7 +5,10 @@
 
 mod gemma2;
 mod gemma3;
+mod granitehybrid;
 mod llama;
+mod mamba;
+mod mamba2;
 mod phi3;
 mod qwen2;
 mod qwen3;
@@ -48,6 +51,9 @@ pub static REGISTRY: &[&ArchDef] = &[
     &gemma2::DEF,
     &gemma3::DEF,
     &phi3::DEF,
+    &mamba::DEF,
+    &mamba2::DEF,
+    &granitehybrid::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
