@@ -1,7 +1,7 @@
 //! Every architecture gen-model writes loads in the llama crate (which
 //! checks each tensor against the architecture's table) and decodes: the
-//! logits are finite and peaked, and greedy generation runs, in a float and
-//! quantized types.
+//! logits are finite and peaked, and greedy generation runs and is
+//! deterministic, in a float and quantized types.
 
 mod common;
 
@@ -40,36 +40,16 @@ fn check(arch: Arch, ty: &str) {
         n_threads_batch: 2,
         ..ContextParams::default()
     };
-    let mut ctx = Context::new(&model, cp.clone()).expect("context");
     let prompt: Vec<i32> = (0..8).map(|i| 3 + i * 41 % 500).collect();
-    ctx.decode(&Batch::get_one(&prompt)).expect("decode");
-    let mut ids = Vec::new();
-    for pos in prompt.len() as i32..prompt.len() as i32 + 6 {
-        let l = ctx.logits_ith(-1).expect("logits");
-        assert!(
-            l.iter().all(|x| x.is_finite()),
-            "{} {ty}: logits",
-            arch.name()
-        );
-        let n = l.len() as f32;
-        let mean = l.iter().sum::<f32>() / n;
-        let std = (l.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / n).sqrt();
-        let (best, &top) = l
-            .iter()
-            .enumerate()
-            .max_by(|a, b| a.1.total_cmp(b.1))
-            .expect("a logit");
-        // Peaked: the best token stands well clear of the crowd.
-        assert!(
-            std > 2.0 && top - mean > 2.0 * std,
-            "{} {ty}: logits not peaked (std {std}, top {top}, mean {mean})",
-            arch.name()
-        );
-        ids.push(best as i32);
-        let mut b = Batch::new();
-        b.add(best as i32, pos, &[0], true);
-        ctx.decode(&b).expect("decode");
-    }
+    let ids = greedy(&model, &cp, &prompt, &format!("{} {ty}", arch.name()));
+    // Greedy decoding is deterministic.
+    let again = greedy(&model, &cp, &prompt, &format!("{} {ty}", arch.name()));
+    assert_eq!(
+        ids,
+        again,
+        "{} {ty}: greedy differs between runs",
+        arch.name()
+    );
     // The blocks matter: the same last token after another prompt gives
     // other logits.
     let mut other = Context::new(&model, cp.clone()).expect("context");
@@ -98,6 +78,36 @@ fn check(arch: Arch, ty: &str) {
     );
 }
 
+/// Decodes `prompt`, then 6 greedy tokens, checking that every step's
+/// logits are finite and peaked; returns the tokens.
+fn greedy(model: &Model, cp: &ContextParams, prompt: &[i32], what: &str) -> Vec<i32> {
+    let mut ctx = Context::new(model, cp.clone()).expect("context");
+    ctx.decode(&Batch::get_one(prompt)).expect("decode");
+    let mut ids = Vec::new();
+    for pos in prompt.len() as i32..prompt.len() as i32 + 6 {
+        let l = ctx.logits_ith(-1).expect("logits");
+        assert!(l.iter().all(|x| x.is_finite()), "{what}: logits");
+        let n = l.len() as f32;
+        let mean = l.iter().sum::<f32>() / n;
+        let std = (l.iter().map(|x| (x - mean).powi(2)).sum::<f32>() / n).sqrt();
+        let (best, &top) = l
+            .iter()
+            .enumerate()
+            .max_by(|a, b| a.1.total_cmp(b.1))
+            .expect("a logit");
+        // Peaked: the best token stands well clear of the crowd.
+        assert!(
+            std > 2.0 && top - mean > 2.0 * std,
+            "{what}: logits not peaked (std {std}, top {top}, mean {mean})"
+        );
+        ids.push(best as i32);
+        let mut b = Batch::new();
+        b.add(best as i32, pos, &[0], true);
+        ctx.decode(&b).expect("decode");
+    }
+    ids
+}
+
 /// [`check`] of `arch` in F32, Q8_0 and Q4_K_M.
 fn check_types(arch: &str) {
     for ty in ["f32", "q8_0", "q4_k_m"] {
@@ -123,4 +133,19 @@ fn gemma3_loads_and_decodes() {
 #[test]
 fn phi3_loads_and_decodes() {
     check_types("phi3");
+}
+
+#[test]
+fn mamba_loads_and_decodes() {
+    check_types("mamba");
+}
+
+#[test]
+fn mamba2_loads_and_decodes() {
+    check_types("mamba2");
+}
+
+#[test]
+fn granitehybrid_loads_and_decodes() {
+    check_types("granitehybrid");
 }

@@ -73,6 +73,12 @@ impl MoeArgs {
                 None => Ok(None),
             };
         };
+        if super::archs::ssm::is_ssm(shape) {
+            return Err(Error::Usage(format!(
+                "--n-expert: gen-model writes {} models without experts",
+                shape.arch.name()
+            )));
+        }
         let layout = self.moe_layout.unwrap_or(Layout::Mixtral);
         let n_expert_used = self.n_expert_used.unwrap_or(2);
         let (n_ff_exp, head_dim) = match layout {

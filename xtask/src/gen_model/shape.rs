@@ -59,6 +59,22 @@ pub enum Preset {
     /// Qwen2 0.5B (tied output).
     #[value(name = "qwen2-0.5b")]
     Qwen2_0_5b,
+    /// Mamba 130M (Mamba-1): 24 layers 768 wide, inner 1536, state 16,
+    /// time-step rank 48, vocabulary 50280, tied output.
+    #[value(name = "mamba-130m")]
+    Mamba130m,
+    /// Mamba-2 370M: 48 layers 1024 wide, inner 2048 in 32 SSM heads of
+    /// 64, state 128, one group, convolution 4, vocabulary 50288, tied
+    /// output.
+    #[value(name = "mamba2-370m")]
+    Mamba2_370m,
+    /// Granite-4.0-H-Micro (the hybrid 3B; Granite-4.0-Micro itself is
+    /// all attention): 40 layers 2048 wide, Mamba-2 mixers (64 SSM heads
+    /// of 64, state 128, one group) with attention (32 heads, 8 kv heads,
+    /// no rope) at layers 5, 15, 25 and 35, dense SwiGLU FFNs of 8192,
+    /// vocabulary 100352, tied output.
+    #[value(name = "granite-4.0-h-micro")]
+    Granite4HMicro,
 }
 
 impl Preset {
@@ -69,6 +85,9 @@ impl Preset {
             Preset::Tinyllama1_1b => "tinyllama-1.1b",
             Preset::Llama7b => "llama-7b",
             Preset::Qwen2_0_5b => "qwen2-0.5b",
+            Preset::Mamba130m => "mamba-130m",
+            Preset::Mamba2_370m => "mamba2-370m",
+            Preset::Granite4HMicro => "granite-4.0-h-micro",
         }
     }
 
@@ -79,6 +98,21 @@ impl Preset {
             Preset::Tinyllama1_1b => ("llama", 32000, 2048, 22, 32, 4, 5632, 2048, false),
             Preset::Llama7b => ("llama", 32000, 4096, 32, 32, 32, 11008, 4096, false),
             Preset::Qwen2_0_5b => ("qwen2", 151_936, 896, 24, 14, 2, 4864, 32768, true),
+            // The pure SSM models have no heads nor FFN: their head counts
+            // and n_ff are placeholders, written as 0.
+            Preset::Mamba130m => ("mamba", 50_280, 768, 24, 1, 1, 1, 1 << 20, true),
+            Preset::Mamba2_370m => ("mamba2", 50_288, 1024, 48, 1, 1, 1, 1 << 20, true),
+            Preset::Granite4HMicro => (
+                "granitehybrid",
+                100_352,
+                2048,
+                40,
+                32,
+                8,
+                8192,
+                131_072,
+                true,
+            ),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {
@@ -251,7 +285,7 @@ impl Shape {
         if !(self.rms_eps.is_finite() && self.rms_eps > 0.0) {
             return bad(format!("--rms-eps {} must be positive", self.rms_eps));
         }
-        Ok(())
+        super::archs::ssm::validate(self)
     }
 
     /// Dimension of one attention head.
@@ -276,6 +310,9 @@ mod tests {
             Preset::Tinyllama1_1b,
             Preset::Llama7b,
             Preset::Qwen2_0_5b,
+            Preset::Mamba130m,
+            Preset::Mamba2_370m,
+            Preset::Granite4HMicro,
         ] {
             p.shape().validate().unwrap();
         }

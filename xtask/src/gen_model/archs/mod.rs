@@ -9,8 +9,12 @@
 
 mod gemma2;
 mod gemma3;
+mod granitehybrid;
+mod mamba;
+mod mamba2;
 mod phi3;
 mod qwen3;
+pub mod ssm;
 
 use gguf::Metadata;
 
@@ -67,6 +71,9 @@ static GENERATORS: &[&ArchGen] = &[
     &gemma2::GEN,
     &gemma3::GEN,
     &phi3::GEN,
+    &mamba::GEN,
+    &mamba2::GEN,
+    &granitehybrid::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
@@ -97,6 +104,19 @@ impl Block<'_> {
     pub fn norm(&mut self, name: &str, n: u32) {
         let t = TensorPlan::vector(self.name(name), n, NORM);
         self.out.push(t);
+    }
+
+    /// An F32 tensor `blk.N.<name>` (the full name: `ssm_a`,
+    /// `ssm_conv1d.bias`) of `dims` drawn from `init`, planned F32 (the
+    /// quantize rules keep the SSM's convolution, A, D and biases F32).
+    pub fn raw(&mut self, name: &str, dims: &[u32], init: Init) {
+        self.out.push(TensorPlan {
+            name: format!("blk.{}.{name}", self.il),
+            dims: dims.iter().map(|&d| u64::from(d)).collect(),
+            ty: gguf::GgmlType::F32,
+            init,
+            wanted: None,
+        });
     }
 
     /// A norm weight of `n` values around `mean` (std a tenth of it).
