@@ -166,3 +166,38 @@ fn alternatives_and_shared_prefixes() {
     s.try_accept(1).unwrap();
     assert_eq!(allowed(&mut s, 7), vec![2]);
 }
+
+#[test]
+fn ascii_class_agrees_with_match_char() {
+    let text = concat!(
+        "root ::= [a] [^b] [a-z] [^a-zA-Z0-9_] [x-] . [^\"\\\\\\x7F\\x00-\\x1F] ",
+        "[a-c0-9\\u00e9-\\u0100] [^\\u0080-\\uFFFF] [\\x7F-\\u0200] [z-a] [^]\n"
+    );
+    let g = Grammar::parse(text).unwrap();
+    let mut checked = 0;
+    for pos in 0..g.elements.len() as u32 {
+        let e = g.elements[pos as usize];
+        // Class starts: the first item of a class, not an item inside one.
+        let inside = pos > 0
+            && matches!(
+                g.elements[pos as usize - 1].kind,
+                ElementKind::Char
+                    | ElementKind::CharNot
+                    | ElementKind::CharAlt
+                    | ElementKind::CharRngUpper
+                    | ElementKind::CharAny
+            )
+            && e.kind != ElementKind::CharNot;
+        if !e.starts_char() || inside {
+            continue;
+        }
+        let (mask, after) = super::matcher::ascii_class(&g, pos);
+        for c in 0..128u32 {
+            let (ok, end) = super::matcher::match_char(&g, pos, c);
+            assert_eq!(mask >> c & 1 != 0, ok, "item at {pos}, code point {c}");
+            assert_eq!(after, end);
+        }
+        checked += 1;
+    }
+    assert!(checked >= 10, "only {checked} classes checked");
+}
