@@ -175,20 +175,11 @@ fn ascii_class_agrees_with_match_char() {
     );
     let g = Grammar::parse(text).unwrap();
     let mut checked = 0;
-    for pos in 0..g.elements.len() as u32 {
-        let e = g.elements[pos as usize];
-        // Class starts: the first item of a class, not an item inside one.
-        let inside = pos > 0
-            && matches!(
-                g.elements[pos as usize - 1].kind,
-                ElementKind::Char
-                    | ElementKind::CharNot
-                    | ElementKind::CharAlt
-                    | ElementKind::CharRngUpper
-                    | ElementKind::CharAny
-            )
-            && e.kind != ElementKind::CharNot;
-        if !e.starts_char() || inside {
+    // Walk the rules item by item: a class spans several elements.
+    let mut pos = 0u32;
+    while (pos as usize) < g.elements.len() {
+        if !g.elements[pos as usize].starts_char() {
+            pos += 1;
             continue;
         }
         let (mask, after) = super::matcher::ascii_class(&g, pos);
@@ -198,6 +189,7 @@ fn ascii_class_agrees_with_match_char() {
             assert_eq!(after, end);
         }
         checked += 1;
+        pos = after;
     }
     assert!(checked >= 10, "only {checked} classes checked");
 }
