@@ -4,8 +4,9 @@
 //! against them (`llama_grammar_advance_stack`, `_accept`,
 //! `_reject_candidates`).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Arc;
 
 use super::rules::{Element, ElementKind as K, Grammar};
 use super::utf8::{self, PartialUtf8};
@@ -47,6 +48,44 @@ impl StackHasher {
 }
 
 type StackSet = HashSet<Stack, BuildHasherDefault<StackHasher>>;
+type StackMap<V> = HashMap<Stack, V, BuildHasherDefault<StackHasher>>;
+
+/// The stacks each stack advances to (by [`advance_stack`]), remembered
+/// across passes over the candidates and accepted tokens: the same stack
+/// comes back at every code point of a string or a repetition, and its
+/// expansion depends on the grammar alone. Bounded: it starts afresh past
+/// [`AdvanceCache::MAX_ENTRIES`] stacks.
+#[derive(Debug, Default)]
+pub struct AdvanceCache {
+    map: StackMap<Arc<[Stack]>>,
+    key: Stack,
+}
+
+impl AdvanceCache {
+    /// The most stacks remembered.
+    pub const MAX_ENTRIES: usize = 4096;
+
+    /// The stacks that `stack` with its top replaced by `next` (dropped
+    /// when `next` ends an alternative) advances to.
+    fn advance_pop_push(&mut self, g: &Grammar, stack: &[u32], next: u32) -> Arc<[Stack]> {
+        self.key.clear();
+        self.key.extend_from_slice(&stack[..stack.len() - 1]);
+        if !ends(g, next) {
+            self.key.push(next);
+        }
+        if let Some(found) = self.map.get(self.key.as_slice()) {
+            return Arc::clone(found);
+        }
+        let mut out = Vec::new();
+        advance_stack(g, self.key.clone(), &mut out);
+        let out: Arc<[Stack]> = out.into();
+        if self.map.len() >= Self::MAX_ENTRIES {
+            self.map.clear();
+        }
+        self.map.insert(self.key.clone(), Arc::clone(&out));
+        out
+    }
+}
 
 /// One stack: positions (indices into the grammar's element list), the
 /// top last.
@@ -86,17 +125,6 @@ fn elem(g: &Grammar, pos: u32) -> Element {
 /// Whether the element at `pos` ends an alternative.
 fn ends(g: &Grammar, pos: u32) -> bool {
     elem(g, pos).ends_sequence()
-}
-
-/// The stack with its top replaced by `next` (dropped when `next` ends an
-/// alternative).
-fn pop_push(g: &Grammar, stack: &[u32], next: u32) -> Stack {
-    let mut s = Stack::with_capacity(stack.len());
-    s.extend_from_slice(&stack[..stack.len() - 1]);
-    if !ends(g, next) {
-        s.push(next);
-    }
-    s
 }
 
 /// Expands `stack` into the stacks that end at a terminal (or are empty:
@@ -178,6 +206,39 @@ pub fn match_char(g: &Grammar, mut pos: u32, chr: u32) -> (bool, u32) {
     (found == positive, pos)
 }
 
+/// The code points below 128 that the character item at `pos` takes, one
+/// bit each, and the position after the item: [`match_char`] for ASCII at
+/// the cost of one walk over the item.
+pub(super) fn ascii_class(g: &Grammar, mut pos: u32) -> (u128, u32) {
+    fn span(lo: u32, hi: u32) -> u128 {
+        if lo > 127 || lo > hi {
+            return 0;
+        }
+        let width = hi.min(127) - lo + 1;
+        (u128::MAX >> (128 - width)) << lo
+    }
+    let positive = matches!(elem(g, pos).kind, K::Char | K::CharAny);
+    let mut mask = 0u128;
+    loop {
+        let e = elem(g, pos);
+        let next = elem(g, pos + 1);
+        if next.kind == K::CharRngUpper {
+            mask |= span(e.value, next.value);
+            pos += 2;
+        } else if e.kind == K::CharAny {
+            mask = u128::MAX;
+            pos += 1;
+        } else {
+            mask |= span(e.value, e.value);
+            pos += 1;
+        }
+        if elem(g, pos).kind != K::CharAlt {
+            break;
+        }
+    }
+    (if positive { mask } else { !mask }, pos)
+}
+
 /// Whether some completion of the cut code point `partial` could fit the
 /// character item at `pos`.
 pub fn match_partial_char(g: &Grammar, mut pos: u32, partial: PartialUtf8) -> bool {
@@ -232,22 +293,35 @@ pub fn match_token(e: Element, token: i32) -> bool {
 
 /// Advances `stack` over the code point `chr`, appending the stacks that
 /// accept it to `out` (a stack at a token item takes no code point).
-pub fn accept_chr(g: &Grammar, stack: &[u32], chr: u32, out: &mut Vec<Stack>) {
+fn accept_chr(
+    g: &Grammar,
+    stack: &[u32],
+    chr: u32,
+    out: &mut Vec<Stack>,
+    cache: &mut AdvanceCache,
+) {
     let Some(&top) = stack.last() else { return };
     if elem(g, top).is_token() {
         return;
     }
     let (ok, after) = match_char(g, top, chr);
     if ok {
-        advance_stack(g, pop_push(g, stack, after), out);
+        for s in cache.advance_pop_push(g, stack, after).iter() {
+            if !out.contains(s) {
+                out.push(s.clone());
+            }
+        }
     }
 }
 
-/// The candidates that no stack of `stacks` accepts.
+/// The candidates that no stack of `stacks` accepts, with the stack
+/// expansions remembered in `cache` (which must only ever have seen
+/// grammar `g`).
 pub fn reject_candidates<'a>(
     g: &Grammar,
     stacks: &[Stack],
     candidates: Vec<Candidate<'a>>,
+    cache: &mut AdvanceCache,
 ) -> Vec<Candidate<'a>> {
     if candidates.is_empty() {
         return candidates;
@@ -255,21 +329,22 @@ pub fn reject_candidates<'a>(
     let Some((first, rest)) = stacks.split_first() else {
         return candidates;
     };
-    let mut rejects = reject_for_stack(g, first, &candidates);
+    let mut rejects = reject_for_stack(g, first, &candidates, cache);
     for s in rest {
         if rejects.is_empty() {
             break;
         }
-        rejects = reject_for_stack(g, s, &rejects);
+        rejects = reject_for_stack(g, s, &rejects, cache);
     }
     rejects
 }
 
 /// The candidates that `stack` does not accept.
-pub fn reject_for_stack<'a>(
+fn reject_for_stack<'a>(
     g: &Grammar,
     stack: &[u32],
     candidates: &[Candidate<'a>],
+    cache: &mut AdvanceCache,
 ) -> Vec<Candidate<'a>> {
     let mut rejects = Vec::with_capacity(candidates.len());
     let Some(&top) = stack.last() else {
@@ -294,13 +369,21 @@ pub fn reject_for_stack<'a>(
         }
         return rejects;
     }
+    let (ascii, after) = ascii_class(g, top);
+    let takes = |c: u32| {
+        if c < 128 {
+            ascii >> c & 1 != 0
+        } else {
+            match_char(g, top, c).0
+        }
+    };
     let mut next = Vec::with_capacity(candidates.len());
     for t in candidates {
         if t.at_end() {
             if t.partial.n_remain != 0 && !match_partial_char(g, top, t.partial) {
                 rejects.push(*t);
             }
-        } else if match_char(g, top, t.current()).0 {
+        } else if takes(t.current()) {
             next.push(Candidate {
                 pos: t.pos + 1,
                 ..*t
@@ -312,10 +395,8 @@ pub fn reject_for_stack<'a>(
     if next.is_empty() {
         return rejects;
     }
-    let after = match_char(g, top, 0).1;
-    let mut next_stacks = Vec::new();
-    advance_stack(g, pop_push(g, stack, after), &mut next_stacks);
-    for t in reject_candidates(g, &next_stacks, next) {
+    let next_stacks = cache.advance_pop_push(g, stack, after);
+    for t in reject_candidates(g, &next_stacks, next, cache) {
         rejects.push(Candidate {
             pos: t.pos - 1,
             ..t
@@ -371,9 +452,17 @@ impl MatchState {
         self.stacks.iter().any(Vec::is_empty)
     }
 
-    /// Advances the stacks by token `token` with text `piece`; false when
-    /// no stack takes it (the state is then left as it was).
-    pub fn accept_token(&mut self, g: &Grammar, token: i32, piece: &[u8]) -> bool {
+    /// Advances the stacks by token `token` with text `piece`, with the
+    /// stack expansions remembered in `cache` (which must only ever have
+    /// seen grammar `g`); false when no stack takes it (the state is then
+    /// left as it was).
+    pub fn accept_token(
+        &mut self,
+        g: &Grammar,
+        token: i32,
+        piece: &[u8],
+        cache: &mut AdvanceCache,
+    ) -> bool {
         let (cps, partial) = utf8::decode(piece, self.partial);
         let mut new_stacks: Vec<Stack> = Vec::with_capacity(self.stacks.len());
         for stack in &self.stacks {
@@ -381,7 +470,11 @@ impl MatchState {
             let e = elem(g, top);
             if e.is_token() {
                 if match_token(e, token) {
-                    advance_stack(g, pop_push(g, stack, top + 1), &mut new_stacks);
+                    for s in cache.advance_pop_push(g, stack, top + 1).iter() {
+                        if !new_stacks.contains(s) {
+                            new_stacks.push(s.clone());
+                        }
+                    }
                 }
                 continue;
             }
@@ -389,7 +482,7 @@ impl MatchState {
             for &c in &cps {
                 let mut next = Vec::new();
                 for s in &current {
-                    accept_chr(g, s, c, &mut next);
+                    accept_chr(g, s, c, &mut next, cache);
                 }
                 current = next;
                 if current.is_empty() {

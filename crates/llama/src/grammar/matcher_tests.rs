@@ -166,3 +166,30 @@ fn alternatives_and_shared_prefixes() {
     s.try_accept(1).unwrap();
     assert_eq!(allowed(&mut s, 7), vec![2]);
 }
+
+#[test]
+fn ascii_class_agrees_with_match_char() {
+    let text = concat!(
+        "root ::= [a] [^b] [a-z] [^a-zA-Z0-9_] [x-] . [^\"\\\\\\x7F\\x00-\\x1F] ",
+        "[a-c0-9\\u00e9-\\u0100] [^\\u0080-\\uFFFF] [\\x7F-\\u0200] [z-a] [^]\n"
+    );
+    let g = Grammar::parse(text).unwrap();
+    let mut checked = 0;
+    // Walk the rules item by item: a class spans several elements.
+    let mut pos = 0u32;
+    while (pos as usize) < g.elements.len() {
+        if !g.elements[pos as usize].starts_char() {
+            pos += 1;
+            continue;
+        }
+        let (mask, after) = super::matcher::ascii_class(&g, pos);
+        for c in 0..128u32 {
+            let (ok, end) = super::matcher::match_char(&g, pos, c);
+            assert_eq!(mask >> c & 1 != 0, ok, "item at {pos}, code point {c}");
+            assert_eq!(after, end);
+        }
+        checked += 1;
+        pos = after;
+    }
+    assert!(checked >= 10, "only {checked} classes checked");
+}

@@ -2,10 +2,10 @@
 //! the grammar cannot take get `-inf`, accepted tokens advance the stacks,
 //! and a lazy grammar waits for its trigger.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use super::error::GrammarError;
-use super::matcher::{self, Candidate, MatchState};
+use super::matcher::{self, AdvanceCache, Candidate, MatchState};
 use super::rules::Grammar;
 use super::trigger::{self, GrammarTrigger, TriggerPattern};
 use super::utf8::{self, PartialUtf8};
@@ -133,6 +133,8 @@ pub struct GrammarSampler {
     /// Set when an accepted token did not fit; the stage then rejects
     /// every candidate.
     failed: Option<GrammarError>,
+    /// Stack expansions of this grammar, shared by the stage's clones.
+    advance: Arc<Mutex<AdvanceCache>>,
 }
 
 impl Grammar {
@@ -206,6 +208,7 @@ impl GrammarSampler {
             trigger_tokens,
             trigger_patterns,
             failed: None,
+            advance: Arc::default(),
         })
     }
 
@@ -292,7 +295,11 @@ impl GrammarSampler {
     }
 
     fn accept_piece(&mut self, token: i32, piece: &[u8]) -> Result<(), GrammarError> {
-        if self.state.accept_token(&self.grammar, token, piece) {
+        let mut cache = self.advance.lock().unwrap_or_else(PoisonError::into_inner);
+        if self
+            .state
+            .accept_token(&self.grammar, token, piece, &mut cache)
+        {
             Ok(())
         } else {
             Err(GrammarError::Rejected {
@@ -321,9 +328,9 @@ impl GrammarSampler {
         let partial = self.state.partial;
         let clean = partial.n_remain == 0;
         // Pieces decoded from a cut code point (only when the last token
-        // left one).
+        // left one); from a clean start the pieces decoded once are read.
         let mut decoded: Vec<(usize, Vec<u32>, PartialUtf8)> = Vec::new();
-        let mut fresh: Vec<usize> = Vec::with_capacity(cands.data.len());
+        let mut list: Vec<Candidate<'_>> = Vec::with_capacity(cands.data.len());
         for (i, t) in cands.data.iter_mut().enumerate() {
             if t.logit == f32::NEG_INFINITY {
                 continue;
@@ -337,8 +344,18 @@ impl GrammarSampler {
             let piece = self.tokens.piece(t.id);
             if piece.first().is_none_or(|&b| b == 0) {
                 t.logit = f32::NEG_INFINITY;
-            } else if clean {
-                fresh.push(i);
+                continue;
+            }
+            if clean {
+                // In range: the piece is not empty.
+                let k = t.id as usize;
+                list.push(Candidate {
+                    index: i,
+                    id: t.id,
+                    cps: &self.tokens.cps[k],
+                    pos: 0,
+                    partial: self.tokens.tails[k],
+                });
             } else {
                 let (mut cps, tail) = utf8::decode(piece, partial);
                 if let Some(z) = cps.iter().position(|&x| x == 0) {
@@ -346,18 +363,6 @@ impl GrammarSampler {
                 }
                 decoded.push((i, cps, tail));
             }
-        }
-        let mut list: Vec<Candidate<'_>> = Vec::with_capacity(fresh.len() + decoded.len());
-        for &i in &fresh {
-            let id = cands.data[i].id;
-            let k = id as usize;
-            list.push(Candidate {
-                index: i,
-                id,
-                cps: &self.tokens.cps[k],
-                pos: 0,
-                partial: self.tokens.tails[k],
-            });
         }
         for (i, cps, tail) in &decoded {
             list.push(Candidate {
@@ -368,7 +373,8 @@ impl GrammarSampler {
                 partial: *tail,
             });
         }
-        for r in matcher::reject_candidates(g, &self.state.stacks, list) {
+        let mut cache = self.advance.lock().unwrap_or_else(PoisonError::into_inner);
+        for r in matcher::reject_candidates(g, &self.state.stacks, list, &mut cache) {
             cands.data[r.index].logit = f32::NEG_INFINITY;
         }
     }
