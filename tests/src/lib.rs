@@ -319,3 +319,47 @@ pub fn write_converted(
     }
     w.finish().expect("finish");
 }
+
+/// A tensor of a rewritten file: name, dims, type, raw bytes.
+pub type RawTensor = (String, Vec<u64>, gguf::GgmlType, Vec<u8>);
+
+/// Copies the single-file model `src` to a scratch file (named after
+/// `name`) after `edit` changes its metadata and tensors; returns the new
+/// path. The tool of the hostile-file tests: one wrong key or tensor each.
+pub fn rewrite(
+    src: &Path,
+    name: &str,
+    edit: impl FnOnce(&mut gguf::Metadata, &mut Vec<RawTensor>),
+) -> PathBuf {
+    let f = gguf::GgufFile::open(src).unwrap_or_else(|e| panic!("{}: {e}", src.display()));
+    let mut meta = f.metadata().clone();
+    let mut tensors: Vec<RawTensor> = f
+        .tensors()
+        .iter()
+        .map(|t| {
+            let d = f.tensor_data(t).expect("tensor data").to_vec();
+            (t.name.clone(), t.dims.to_vec(), t.ty, d)
+        })
+        .collect();
+    edit(&mut meta, &mut tensors);
+    let dst = scratch_dir(name).join("model.gguf");
+    let infos: Vec<gguf::TensorInfo> = tensors
+        .iter()
+        .map(|(n, dims, ty, _)| gguf::TensorInfo::new(n.clone(), *ty, dims).expect("tensor info"))
+        .collect();
+    let file = std::fs::File::create(&dst).unwrap_or_else(|e| panic!("{}: {e}", dst.display()));
+    let mut w = gguf::GgufWriter::new(file, &meta, &infos).expect("writer");
+    for (n, _, _, d) in &tensors {
+        w.write_tensor(n, d).expect("write tensor");
+    }
+    w.finish().expect("finish");
+    dst
+}
+
+/// The error loading `path` on the CPU gives; panics when it loads.
+pub fn load_err(path: &Path) -> String {
+    match llama::Model::load(path, &cpu_params()) {
+        Ok(_) => panic!("{} loaded", path.display()),
+        Err(e) => e.to_string(),
+    }
+}

@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::reference::{recorded, streamed_text};
 use common::{post, start};
 use serde_json::{json, Value};
 
@@ -29,35 +30,10 @@ fn cases() -> Vec<(String, String, u64, String, bool)> {
             _ => continue,
         };
         let grammar = std::fs::read_to_string(path).unwrap();
-        let stdout = c["stdout"].as_str().unwrap();
-        let s = stdout.strip_suffix("\n\n").unwrap();
-        let (text, eog) = match s.strip_suffix(" [end of text]\n") {
-            Some(t) => (t, true),
-            None => (s, false),
-        };
-        let prompt = c["prompt"].as_str().unwrap().to_string();
-        // llama-completion echoes the prompt (SPM adds a space before it).
-        let generated = text
-            .strip_prefix(&format!(" {prompt}"))
-            .expect("the prompt echoed first")
-            .to_string();
-        out.push((
-            grammar,
-            prompt,
-            c["n_predict"].as_u64().unwrap(),
-            generated,
-            eog,
-        ));
+        let r = recorded(c);
+        out.push((grammar, r.prompt, r.n_predict, r.generated, r.eog));
     }
     out
-}
-
-fn streamed_text(events: &[String], pick: impl Fn(&Value) -> Option<String>) -> String {
-    assert_eq!(events.last().unwrap(), "[DONE]");
-    events[..events.len() - 1]
-        .iter()
-        .filter_map(|e| pick(&serde_json::from_str(e).unwrap()))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

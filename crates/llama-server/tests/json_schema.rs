@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::reference::{recorded, streamed_text};
 use common::{post, start};
 use serde_json::{json, Value};
 
@@ -24,33 +25,10 @@ fn cases() -> Vec<(Value, String, u64, String, bool)> {
             &std::fs::read_to_string(data.join(c["schema"].as_str().unwrap())).unwrap(),
         )
         .unwrap();
-        let s = c["stdout"].as_str().unwrap().strip_suffix("\n\n").unwrap();
-        let (text, eog) = match s.strip_suffix(" [end of text]\n") {
-            Some(t) => (t, true),
-            None => (s, false),
-        };
-        let prompt = c["prompt"].as_str().unwrap().to_string();
-        let generated = text
-            .strip_prefix(&format!(" {prompt}"))
-            .expect("the prompt echoed first")
-            .to_string();
-        out.push((
-            schema,
-            prompt,
-            c["n_predict"].as_u64().unwrap(),
-            generated,
-            eog,
-        ));
+        let r = recorded(c);
+        out.push((schema, r.prompt, r.n_predict, r.generated, r.eog));
     }
     out
-}
-
-fn streamed_text(events: &[String], pick: impl Fn(&Value) -> Option<String>) -> String {
-    assert_eq!(events.last().unwrap(), "[DONE]");
-    events[..events.len() - 1]
-        .iter()
-        .filter_map(|e| pick(&serde_json::from_str(e).unwrap()))
-        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,6 +11,8 @@ use tokio::net::{TcpListener, TcpStream};
 
 pub use test_support::fixtures;
 
+pub mod reference;
+
 /// Starts a server on `model` (a file under fixtures/models) with extra flags.
 pub async fn start(model: &str, flags: &str) -> Option<Server> {
     let dir = fixtures()?;
