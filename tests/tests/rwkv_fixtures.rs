@@ -32,14 +32,18 @@ fn load(name: &str) -> Option<(Model, serde_json::Value)> {
     load_with(name, &cpu_params())
 }
 
-fn check_greedy(model: &Model, exp: &serde_json::Value, n_batch: usize, what: &str) {
+fn check_greedy(model: &Model, exp: &serde_json::Value, n_ubatch: usize, what: &str) {
     let rec = &exp["greedy"];
     let prompt = model
         .vocab
         .tokenize(rec["prompt"].as_str().expect("prompt"), true, false);
     assert_eq!(prompt, ids(&rec["prompt_ids"]), "{what}: prompt ids");
     let want = ids(&rec["generated_ids"]);
-    let mut ctx = Context::new(model, ctx_params(512, n_batch, 1)).expect("context");
+    let p = ContextParams {
+        n_ubatch,
+        ..ctx_params(512, 512, 1)
+    };
+    let mut ctx = Context::new(model, p).expect("context");
     let got = greedy(&mut ctx, &prompt, want.len());
     assert_eq!(got, want, "{what}: greedy ids differ from llama.cpp's");
     let bytes: Vec<u8> = got
@@ -98,7 +102,7 @@ fn fixture(name: &str) {
     };
     check_greedy(&model, &exp, 512, name);
     // One token per ubatch: every prompt token goes through the state.
-    check_greedy(&model, &exp, 1, &format!("{name}, n_batch 1"));
+    check_greedy(&model, &exp, 1, &format!("{name}, n_ubatch 1"));
     check_ppl(&model, &exp, tol(name), name);
 }
 

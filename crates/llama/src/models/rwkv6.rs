@@ -81,21 +81,21 @@ fn time_mix(b: &mut Builder<'_>, x: TensorId, prev: TensorId, il: usize) -> Resu
     let sx = b.sub(prev, x)?;
     let lx = b.weight(TimeMixLerpX, il)?;
     let xxx = b.lerp(x, sx, lx)?;
-    // Five low-rank data-dependent lerp offsets, [n_embd, 1, n, 5].
+    // Five low-rank data-dependent lerp offsets, [n_embd, n, 5]: one
+    // matrix of the stack w2 per lerp (llama.cpp's [n_embd, 1, n, 5], the
+    // same memory).
     let xxx = b.linear(xxx, TimeMixW1, None, il)?;
     let xxx = b.g.unary(xxx, UnaryOp::Tanh)?;
-    let xxx = b.g.reshape(xxx, &[extra, 1, 5, n])?;
-    let xxx = b.g.permute(xxx, [0, 1, 3, 2])?;
+    let xxx = b.g.reshape(xxx, &[extra, 5, n])?;
+    let xxx = b.g.permute(xxx, [0, 2, 1, 3])?;
     let xxx = b.g.cont(xxx)?;
     let w2 = b.weight(TimeMixW2, il)?;
-    let w2 = b.g.reshape(w2, &[extra, n_embd, 1, 5])?;
     let xxx = b.g.mul_mat(w2, xxx)?;
     let fused = b.weight(TimeMixLerpFused, il)?;
-    let sx3 = b.g.reshape(sx, &[n_embd, 1, n])?;
-    let x3 = b.g.reshape(x, &[n_embd, 1, n])?;
+    let fused = b.g.reshape(fused, &[n_embd, 1, 5])?;
     let xxx = b.g.add_op(xxx, fused)?;
-    let xxx = b.g.mul(xxx, sx3)?;
-    let xxx = b.g.add_op(xxx, x3)?;
+    let xxx = b.g.mul(xxx, sx)?;
+    let xxx = b.g.add_op(xxx, x)?;
     let part = |b: &mut Builder<'_>, c: usize| {
         b.g
             .view_2d(xxx, n_embd, n, n_embd * f, c * n_embd * n * f)
