@@ -15,6 +15,8 @@ pub enum UnaryOp {
     Tanh,
     /// 1 / (1 + exp(-x))
     Sigmoid,
+    /// e^x (RWKV decays).
+    Exp,
 }
 
 /// Order of ARGSORT.
@@ -195,6 +197,21 @@ pub enum Op {
     /// n_t, n_s] followed by the final states [d_state, head_dim, n_head,
     /// n_s]. softplus(dt) and exp(dt * A) are computed inside, as ggml does.
     SsmScan,
+    /// x / max(sqrt(sum(x^2)), eps) over each row (ggml_l2_norm).
+    L2Norm {
+        /// Lower bound of the norm.
+        eps: f32,
+    },
+    /// RWKV-6 linear attention (ggml_rwkv_wkv6): src0 = k, src1 = v,
+    /// src2 = r [S, H, T], src3 = the bonus u [S, H], src4 = the decay
+    /// w [S, H, T], src5 = states [S * S * H, n_s]. Result: 2-d F32
+    /// [S * H, T + S * n_s], the outputs of the T tokens then the final
+    /// states. See `Graph::rwkv_wkv6`.
+    RwkvWkv6,
+    /// RWKV-7 generalized delta rule (ggml_rwkv_wkv7): src0 = r, src1 = w,
+    /// src2 = k, src3 = v, src4 = a, src5 = b [S, H, T], src6 = states
+    /// [S * S * H, n_s]. Result as RWKV_WKV6's. See `Graph::rwkv_wkv7`.
+    RwkvWkv7,
 }
 
 impl Op {
@@ -231,6 +248,9 @@ impl Op {
             Op::Concat { .. } => "CONCAT",
             Op::SsmConv => "SSM_CONV",
             Op::SsmScan => "SSM_SCAN",
+            Op::L2Norm { .. } => "L2_NORM",
+            Op::RwkvWkv6 => "RWKV_WKV6",
+            Op::RwkvWkv7 => "RWKV_WKV7",
         }
     }
 

@@ -23,6 +23,7 @@ use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
 mod routing;
+mod rwkv;
 mod ssm;
 
 /// Computes `nodes` of `graph` in order.
@@ -225,6 +226,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 UnaryOp::Neg => |x| -x,
                 UnaryOp::Tanh => f32::tanh,
                 UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
+                UnaryOp::Exp => f32::exp,
             };
             map(graph, id, src[0], f)
         }
@@ -310,6 +312,11 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             let var = (c.iter().map(|&v| f64::from(v * v)).sum::<f64>() / n) as f32;
             let scale = 1.0 / (var + eps).sqrt();
             c.iter().map(|&v| v * scale).collect()
+        }),
+        Op::L2Norm { eps } => rowwise(graph, id, src[0], |x| {
+            let sum: f64 = x.iter().map(|&v| f64::from(v * v)).sum();
+            let scale = 1.0 / (sum as f32).sqrt().max(*eps);
+            x.iter().map(|&v| v * scale).collect()
         }),
         Op::MulMat => {
             need(2)?;
@@ -420,6 +427,14 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
         Op::SsmScan => {
             need(7)?;
             ssm::ssm_scan(graph, id, &src)
+        }
+        Op::RwkvWkv6 => {
+            need(6)?;
+            rwkv::wkv6(graph, id, &src)
+        }
+        Op::RwkvWkv7 => {
+            need(7)?;
+            rwkv::wkv7(graph, id, &src)
         }
         Op::FlashAttnExt {
             scale,

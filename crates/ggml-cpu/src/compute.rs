@@ -358,6 +358,9 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::Concat { dim } => ops::ssm::concat(ctx, *dim),
         Op::SsmConv => ops::ssm::ssm_conv(ctx),
         Op::SsmScan => ops::ssm::ssm_scan(ctx),
+        Op::L2Norm { eps } => ops::rwkv::l2_norm(ctx, *eps),
+        Op::RwkvWkv6 => ops::rwkv::wkv6(ctx),
+        Op::RwkvWkv7 => ops::rwkv::wkv7(ctx),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
     }
 }
@@ -500,7 +503,12 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 format!("types {} {} -> {}", a.ty, b.ty, d.ty)
             })
         }
-        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } | Op::Clamp { .. } => {
+        Op::Scale(_)
+        | Op::Unary(_)
+        | Op::RmsNorm { .. }
+        | Op::Norm { .. }
+        | Op::L2Norm { .. }
+        | Op::Clamp { .. } => {
             let a = s(0)?;
             ensure(is_float(a.ty) && is_float(d.ty), || {
                 format!("{} -> {}", a.ty, d.ty)
@@ -593,6 +601,23 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             ensure(ok, || format!("{} -> {}", a.ty, d.ty))
         }
         Op::Concat { .. } | Op::SsmConv | Op::SsmScan => check_ssm(graph, id),
+        Op::RwkvWkv6 | Op::RwkvWkv7 => {
+            // The kernels address every source as dense f32 memory.
+            let node = graph.node(id);
+            let bad = node
+                .src
+                .iter()
+                .map(|&t| graph.desc(t))
+                .find(|t| t.ty != Type::F32 || !t.is_contiguous());
+            let ok = bad.is_none() && d.ty == Type::F32 && d.is_contiguous();
+            ensure(ok, || match bad {
+                Some(t) => format!(
+                    "source '{}' is {} nb {:?} (need contiguous F32)",
+                    t.name, t.ty, t.nb
+                ),
+                None => format!("result {} nb {:?} (need contiguous F32)", d.ty, d.nb),
+            })
+        }
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s(0)?, s(1)?, s(2)?);
             let mut ok = q.ty == Type::F32

@@ -64,6 +64,12 @@ pub mod num {
     pub const SSM_CONV: u32 = 76;
     /// GGML_OP_SSM_SCAN
     pub const SSM_SCAN: u32 = 77;
+    /// GGML_OP_L2_NORM
+    pub const L2_NORM: u32 = 28;
+    /// GGML_OP_RWKV_WKV6
+    pub const RWKV_WKV6: u32 = 82;
+    /// GGML_OP_RWKV_WKV7
+    pub const RWKV_WKV7: u32 = 84;
     /// GGML_OP_UNARY
     pub const UNARY: u32 = 91;
     /// GGML_OP_GLU
@@ -78,6 +84,7 @@ const UNARY_TANH: i32 = 4;
 const UNARY_RELU: i32 = 6;
 const UNARY_SIGMOID: i32 = 7;
 const UNARY_GELU: i32 = 8;
+const UNARY_EXP: i32 = 13;
 const UNARY_SILU: i32 = 10;
 // ggml_glu_op numbers.
 const GLU_GEGLU: i32 = 1;
@@ -167,6 +174,7 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
                 UnaryOp::Neg => UNARY_NEG,
                 UnaryOp::Tanh => UNARY_TANH,
                 UnaryOp::Sigmoid => UNARY_SIGMOID,
+                UnaryOp::Exp => UNARY_EXP,
             };
             num::UNARY
         }
@@ -214,6 +222,12 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
             p[0] = 1;
             num::SSM_SCAN
         }
+        Op::L2Norm { eps } => {
+            p[0] = f(*eps);
+            num::L2_NORM
+        }
+        Op::RwkvWkv6 => num::RWKV_WKV6,
+        Op::RwkvWkv7 => num::RWKV_WKV7,
     };
     (n, p)
 }
@@ -282,6 +296,7 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             UNARY_NEG => UnaryOp::Neg,
             UNARY_TANH => UnaryOp::Tanh,
             UNARY_SIGMOID => UnaryOp::Sigmoid,
+            UNARY_EXP => UnaryOp::Exp,
             u => return unsupported(format!("UNARY op {u} is not supported")),
         })),
         num::GLU => {
@@ -324,6 +339,9 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
                 "SSM_SCAN with {k} state snapshots is not supported (only the final states)"
             )),
         },
+        num::L2_NORM => plain(Op::L2Norm { eps: pf(p, 0) }),
+        num::RWKV_WKV6 => plain(Op::RwkvWkv6),
+        num::RWKV_WKV7 => plain(Op::RwkvWkv7),
         o if o < num::COUNT => unsupported(format!("ggml op {o} is not supported by this server")),
         o => Err(RpcError::Malformed(format!(
             "op number {o} is out of range"
@@ -413,6 +431,10 @@ mod tests {
             Op::Concat { dim: 2 },
             Op::SsmConv,
             Op::SsmScan,
+            Op::Unary(UnaryOp::Exp),
+            Op::L2Norm { eps: 1e-12 },
+            Op::RwkvWkv6,
+            Op::RwkvWkv7,
         ];
         for op in ops {
             let (n, p) = encode(&op, 0);

@@ -161,7 +161,9 @@ fn build_op(
         })
     };
     let n_src = match op {
-        Op::SsmScan => 7,
+        Op::SsmScan | Op::RwkvWkv7 => 7,
+        Op::RwkvWkv6 => 6,
+        Op::L2Norm { .. } => 1,
         Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
             if matches!(op, Op::FlashAttnExt { .. }) {
                 4
@@ -238,6 +240,17 @@ fn build_op(
         Op::Concat { dim } => g.concat(need(0)?, need(1)?, *dim)?,
         Op::SsmConv => g.ssm_conv(need(0)?, need(1)?)?,
         Op::SsmScan => g.ssm_scan(
+            need(0)?,
+            need(1)?,
+            need(2)?,
+            need(3)?,
+            need(4)?,
+            need(5)?,
+            need(6)?,
+        )?,
+        Op::L2Norm { eps } => g.l2_norm(need(0)?, *eps)?,
+        Op::RwkvWkv6 => g.rwkv_wkv6(need(0)?, need(1)?, need(2)?, need(3)?, need(4)?, need(5)?)?,
+        Op::RwkvWkv7 => g.rwkv_wkv7(
             need(0)?,
             need(1)?,
             need(2)?,

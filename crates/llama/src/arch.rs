@@ -152,10 +152,86 @@ pub enum TensorKind {
     SsmNorm,
     /// SSM output projection [d_inner, n_embd].
     SsmOut,
+    /// LayerNorm of the token embeddings [n_embd] (RWKV; on the first layer, as llama.cpp places it).
+    TokenEmbdNorm,
+    /// Bias of the embeddings' LayerNorm [n_embd].
+    TokenEmbdNormBias,
+    /// Bias of the final LayerNorm [n_embd].
+    OutputNormBias,
+    /// Bias of the attention (time mix) LayerNorm [n_embd].
+    AttnNormBias,
+    /// RWKV's LayerNorm before the channel mix [n_embd].
+    AttnNorm2,
+    /// Bias of the channel mix LayerNorm [n_embd].
+    AttnNorm2Bias,
+    /// RWKV-6: lerp of the token shift into the lerps' input [n_embd, 1, 1].
+    TimeMixLerpX,
+    /// The token-shift lerps, fused [n_embd, 1, 1, 5 (RWKV-6) or 6 (RWKV-7)].
+    TimeMixLerpFused,
+    /// RWKV-7: decay bias [n_embd].
+    TimeMixW0,
+    /// Low-rank down projection of the lerps (RWKV-6) or of the decay (RWKV-7).
+    TimeMixW1,
+    /// Low-rank up projection of the lerps (RWKV-6, one per lerp) or of the decay (RWKV-7).
+    TimeMixW2,
+    /// RWKV-7: in-context learning rate bias [n_embd].
+    TimeMixA0,
+    /// RWKV-7: in-context learning rate down projection.
+    TimeMixA1,
+    /// RWKV-7: in-context learning rate up projection.
+    TimeMixA2,
+    /// RWKV-7: value residual mix bias [n_embd].
+    TimeMixV0,
+    /// RWKV-7: value residual mix down projection.
+    TimeMixV1,
+    /// RWKV-7: value residual mix up projection.
+    TimeMixV2,
+    /// RWKV-7: output gate down projection.
+    TimeMixG1,
+    /// RWKV-7: output gate up projection.
+    TimeMixG2,
+    /// RWKV-7: key scale of the normalized removal key [n_embd].
+    TimeMixKK,
+    /// RWKV-7: key scale by the learning rate [n_embd].
+    TimeMixKA,
+    /// RWKV-7: per-head bonus of r . k [n_embd].
+    TimeMixRK,
+    /// RWKV-6: the current token's bonus u [head_size, n_head].
+    TimeMixFirst,
+    /// RWKV-6: decay bias [n_embd].
+    TimeMixDecay,
+    /// RWKV-6: decay down projection.
+    TimeMixDecayW1,
+    /// RWKV-6: decay up projection.
+    TimeMixDecayW2,
+    /// Time mix key projection.
+    TimeMixKey,
+    /// Time mix value projection.
+    TimeMixValue,
+    /// Time mix receptance projection.
+    TimeMixReceptance,
+    /// RWKV-6: output gate projection.
+    TimeMixGate,
+    /// Per-head GroupNorm weight of the WKV output [n_embd].
+    TimeMixLn,
+    /// Per-head GroupNorm bias [n_embd].
+    TimeMixLnBias,
+    /// Time mix output projection.
+    TimeMixOutput,
+    /// Channel mix lerp of the key input [n_embd, 1, 1].
+    ChannelMixLerpK,
+    /// RWKV-6: channel mix lerp of the receptance input [n_embd, 1, 1].
+    ChannelMixLerpR,
+    /// Channel mix key projection [n_embd, n_ff].
+    ChannelMixKey,
+    /// Channel mix value projection [n_ff, n_embd].
+    ChannelMixValue,
+    /// RWKV-6: channel mix receptance projection [n_embd, n_embd].
+    ChannelMixReceptance,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 41;
+pub const N_TENSOR_KINDS: usize = 79;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +265,8 @@ pub enum TensorOp {
     SsmConv,
     /// SSM_SCAN (the state decay A).
     SsmScan,
+    /// RWKV_WKV6 (the bonus u).
+    RwkvWkv6,
 }
 
 /// One row of the tensor-info table.
@@ -262,6 +340,44 @@ impl TensorKind {
             TensorKind::SsmD => ti("ssm_d", Layer, Mul),
             TensorKind::SsmNorm => ti("ssm_norm.weight", Layer, Mul),
             TensorKind::SsmOut => ti("ssm_out.weight", Layer, MulMat),
+            TensorKind::TokenEmbdNorm => ti("token_embd_norm.weight", Scope::Rope, Mul),
+            TensorKind::TokenEmbdNormBias => ti("token_embd_norm.bias", Scope::Rope, Add),
+            TensorKind::OutputNormBias => ti("output_norm.bias", Output, Add),
+            TensorKind::AttnNormBias => ti("attn_norm.bias", Layer, Add),
+            TensorKind::AttnNorm2 => ti("attn_norm_2.weight", Layer, Mul),
+            TensorKind::AttnNorm2Bias => ti("attn_norm_2.bias", Layer, Add),
+            TensorKind::TimeMixLerpX => ti("time_mix_lerp_x.weight", Layer, Mul),
+            TensorKind::TimeMixLerpFused => ti("time_mix_lerp_fused.weight", Layer, Add),
+            TensorKind::TimeMixW0 => ti("time_mix_w0.weight", Layer, Add),
+            TensorKind::TimeMixW1 => ti("time_mix_w1.weight", Layer, MulMat),
+            TensorKind::TimeMixW2 => ti("time_mix_w2.weight", Layer, MulMat),
+            TensorKind::TimeMixA0 => ti("time_mix_a0.weight", Layer, Add),
+            TensorKind::TimeMixA1 => ti("time_mix_a1.weight", Layer, MulMat),
+            TensorKind::TimeMixA2 => ti("time_mix_a2.weight", Layer, MulMat),
+            TensorKind::TimeMixV0 => ti("time_mix_v0.weight", Layer, Add),
+            TensorKind::TimeMixV1 => ti("time_mix_v1.weight", Layer, MulMat),
+            TensorKind::TimeMixV2 => ti("time_mix_v2.weight", Layer, MulMat),
+            TensorKind::TimeMixG1 => ti("time_mix_g1.weight", Layer, MulMat),
+            TensorKind::TimeMixG2 => ti("time_mix_g2.weight", Layer, MulMat),
+            TensorKind::TimeMixKK => ti("time_mix_k_k.weight", Layer, Mul),
+            TensorKind::TimeMixKA => ti("time_mix_k_a.weight", Layer, Mul),
+            TensorKind::TimeMixRK => ti("time_mix_r_k.weight", Layer, Mul),
+            TensorKind::TimeMixFirst => ti("time_mix_first.weight", Layer, RwkvWkv6),
+            TensorKind::TimeMixDecay => ti("time_mix_decay.weight", Layer, Add),
+            TensorKind::TimeMixDecayW1 => ti("time_mix_decay_w1.weight", Layer, MulMat),
+            TensorKind::TimeMixDecayW2 => ti("time_mix_decay_w2.weight", Layer, MulMat),
+            TensorKind::TimeMixKey => ti("time_mix_key.weight", Layer, MulMat),
+            TensorKind::TimeMixValue => ti("time_mix_value.weight", Layer, MulMat),
+            TensorKind::TimeMixReceptance => ti("time_mix_receptance.weight", Layer, MulMat),
+            TensorKind::TimeMixGate => ti("time_mix_gate.weight", Layer, MulMat),
+            TensorKind::TimeMixLn => ti("time_mix_ln.weight", Layer, Mul),
+            TensorKind::TimeMixLnBias => ti("time_mix_ln.bias", Layer, Add),
+            TensorKind::TimeMixOutput => ti("time_mix_output.weight", Layer, MulMat),
+            TensorKind::ChannelMixLerpK => ti("channel_mix_lerp_k.weight", Layer, Mul),
+            TensorKind::ChannelMixLerpR => ti("channel_mix_lerp_r.weight", Layer, Mul),
+            TensorKind::ChannelMixKey => ti("channel_mix_key.weight", Layer, MulMat),
+            TensorKind::ChannelMixValue => ti("channel_mix_value.weight", Layer, MulMat),
+            TensorKind::ChannelMixReceptance => ti("channel_mix_receptance.weight", Layer, MulMat),
         }
     }
 
@@ -285,6 +401,7 @@ impl TensorKind {
     pub fn shape(self, hp: &HParams, il: usize) -> Vec<usize> {
         let n_embd = hp.n_embd;
         let q_width = hp.n_embd_head_k * hp.n_head(il);
+        let r = &hp.rwkv;
         match self {
             TensorKind::TokenEmbd | TensorKind::Output => vec![n_embd, hp.n_vocab],
             TensorKind::OutputNorm
@@ -331,6 +448,44 @@ impl TensorKind {
                 hp.ssm_n_group.max(1),
             ],
             TensorKind::SsmOut => vec![hp.ssm_d_inner, n_embd],
+            TensorKind::TokenEmbdNorm => vec![n_embd],
+            TensorKind::TokenEmbdNormBias => vec![n_embd],
+            TensorKind::OutputNormBias => vec![n_embd],
+            TensorKind::AttnNormBias => vec![n_embd],
+            TensorKind::AttnNorm2 => vec![n_embd],
+            TensorKind::AttnNorm2Bias => vec![n_embd],
+            TensorKind::TimeMixLerpX => vec![n_embd, 1, 1],
+            TensorKind::TimeMixLerpFused => vec![n_embd, 1, 1, if r.time_mix_extra_dim > 0 { 5 } else { 6 }],
+            TensorKind::TimeMixW0 => vec![n_embd],
+            TensorKind::TimeMixW1 => if r.time_mix_extra_dim > 0 { vec![n_embd, 5 * r.time_mix_extra_dim] } else { vec![n_embd, r.n_lora_decay] },
+            TensorKind::TimeMixW2 => if r.time_mix_extra_dim > 0 { vec![r.time_mix_extra_dim, n_embd, 5] } else { vec![r.n_lora_decay, n_embd] },
+            TensorKind::TimeMixA0 => vec![n_embd],
+            TensorKind::TimeMixA1 => vec![n_embd, r.n_lora_iclr],
+            TensorKind::TimeMixA2 => vec![r.n_lora_iclr, n_embd],
+            TensorKind::TimeMixV0 => vec![n_embd],
+            TensorKind::TimeMixV1 => vec![n_embd, r.value_res_rank(il)],
+            TensorKind::TimeMixV2 => vec![r.value_res_rank(il), n_embd],
+            TensorKind::TimeMixG1 => vec![n_embd, r.n_lora_gate],
+            TensorKind::TimeMixG2 => vec![r.n_lora_gate, n_embd],
+            TensorKind::TimeMixKK => vec![n_embd],
+            TensorKind::TimeMixKA => vec![n_embd],
+            TensorKind::TimeMixRK => vec![n_embd],
+            TensorKind::TimeMixFirst => vec![r.head_size, r.n_head(n_embd)],
+            TensorKind::TimeMixDecay => vec![n_embd],
+            TensorKind::TimeMixDecayW1 => vec![n_embd, r.time_decay_extra_dim],
+            TensorKind::TimeMixDecayW2 => vec![r.time_decay_extra_dim, n_embd],
+            TensorKind::TimeMixKey => vec![n_embd, n_embd],
+            TensorKind::TimeMixValue => vec![n_embd, n_embd],
+            TensorKind::TimeMixReceptance => vec![n_embd, n_embd],
+            TensorKind::TimeMixGate => vec![n_embd, n_embd],
+            TensorKind::TimeMixLn => vec![n_embd],
+            TensorKind::TimeMixLnBias => vec![n_embd],
+            TensorKind::TimeMixOutput => vec![n_embd, n_embd],
+            TensorKind::ChannelMixLerpK => vec![n_embd, 1, 1],
+            TensorKind::ChannelMixLerpR => vec![n_embd, 1, 1],
+            TensorKind::ChannelMixKey => vec![n_embd, hp.n_ff(il)],
+            TensorKind::ChannelMixValue => vec![hp.n_ff(il), n_embd],
+            TensorKind::ChannelMixReceptance => vec![n_embd, n_embd],
         }
     }
 
@@ -553,10 +708,10 @@ mod tests {
     #[test]
     fn names() {
         assert_eq!(Arch::from_name("qwen2").unwrap().name(), "qwen2");
-        let e = Arch::from_name("rwkv6").unwrap_err().to_string();
-        assert!(e.contains("unknown model architecture: 'rwkv6'"), "{e}");
+        let e = Arch::from_name("rwkv5").unwrap_err().to_string();
+        assert!(e.contains("unknown model architecture: 'rwkv5'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::SsmOut as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::ChannelMixReceptance as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

@@ -7,6 +7,10 @@ use crate::arch::Arch;
 use crate::error::{LlamaError, Result};
 use crate::params::{KvOverride, KvOverrideValue};
 
+mod rwkv;
+
+pub use rwkv::RwkvHParams;
+
 /// Largest layer count accepted (llama.cpp's LLAMA_MAX_LAYERS).
 pub const MAX_LAYERS: usize = 512;
 
@@ -51,6 +55,10 @@ pub struct HParams {
     pub n_rot: usize,
     /// RMS norm epsilon.
     pub f_norm_rms_eps: f32,
+    /// LayerNorm epsilon (`attention.layer_norm_epsilon`; 0 when absent).
+    pub f_norm_eps: f32,
+    /// RWKV's sizes (all zero for other architectures).
+    pub rwkv: RwkvHParams,
     /// Trained rope base frequency.
     pub rope_freq_base_train: f32,
     /// Trained rope frequency scale (1 / scaling factor).
@@ -196,12 +204,19 @@ impl HParams {
         }
     }
     /// Floats of one sequence's convolution state in a recurrent layer: the
-    /// last `d_conv - 1` inputs of every channel.
+    /// last `d_conv - 1` inputs of every channel (RWKV: its token shifts).
     pub fn n_embd_r(&self) -> usize {
+        if self.rwkv.head_size > 0 {
+            return self.rwkv.n_embd_r(self.n_embd);
+        }
         self.ssm_d_conv.saturating_sub(1) * self.ssm_conv_dim()
     }
-    /// Floats of one sequence's SSM state in a recurrent layer.
+    /// Floats of one sequence's SSM state in a recurrent layer (RWKV: its
+    /// WKV state).
     pub fn n_embd_s(&self) -> usize {
+        if self.rwkv.head_size > 0 {
+            return self.rwkv.n_embd_s(self.n_embd);
+        }
         self.ssm_d_state * self.ssm_d_inner
     }
 
@@ -360,7 +375,10 @@ impl HParams {
         if n_embd == 0 {
             return Err(LlamaError::HParams("zero embedding or head width".into()));
         }
-        let f_norm_rms_eps = meta.get_f32(&k("attention.layer_norm_rms_epsilon"))?;
+        // Required unless the architecture normalizes with LayerNorm only
+        // (its hook then sets `f_norm_eps`); checked after the hook.
+        let rms_eps = meta.get_f32_opt(&k("attention.layer_norm_rms_epsilon"))?;
+        let f_norm_rms_eps = rms_eps.unwrap_or(0.0);
         let rope_freq_base_train = meta.get_f32_opt(&k("rope.freq_base"))?.unwrap_or(10000.0);
         let scaling_type = meta.get_str_opt(&k("rope.scaling.type"))?;
         let rope_scaling = match scaling_type.as_deref() {
@@ -417,6 +435,8 @@ impl HParams {
             n_embd_head_v,
             n_rot,
             f_norm_rms_eps,
+            f_norm_eps: 0.0,
+            rwkv: RwkvHParams::default(),
             rope_freq_base_train,
             rope_freq_scale_train,
             rope_scaling,
@@ -450,6 +470,12 @@ impl HParams {
             }
         }
         (arch.def().load_hparams)(&mut hp, meta)?;
+        if rms_eps.is_none() && hp.f_norm_eps == 0.0 {
+            return Err(LlamaError::Metadata(format!(
+                "key '{}' not found",
+                k("attention.layer_norm_rms_epsilon")
+            )));
+        }
         hp.check_experts()?;
         Ok(hp)
     }

@@ -68,6 +68,10 @@ pub struct Weights {
     pub tok_embd: Weight,
     /// Final norm.
     pub output_norm: Weight,
+    /// Bias of the final norm (LayerNorm models).
+    pub output_norm_b: Option<Weight>,
+    /// LayerNorm of the token embeddings, weight and bias (RWKV).
+    pub tok_norm: Option<(Weight, Weight)>,
     /// Output projection (a copy of, or the same as, the embeddings when tied).
     pub output: Weight,
     /// Rope frequency factors.
@@ -515,11 +519,27 @@ impl Model {
             take(TensorKind::RopeFactorsLong),
             take(TensorKind::RopeFactorsShort),
         );
+        let output_norm_b = take(TensorKind::OutputNormBias);
+        let tok_norm = match (
+            take(TensorKind::TokenEmbdNorm),
+            take(TensorKind::TokenEmbdNormBias),
+        ) {
+            (Some(w), Some(b)) => Some((w, b)),
+            (None, None) => None,
+            (w, _) => {
+                let absent = if w.is_none() { "weight" } else { "bias" };
+                return Err(LlamaError::Tensor(format!(
+                    "token_embd_norm.{absent} is missing while the other half is present"
+                )));
+            }
+        };
         let missing = |n: &str| LlamaError::Tensor(format!("missing tensor '{n}'"));
         let tok_embd = tok.ok_or_else(|| missing("token_embd.weight"))?;
         let output = out.unwrap_or_else(|| tok_embd.clone());
         Ok(Weights {
             output_norm: onorm.ok_or_else(|| missing("output_norm.weight"))?,
+            output_norm_b,
+            tok_norm,
             tok_embd,
             output,
             rope_freqs: rope,

@@ -215,8 +215,20 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
         }
         TensorOp::SsmConv | TensorOp::SsmScan => ssm_probe(&mut g, kind, desc, w, hp)?,
         TensorOp::Add => {
-            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            // Over N rows, and over the weight's own outer axes (RWKV's
+            // fused lerps [n_embd, 1, 1, 5]).
+            let x = g.input("x", Type::F32, &[desc.ne[0], N, desc.ne[2], desc.ne[3]]);
             g.add_op(x, w).ok()?
+        }
+        TensorOp::RwkvWkv6 => {
+            // The bonus u [head_size, n_head] of one sequence's ubatch.
+            let [hs, nh, ..] = desc.ne;
+            let tok: Vec<TensorId> = ["k", "v", "r", "w"]
+                .iter()
+                .map(|n| g.input(*n, Type::F32, &[hs, nh, N]))
+                .collect();
+            let s = g.input("s", Type::F32, &[hs * hs * nh, 1]);
+            g.rwkv_wkv6(tok[0], tok[1], tok[2], w, tok[3], s).ok()?
         }
         TensorOp::Rope => {
             let x = g.input("x", Type::F32, &[hp.n_embd_head_k, hp.n_head(0), N]);
@@ -226,7 +238,9 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             g.rope_ext(x, pos, Some(w), p).ok()?
         }
         TensorOp::MulMat => {
-            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            // A stack of matrices (RWKV-6's lerp projections [k, m, 5])
+            // multiplies a stack of as many.
+            let x = g.input("x", Type::F32, &[desc.ne[0], N, desc.ne[2], desc.ne[3]]);
             g.mul_mat(w, x).ok()?
         }
         TensorOp::MulMatId => {

@@ -145,7 +145,7 @@ fn elementwise(out: &mut Vec<Variant>) {
     for &(an, at) in FLOAT_TYPES {
         let td = [ty("A_TYPE", at), ty("D_TYPE", at)];
         for op in [
-            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "scale", "clamp",
+            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "exp", "scale", "clamp",
         ] {
             let mut defs = td.to_vec();
             defs.push(format!("OP_{}", op.to_uppercase()));
@@ -161,6 +161,7 @@ fn elementwise(out: &mut Vec<Variant>) {
             defs.push(format!("OP_{}", op.to_uppercase()));
             out.push(v(format!("{op}_{an}"), "norm.comp", &defs));
         }
+        out.push(v(format!("l2_norm_{an}"), "l2_norm.comp", &td));
         for mode in ["normal", "neox"] {
             let mut defs = td.to_vec();
             defs.push(format!("MODE_{}", mode.to_uppercase()));
@@ -190,6 +191,8 @@ fn elementwise(out: &mut Vec<Variant>) {
     ));
     out.push(v("ssm_conv_f32".into(), "ssm_conv.comp", &[]));
     out.push(v("ssm_scan_f32".into(), "ssm_scan.comp", &[]));
+    out.push(v("wkv6_f32".into(), "wkv6.comp", &[]));
+    out.push(v("wkv7_f32".into(), "wkv7.comp", &[]));
     for &(kn, kt) in FLOAT_TYPES {
         for &(mn, mt) in FLOAT_TYPES {
             out.push(v(

@@ -62,6 +62,7 @@ pub fn cases() -> Vec<Case> {
     flash_attn_cases(&mut v);
     super::moe_cases::moe_cases(&mut v);
     super::ssm_cases::ssm_cases(&mut v);
+    super::rwkv_cases::rwkv_cases(&mut v);
     v
 }
 
@@ -595,6 +596,9 @@ pub fn covered_ops() -> Vec<&'static str> {
         "CONCAT",
         "SSM_CONV",
         "SSM_SCAN",
+        "L2_NORM",
+        "RWKV_WKV6",
+        "RWKV_WKV7",
     ];
     names.sort_unstable();
     names

@@ -30,6 +30,9 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::Div => (2, 2),
         Op::Concat { .. } | Op::SsmConv => (2, 2),
         Op::SsmScan => (7, 7),
+        Op::L2Norm { .. } => (1, 1),
+        Op::RwkvWkv6 => (6, 6),
+        Op::RwkvWkv7 => (7, 7),
     }
 }
 
@@ -92,6 +95,7 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
         | Op::Unary(_)
         | Op::RmsNorm { .. }
         | Op::Norm { .. }
+        | Op::L2Norm { .. }
         | Op::Clamp { .. }
         | Op::Argsort(_) => {
             let a = s[0];
@@ -186,6 +190,7 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
         Op::Concat { dim } => concat_fits(*dim, d, s[0], s[1]),
         Op::SsmConv => ssm_conv_fits(d, s[0], s[1]),
         Op::SsmScan => ssm_scan_fits(d, s),
+        Op::RwkvWkv6 | Op::RwkvWkv7 => super::rwkv::wkv_fits(op, d, s),
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s[0], s[1], s[2]);
             let mut ok = q.ne[0] == k.ne[0]

@@ -10,6 +10,7 @@ pub(crate) mod norm;
 pub(crate) mod rope;
 pub(crate) mod rope_tables;
 pub(crate) mod routing;
+pub(crate) mod rwkv;
 pub(crate) mod softmax;
 pub(crate) mod ssm;
 pub(crate) mod unary;

@@ -9,6 +9,7 @@ mod mul_mat_id;
 mod norm;
 mod rope;
 mod routing;
+mod rwkv;
 mod softmax;
 mod ssm;
 mod unary;
@@ -145,9 +146,12 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
             let (a, b) = (src(0), src(1));
             is_float(a.ty) && is_float(b.ty) && d.ty == a.ty
         }
-        Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } | Op::Clamp { .. } => {
-            is_float(src(0).ty) && d.ty == src(0).ty
-        }
+        Op::Scale(_)
+        | Op::Unary(_)
+        | Op::RmsNorm { .. }
+        | Op::Norm { .. }
+        | Op::L2Norm { .. }
+        | Op::Clamp { .. } => is_float(src(0).ty) && d.ty == src(0).ty,
         Op::MulMatId => mul_mat_id::supports(src(0), src(1), src(2), d),
         Op::Argsort(_) | Op::SumRows => routing::supports(src(0), d),
         Op::Glu { .. } => {
@@ -201,6 +205,10 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
         Op::SsmScan => {
             let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
             ssm::supports_scan(&s, d)
+        }
+        Op::RwkvWkv6 | Op::RwkvWkv7 => {
+            let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
+            rwkv::supports_wkv(&s, d)
         }
         _ => false,
     }
@@ -285,6 +293,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
         Op::Argmax => unary::record_argmax(be, graph, id)?,
         Op::RmsNorm { eps } => norm::record(be, graph, id, "rms_norm", *eps)?,
         Op::Norm { eps } => norm::record(be, graph, id, "norm", *eps)?,
+        Op::L2Norm { eps } => norm::record(be, graph, id, "l2_norm", *eps)?,
         Op::SoftMax { scale, max_bias } => softmax::record(be, graph, id, *scale, *max_bias)?,
         Op::Rope(p) => rope::record(be, graph, id, p)?,
         Op::FlashAttnExt {
@@ -299,6 +308,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
         Op::Concat { dim } => ssm::record_concat(be, graph, id, *dim)?,
         Op::SsmConv => ssm::record_conv(be, graph, id)?,
         Op::SsmScan => ssm::record_scan(be, graph, id)?,
+        Op::RwkvWkv6 | Op::RwkvWkv7 => rwkv::record_wkv(be, graph, id)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())

@@ -24,7 +24,7 @@ impl Builder<'_> {
         }
     }
 
-    fn rs_parts(&self, il: usize) -> Result<(RsInputs, RsLayer)> {
+    pub(super) fn rs_parts(&self, il: usize) -> Result<(RsInputs, RsLayer)> {
         let inp = self.inputs.rs.ok_or_else(|| {
             LlamaError::Decode(format!("no recurrent state inputs for layer {il}"))
         })?;
@@ -38,7 +38,7 @@ impl Builder<'_> {
     }
 
     /// (tokens per sequence set, sequence sets) of the ubatch.
-    fn seq_blocks(&self) -> Result<(usize, usize)> {
+    pub(super) fn seq_blocks(&self) -> Result<(usize, usize)> {
         let (n, s) = (self.shape.n_tokens, self.shape.n_seqs.max(1));
         if n % s != 0 {
             return Err(LlamaError::Decode(format!(

@@ -13,6 +13,8 @@ mod phi3;
 mod qwen2;
 mod qwen3;
 mod qwen3moe;
+mod rwkv6;
+mod rwkv7;
 
 use ggml_core::{RopeMode, TensorId};
 
@@ -54,6 +56,8 @@ pub static REGISTRY: &[&ArchDef] = &[
     &mamba::DEF,
     &mamba2::DEF,
     &granitehybrid::DEF,
+    &rwkv6::DEF,
+    &rwkv7::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
