@@ -105,6 +105,7 @@ fn run() -> Result<()> {
     }
     let model = Model::load(&path, &mp)?;
     let mut ctx = Context::new(&model, args.ctx_params.clone())?;
+    llama::cli::apply_adapters(&args.adapters, &mut ctx)?;
     let own_template = model.metadata.get_str(chat::METADATA_KEY).ok();
     let conversation = args
         .conversation
