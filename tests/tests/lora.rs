@@ -164,3 +164,427 @@ fn load_err(model: &Model, path: &std::path::Path) -> String {
         Err(e) => panic!("{}: not an adapter error: {e}", path.display()),
     }
 }
+
+/// Writes an adapter file with `meta` (key, string value) and F32 tensors
+/// of the given shapes.
+fn write_adapter(
+    path: &std::path::Path,
+    meta: &[(&str, &str)],
+    alpha: Option<f32>,
+    tensors: &[(&str, &[u64])],
+) {
+    let mut m = gguf::Metadata::new();
+    for (k, v) in meta {
+        m.set(*k, *v);
+    }
+    if let Some(a) = alpha {
+        m.set("adapter.lora.alpha", a);
+    }
+    let infos: Vec<gguf::TensorInfo> = tensors
+        .iter()
+        .map(|(n, d)| gguf::TensorInfo::new(*n, gguf::GgmlType::F32, d).expect("info"))
+        .collect();
+    let f = std::fs::File::create(path).expect("create");
+    let mut w = gguf::GgufWriter::new(f, &m, &infos).expect("writer");
+    for info in &infos {
+        w.write_tensor(&info.name, &vec![0u8; info.size as usize])
+            .expect("tensor");
+    }
+    w.finish().expect("finish");
+}
+
+const GOOD: &[(&str, &str)] = &[
+    ("general.architecture", "llama"),
+    ("general.type", "adapter"),
+    ("adapter.type", "lora"),
+];
+
+/// Every adapter that does not fit the model is refused with an error that
+/// names the file and what is wrong.
+#[test]
+fn bad_adapters_are_refused_by_name() {
+    let Some(fx) = fixtures() else { return };
+    let model = Model::load(fx.join("models/stories260K.gguf"), &cpu_params()).expect("load");
+    let dir = tests::scratch_dir("lora-bad");
+    let q_a: (&str, &[u64]) = ("blk.0.attn_q.weight.lora_a", &[64, 4]);
+    let q_b: (&str, &[u64]) = ("blk.0.attn_q.weight.lora_b", &[4, 64]);
+    // A well-formed one loads (zeros: it changes nothing).
+    let ok = dir.join("ok.gguf");
+    write_adapter(
+        &ok,
+        GOOD,
+        Some(8.0),
+        &[q_a, q_b, ("blk.0.attn_norm.weight", &[64])],
+    );
+    let a = LoraAdapter::load(&model, &ok).expect("well-formed adapter");
+    assert_eq!(a.n_pairs(), 1);
+    let cases: Vec<(&str, Vec<(&str, &str)>, Vec<(&str, &[u64])>, &str)> = vec![
+        (
+            "arch",
+            vec![
+                ("general.architecture", "qwen2"),
+                ("general.type", "adapter"),
+                ("adapter.type", "lora"),
+            ],
+            vec![q_a, q_b],
+            "architecture 'qwen2'",
+        ),
+        (
+            "type",
+            vec![
+                ("general.architecture", "llama"),
+                ("general.type", "model"),
+                ("adapter.type", "lora"),
+            ],
+            vec![q_a, q_b],
+            "general.type",
+        ),
+        (
+            "adapter_type",
+            vec![
+                ("general.architecture", "llama"),
+                ("general.type", "adapter"),
+                ("adapter.type", "ia3"),
+            ],
+            vec![q_a, q_b],
+            "adapter.type",
+        ),
+        (
+            "lone_a",
+            GOOD.to_vec(),
+            vec![q_a],
+            "blk.0.attn_q.weight.lora_a",
+        ),
+        (
+            "lone_b",
+            GOOD.to_vec(),
+            vec![q_b],
+            "blk.0.attn_q.weight.lora_b",
+        ),
+        (
+            "unknown",
+            GOOD.to_vec(),
+            vec![q_a, q_b, ("blk.0.attn_q.weight.scale", &[4])],
+            "blk.0.attn_q.weight.scale",
+        ),
+        (
+            "missing_base",
+            GOOD.to_vec(),
+            vec![
+                ("blk.9.attn_q.weight.lora_a", &[64, 4]),
+                ("blk.9.attn_q.weight.lora_b", &[4, 64]),
+            ],
+            "blk.9.attn_q.weight",
+        ),
+        (
+            "shape",
+            GOOD.to_vec(),
+            vec![("blk.0.attn_q.weight.lora_a", &[32, 4]), q_b],
+            "blk.0.attn_q.weight",
+        ),
+        (
+            "not_transposed",
+            GOOD.to_vec(),
+            vec![q_a, ("blk.0.attn_q.weight.lora_b", &[64, 4])],
+            "blk.0.attn_q.weight",
+        ),
+        (
+            "ranks",
+            GOOD.to_vec(),
+            vec![q_a, ("blk.0.attn_q.weight.lora_b", &[8, 64])],
+            "blk.0.attn_q.weight",
+        ),
+        (
+            "embd_not_swapped",
+            GOOD.to_vec(),
+            vec![
+                ("token_embd.weight.lora_a", &[64, 4]),
+                ("token_embd.weight.lora_b", &[4, 512]),
+            ],
+            "token_embd.weight",
+        ),
+        ("empty", GOOD.to_vec(), vec![], "no LoRA tensors"),
+    ];
+    for (name, meta, tensors, needle) in cases {
+        let p = dir.join(format!("{name}.gguf"));
+        write_adapter(&p, &meta, Some(8.0), &tensors);
+        let e = load_err(&model, &p);
+        assert!(e.contains(&format!("{name}.gguf")), "{name}: {e}");
+        assert!(e.contains(needle), "{name}: '{needle}' not in: {e}");
+    }
+    // A truncated file.
+    let bytes = std::fs::read(&ok).expect("read");
+    let cut = dir.join("cut.gguf");
+    std::fs::write(&cut, &bytes[..bytes.len() - 100]).expect("write");
+    assert!(load_err(&model, &cut).contains("cut.gguf"));
+    // A missing file.
+    assert!(LoraAdapter::load(&model, dir.join("none.gguf")).is_err());
+
+    // An adapter of another model cannot be applied to this one's context.
+    let other = Model::load(fx.join("models/stories260K.gguf"), &cpu_params()).expect("load");
+    let foreign = LoraAdapter::load(&other, &ok).expect("adapter");
+    let mut ctx = Context::new(&model, ctx_params(64, 64)).expect("context");
+    let e = ctx
+        .set_adapters(
+            AdapterSet::new()
+                .with_loras(&[(foreign, 1.0)])
+                .expect("set"),
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("ok.gguf"), "{e}");
+    // A scale that is not a number.
+    assert!(AdapterSet::new().with_loras(&[(a, f32::NAN)]).is_err());
+}
+
+/// Bad control vector files are refused by name.
+#[test]
+fn bad_control_vectors_are_refused_by_name() {
+    let Some(fx) = fixtures() else { return };
+    let model = Model::load(fx.join("models/stories260K.gguf"), &cpu_params()).expect("load");
+    let dir = tests::scratch_dir("cvec-bad");
+    let cases: Vec<(&str, Vec<(&str, &[u64])>, &str)> = vec![
+        ("name", vec![("dir.1", &[64])], "dir.1"),
+        ("index", vec![("direction.x", &[64])], "direction.x"),
+        ("zero", vec![("direction.0", &[64])], "layer 0"),
+        ("two_d", vec![("direction.1", &[8, 8])], "one dimension"),
+        (
+            "widths",
+            vec![("direction.1", &[64]), ("direction.2", &[32])],
+            "direction.2",
+        ),
+        (
+            "model",
+            vec![("direction.1", &[32])],
+            "the model's embeddings have 64",
+        ),
+        ("none", vec![], "no direction"),
+    ];
+    for (name, tensors, needle) in cases {
+        let p = dir.join(format!("{name}.gguf"));
+        write_adapter(
+            &p,
+            &[("general.architecture", "controlvector")],
+            None,
+            &tensors,
+        );
+        let e = llama::adapter::ControlVector::load(&model, &[(p.display().to_string(), 1.0)])
+            .expect_err(name)
+            .to_string();
+        assert!(e.contains(&format!("{name}.gguf")), "{name}: {e}");
+        assert!(e.contains(needle), "{name}: '{needle}' not in: {e}");
+    }
+}
+
+/// Two loaded copies of the fixture adapter at scale 0.5 each give what
+/// one gives at scale 1; scale 0 leaves it out.
+#[test]
+fn adapters_add_up() {
+    let Some(fx) = fixtures() else { return };
+    let exp = expected(&fx, EXPECTED);
+    let model = Model::load(fx.join("models/stories260K.gguf"), &cpu_params()).expect("load");
+    let a = LoraAdapter::load(&model, fx.join(ADAPTER)).expect("adapter");
+    let b = LoraAdapter::load(&model, fx.join(ADAPTER)).expect("adapter");
+    let runs = exp["greedy"].as_array().expect("runs");
+    let ids_of = |run: &str| {
+        let r = runs.iter().find(|r| r["run"] == run).expect("run");
+        (ids(&r["prompt_ids"]), ids(&r["generated_ids"]))
+    };
+    let (prompt, lora) = ids_of("lora");
+    let (_, base) = ids_of("base");
+    let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
+    let halves = AdapterSet::new()
+        .with_loras(&[(a.clone(), 0.5), (b.clone(), 0.5)])
+        .expect("set");
+    ctx.set_adapters(halves).expect("set");
+    assert_eq!(greedy(&mut ctx, &prompt, lora.len()), lora);
+    let zero = AdapterSet::new()
+        .with_loras(&[(a, 0.0), (b, 0.0)])
+        .expect("set");
+    assert!(zero.is_empty());
+    ctx.set_adapters(zero).expect("set");
+    ctx.kv_clear();
+    assert_eq!(greedy(&mut ctx, &prompt, base.len()), base);
+}
+
+/// A control vector of zeros changes nothing; one with directions changes
+/// the output, and only inside its layer range.
+#[test]
+fn control_vector_ranges() {
+    let Some(fx) = fixtures() else { return };
+    let exp = expected(&fx, EXPECTED);
+    let rec = &exp["greedy"][0];
+    assert_eq!(rec["run"], "base");
+    let (prompt, base) = (ids(&rec["prompt_ids"]), ids(&rec["generated_ids"]));
+    let model = Model::load(fx.join("models/stories260K.gguf"), &cpu_params()).expect("load");
+    let mut dirs = llama::adapter::Directions {
+        n_embd: 64,
+        ..Default::default()
+    };
+    for il in 1..5 {
+        dirs.layers.insert(il, vec![0.0; 64]);
+    }
+    let zeros = llama::adapter::ControlVector::new(&model, &dirs, "zeros").expect("cvec");
+    let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
+    let set =
+        |c, a, b| AdapterSet::new().with_cvec(Some(llama::adapter::AppliedCvec::new(c, a, b, 5)));
+    ctx.set_adapters(set(zeros, -1, -1)).expect("set");
+    assert_eq!(greedy(&mut ctx, &prompt, base.len()), base);
+    let mut rng = test_support::Rng(7);
+    dirs.layers
+        .insert(4, (0..64).map(|_| rng.normal() * 2.0).collect());
+    let layer4 = llama::adapter::ControlVector::new(&model, &dirs, "layer 4").expect("cvec");
+    // Layers 1-3 only: layer 4's direction is outside.
+    ctx.set_adapters(set(layer4.clone(), 1, 3)).expect("set");
+    ctx.kv_clear();
+    assert_eq!(greedy(&mut ctx, &prompt, base.len()), base);
+    ctx.set_adapters(set(layer4, 1, 4)).expect("set");
+    ctx.kv_clear();
+    assert_ne!(greedy(&mut ctx, &prompt, base.len()), base);
+}
+
+/// The folder of llama.cpp's tools (`llama-completion`), from
+/// `$LLAMA_CPP_BIN`; None (the comparison is skipped) without it.
+fn llama_cpp_bin() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("LLAMA_CPP_BIN").map(std::path::PathBuf::from);
+    match dir {
+        Some(d) if d.join("llama-completion").is_file() => Some(d),
+        _ => {
+            eprintln!("skipped: set LLAMA_CPP_BIN to the folder of llama.cpp's llama-completion");
+            None
+        }
+    }
+}
+
+/// llama-completion's greedy text for `extra` flags on stories260K.
+fn llama_cpp_text(bin: &std::path::Path, model: &std::path::Path, extra: &[String]) -> Vec<u8> {
+    let out = std::process::Command::new(bin.join("llama-completion"))
+        .arg("-m")
+        .arg(model)
+        .args([
+            "-p",
+            "Once upon a time",
+            "-n",
+            "32",
+            "--temp",
+            "0",
+            "-t",
+            "2",
+            "-no-cnv",
+        ])
+        .args(extra)
+        .output()
+        .expect("llama-completion runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = out.stdout;
+    // The prompt echo (pieces of the prompt, BOS as nothing) and the two
+    // newlines printed at exit are not generated text.
+    let echo = b" Once upon a time";
+    assert!(s.starts_with(echo), "{}", String::from_utf8_lossy(&s));
+    let s = &s[echo.len()..];
+    s.strip_suffix(b"\n\n").unwrap_or(s).to_vec()
+}
+
+fn our_text(ctx: &mut Context<'_>, model: &Model, n: usize) -> Vec<u8> {
+    let prompt = model.vocab.tokenize("Once upon a time", true, false);
+    greedy(ctx, &prompt, n)
+        .iter()
+        .flat_map(|&t| model.vocab.token_to_piece(t, false))
+        .collect()
+}
+
+/// Two adapters at once (the fixture and a generated one with pairs on
+/// other weights, the swapped token-embedding pair and the output) and a
+/// generated control vector over a layer range give llama.cpp's greedy
+/// bytes.
+#[test]
+fn two_adapters_and_a_control_vector_match_llama_cpp() {
+    let Some(fx) = fixtures() else { return };
+    let Some(bin) = llama_cpp_bin() else { return };
+    let dir = tests::scratch_dir("lora-llama-cpp");
+    let base = fx.join("models/stories260K.gguf");
+    let second = dir.join("second.gguf");
+    let spec = xtask::gen_lora::LoraSpec {
+        rank: 8,
+        alpha: 16.0,
+        targets: [
+            "attn_k",
+            "attn_output",
+            "ffn_gate",
+            "ffn_up",
+            "token_embd",
+            "output",
+        ]
+        .map(String::from)
+        .to_vec(),
+        a_std: 0.2,
+        b_std: 0.1,
+        seed: 5,
+    };
+    xtask::gen_lora::generate_lora(&base, &spec, &second).expect("gen-lora");
+    let cvec = dir.join("cvec.gguf");
+    xtask::gen_lora::generate_control_vector(&base, 0.3, 3, &cvec).expect("gen-control-vector");
+
+    let model = Model::load(&base, &cpu_params()).expect("load");
+    let first = LoraAdapter::load(&model, fx.join(ADAPTER)).expect("adapter");
+    let gen = LoraAdapter::load(&model, &second).expect("generated adapter");
+    let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
+    let base_text = our_text(&mut ctx, &model, 32);
+
+    let s = |p: &std::path::Path| p.display().to_string();
+    let want = llama_cpp_text(
+        &bin,
+        &base,
+        &[
+            "--lora".into(),
+            s(&fx.join(ADAPTER)),
+            "--lora-scaled".into(),
+            format!("{}:0.7", s(&second)),
+        ],
+    );
+    ctx.set_adapters(
+        AdapterSet::new()
+            .with_loras(&[(first, 1.0), (gen, 0.7)])
+            .expect("set"),
+    )
+    .expect("set");
+    ctx.kv_clear();
+    let got = our_text(&mut ctx, &model, 32);
+    assert_ne!(got, base_text, "the adapters change nothing");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want),
+        "two adapters"
+    );
+
+    let want = llama_cpp_text(
+        &bin,
+        &base,
+        &[
+            "--control-vector-scaled".into(),
+            format!("{}:0.8", s(&cvec)),
+            "--control-vector-layer-range".into(),
+            "2".into(),
+            "3".into(),
+        ],
+    );
+    let args = llama::adapter::AdapterArgs {
+        cvecs: vec![(s(&cvec), 0.8)],
+        cvec_layer_range: (2, 3),
+        ..Default::default()
+    };
+    let loaded = args.load(&model).expect("control vector");
+    ctx.set_adapters(loaded.initial_set().expect("set"))
+        .expect("set");
+    ctx.kv_clear();
+    let got = our_text(&mut ctx, &model, 32);
+    assert_ne!(got, base_text, "the control vector changes nothing");
+    assert_eq!(
+        String::from_utf8_lossy(&got),
+        String::from_utf8_lossy(&want),
+        "control vector"
+    );
+}

@@ -26,8 +26,8 @@ pub struct LoraSpec {
     /// `adapter.lora.alpha` (0: the user's scale alone).
     pub alpha: f32,
     /// Weight names without `blk.<n>.` and `.weight` (`attn_q`,
-    /// `ffn_down_exps`, `token_embd`, ...); `all` takes every matrix of the
-    /// layers.
+    /// `ffn_down_exps`, `token_embd`, `output`, ...); `all` takes every
+    /// matrix of the layers.
     pub targets: Vec<String>,
     /// Standard deviation of A.
     pub a_std: f32,
@@ -71,6 +71,9 @@ fn write_gguf(out: &Path, meta: &Metadata, tensors: &[(TensorInfo, Vec<u8>)]) ->
 fn target_of(name: &str) -> Option<&str> {
     if name == "token_embd.weight" {
         return Some("token_embd");
+    }
+    if name == "output.weight" {
+        return Some("output");
     }
     let rest = name.strip_prefix("blk.")?;
     let (layer, rest) = rest.split_once('.')?;
