@@ -68,6 +68,28 @@ fn check_fixture(params: &ModelParams, label: &str) {
     let model = Model::load(fx.join("models/stories260K.gguf"), params).expect("load");
     let adapter = LoraAdapter::load(&model, fx.join(ADAPTER)).expect("adapter");
     assert_eq!(adapter.n_pairs(), 15);
+    // The pairs live next to their base weights: on every device the
+    // model uses, never in a repacked CPU type.
+    let adapter_bufts: std::collections::BTreeSet<String> = adapter
+        .buffers()
+        .iter()
+        .map(|b| b.buffer_type().name().to_string())
+        .collect();
+    let weight_devs: std::collections::BTreeSet<String> = (0..model.hparams.n_layer)
+        .map(|il| model.layer_device(il).name().to_string())
+        .collect();
+    assert_eq!(
+        adapter_bufts.len(),
+        weight_devs.len(),
+        "{label}: {adapter_bufts:?} for layers on {weight_devs:?}"
+    );
+    for extra in model.cpu.extra_buffer_types() {
+        assert!(
+            !adapter_bufts.contains(extra.name()),
+            "{label}: adapter in {}",
+            extra.name()
+        );
+    }
     // One context for every run: changing the adapters between runs must
     // not reuse a graph built for others.
     let mut ctx = Context::new(&model, ctx_params(512, 512)).expect("context");
