@@ -26,6 +26,10 @@ pub struct Cli {
 pub enum Command {
     /// Write a GGUF model with deterministic random weights.
     GenModel(GenModelArgs),
+    /// Write a random LoRA adapter of any rank for a base model.
+    GenLora(GenLoraArgs),
+    /// Write a random control vector for a base model.
+    GenControlVector(GenControlVectorArgs),
     /// Measure this machine and the engine (kernels, load, e2e, all).
     Bench(BenchArgs),
     /// Rebuild the committed SPIR-V from the GLSL shaders (needs glslc), or
@@ -62,6 +66,58 @@ pub struct BundleArgs {
 pub struct FetchModelArgs {
     /// The model (gemma-3-270m).
     pub name: String,
+}
+
+/// Flags of `gen-lora`.
+#[derive(Debug, Args)]
+pub struct GenLoraArgs {
+    /// The base model (its architecture and weight shapes).
+    #[arg(long)]
+    pub base: PathBuf,
+    /// Rank of every pair.
+    #[arg(long, default_value_t = 8)]
+    pub rank: usize,
+    /// adapter.lora.alpha (0: the user's scale alone).
+    #[arg(long, default_value_t = 16.0)]
+    pub alpha: f32,
+    /// Weights to adapt, comma separated, by their names without
+    /// `blk.N.` and `.weight` (attn_q, ffn_down_exps, token_embd, ...);
+    /// `all`: every matrix of the layers.
+    #[arg(
+        long,
+        default_value = "attn_q,attn_k,attn_v,attn_output,ffn_gate,ffn_up,ffn_down",
+        value_delimiter = ','
+    )]
+    pub targets: Vec<String>,
+    /// Standard deviation of A.
+    #[arg(long, default_value_t = 0.1)]
+    pub a_std: f32,
+    /// Standard deviation of B.
+    #[arg(long, default_value_t = 0.05)]
+    pub b_std: f32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output file.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// Flags of `gen-control-vector`.
+#[derive(Debug, Args)]
+pub struct GenControlVectorArgs {
+    /// The base model (its architecture, width and layer count).
+    #[arg(long)]
+    pub base: PathBuf,
+    /// Standard deviation of every direction's values.
+    #[arg(long, default_value_t = 0.5)]
+    pub std: f32,
+    /// Seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Output file.
+    #[arg(long)]
+    pub out: PathBuf,
 }
 
 /// Flags of `gen-model`.
@@ -227,6 +283,37 @@ pub struct CiArgs {
 pub fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::GenModel(args) => gen_model(args),
+        Command::GenLora(a) => {
+            let spec = crate::gen_lora::LoraSpec {
+                rank: a.rank,
+                alpha: a.alpha,
+                targets: a.targets,
+                a_std: a.a_std,
+                b_std: a.b_std,
+                seed: a.seed,
+            };
+            let s = crate::gen_lora::generate_lora(&a.base, &spec, &a.out)?;
+            println!(
+                "wrote {}: {} LoRA adapter, rank {}, alpha {}, {} pairs, seed {}",
+                a.out.display(),
+                s.arch,
+                spec.rank,
+                spec.alpha,
+                s.n_pairs,
+                spec.seed
+            );
+            Ok(())
+        }
+        Command::GenControlVector(a) => {
+            let n = crate::gen_lora::generate_control_vector(&a.base, a.std, a.seed, &a.out)?;
+            println!(
+                "wrote {}: control vector, {n} directions, std {}, seed {}",
+                a.out.display(),
+                a.std,
+                a.seed
+            );
+            Ok(())
+        }
         Command::Bench(args) => {
             let opts = BenchOptions {
                 out_dir: args.out_dir.unwrap_or_else(bench::default_out_dir),

@@ -1,10 +1,13 @@
-//! Developer tasks of the workspace: `gen-model`, `bench`, `shaders`, `ci`,
+//! Developer tasks of the workspace: `gen-model`, `gen-lora`,
+//! `gen-control-vector`, `bench`, `shaders`, `ci`,
 //! `fetch-model` and `bundle`.
 //!
 //! ```text
 //! cargo xtask gen-model --preset tinyllama-1.1b --type q4_0 --out model.gguf
 //! cargo xtask gen-model --n-embd 256 --n-layer 4 --n-ff 768 --type q8_0 --seed 21 --out tiny.gguf
 //! cargo xtask gen-model --vocab-from some-model.gguf --type f16 --out model.gguf
+//! cargo xtask gen-lora --base model.gguf --rank 16 --targets all --out lora.gguf
+//! cargo xtask gen-control-vector --base model.gguf --out cvec.gguf
 //! cargo xtask bench kernels        # STREAM, peak FMA, MUL_MAT per weight type
 //! cargo xtask bench e2e            # pp512/tg128 on generated tinyllama-1.1b models
 //! cargo xtask bench load           # read, GGUF open, Model::load mmap on/off (and Vulkan)
@@ -24,6 +27,7 @@ pub mod ci;
 pub mod cli;
 pub mod error;
 pub mod fetch_model;
+pub mod gen_lora;
 pub mod gen_model;
 pub mod shaders;
 

@@ -109,6 +109,10 @@ pub fn router(app: AppState) -> Router {
         .route("/apply-template", post(apply_template))
         .route("/metrics", get(metrics))
         .route("/slots", get(slots))
+        .route(
+            "/lora-adapters",
+            get(crate::lora::get_adapters).post(crate::lora::post_adapters),
+        )
         .route("/completion", post(crate::completions::completion))
         .route("/completions", post(crate::completions::completion))
         .route("/v1/completions", post(crate::completions::v1_completions))

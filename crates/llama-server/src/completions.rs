@@ -140,6 +140,7 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
     let vocab = &model.vocab;
     let b = request::parse(body)?;
     let mut opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
+    let lora = crate::lora::request_scales(&b, &app.engine.shared.loras)?;
     let mut chat = None;
     let (tokens, field) = if api == Api::Chat {
         let setup = crate::chat::prepare(app, &b, !opts.sampling.grammar.is_empty())?;
@@ -192,6 +193,7 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
             stop: opts.stop.clone(),
             n_probs: opts.n_probs,
             ignore_eos: opts.ignore_eos,
+            lora: lora.clone(),
         };
         let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
         runs.push(Running {

@@ -12,6 +12,7 @@ pub mod completions;
 pub mod embeddings;
 pub mod engine;
 pub mod error;
+pub mod lora;
 pub mod metrics;
 pub mod request;
 pub mod tools;
@@ -48,6 +49,7 @@ impl Server {
             ctx_params: args.common.ctx_params.clone(),
             n_parallel: args.n_parallel,
             embeddings: args.embeddings,
+            adapters: args.common.adapters.clone(),
         });
         let alias = args.alias.clone().unwrap_or_else(|| {
             Path::new(&args.common.model).file_name().map_or_else(

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use ggml_core::{registry, Device, Type};
 
-use crate::context::ContextParams;
+use crate::adapter::AdapterArgs;
+use crate::context::{Context, ContextParams};
 use crate::error::{LlamaError, Result};
 use crate::fit::FitOptions;
 use crate::params::{LoadMode, ModelParams};
@@ -33,6 +34,17 @@ pub fn unknown_argument(flag: &str) -> LlamaError {
 pub fn flag_value(args: &mut impl Iterator<Item = String>, flag: &str) -> Result<String> {
     args.next()
         .ok_or_else(|| LlamaError::InvalidParam(format!("{flag} needs a value")))
+}
+
+/// Loads the adapters and control vectors of `args` for `model` and
+/// applies them to `ctx` (the adapters stay unapplied with
+/// `--lora-init-without-apply`).
+pub fn apply_adapters(args: &AdapterArgs, ctx: &mut Context<'_>) -> Result<()> {
+    if args.is_empty() {
+        return Ok(());
+    }
+    let loaded = args.load(ctx.model())?;
+    ctx.set_adapters(loaded.initial_set()?)
 }
 
 /// Parameters common to the tools (a subset of llama.cpp's common_params).
@@ -71,6 +83,8 @@ pub struct CommonArgs {
     pub system_prompt: Option<String>,
     /// `--fit`, `-fitt`, `-fitc`, and which parameters the user set.
     pub fit: FitOptions,
+    /// `--lora`, `--lora-scaled`, `--control-vector`, ...
+    pub adapters: AdapterArgs,
     /// Arguments this parser did not know, for the tool's own flags.
     pub rest: Vec<String>,
 }
@@ -99,6 +113,7 @@ impl Default for CommonArgs {
             conversation: None,
             system_prompt: None,
             fit: FitOptions::default(),
+            adapters: AdapterArgs::default(),
             rest: Vec::new(),
         }
     }
@@ -277,7 +292,8 @@ impl CommonArgs {
                 _ => {
                     let handled = a.model_flag(&flag, &mut val)?
                         || a.context_flag(&flag, &mut val)?
-                        || a.sampling_flag(&flag, &mut val)?;
+                        || a.sampling_flag(&flag, &mut val)?
+                        || a.adapters.flag(&flag, &mut val)?;
                     if !handled {
                         a.rest.push(flag);
                     }

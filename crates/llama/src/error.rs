@@ -62,6 +62,14 @@ pub enum LlamaError {
     /// Decoding failed (no room in the KV cache, backend failure).
     #[error("decode: {0}")]
     Decode(String),
+    /// A LoRA adapter or control vector that cannot be used with the model.
+    #[error("adapter '{path}': {why}")]
+    Adapter {
+        /// The adapter file.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 /// The crate's result type.

@@ -23,6 +23,7 @@ pub mod progress;
 
 pub use devices::backend_init;
 pub use model::{Model, Weight, Weights};
+pub mod adapter;
 pub mod batch;
 pub mod context;
 pub mod fit;

@@ -54,6 +54,11 @@ impl Layer {
         self.w[kind.index()].as_ref()
     }
 
+    /// Every weight of the layer.
+    pub fn iter(&self) -> impl Iterator<Item = &Weight> {
+        self.w.iter().flatten()
+    }
+
     /// A weight the architecture requires (present after a successful load).
     pub fn req(&self, kind: TensorKind) -> Result<&Weight> {
         self.get(kind)

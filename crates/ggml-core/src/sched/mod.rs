@@ -334,6 +334,12 @@ impl Scheduler {
         self.graph_size
     }
 
+    /// Changes the largest graph (in nodes) the scheduler takes, e.g. when
+    /// a context's graphs grow by the nodes of adapters.
+    pub fn set_graph_size(&mut self, graph_size: usize) {
+        self.graph_size = graph_size;
+    }
+
     /// Whether expensive ops on host weights may move to other backends.
     pub fn op_offload(&self) -> bool {
         self.op_offload

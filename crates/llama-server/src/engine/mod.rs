@@ -27,6 +27,8 @@ pub struct EngineConfig {
     pub n_parallel: usize,
     /// Serve embeddings (`--embeddings`), with this pooling.
     pub embeddings: Option<PoolingType>,
+    /// LoRA adapters and control vectors to load with the model.
+    pub adapters: llama::adapter::AdapterArgs,
 }
 
 /// The state of one slot, as `/slots` shows it.
@@ -67,6 +69,8 @@ pub struct Shared {
     pub slots: Mutex<Vec<SlotInfo>>,
     /// Tasks waiting for a slot.
     pub n_deferred: AtomicUsize,
+    /// The LoRA adapters and their global scales.
+    pub loras: crate::lora::LoraRegistry,
 }
 
 /// The handlers' side of the engine.
@@ -148,8 +152,19 @@ fn run(config: EngineConfig, shared: Arc<Shared>, rx: Receiver<Task>) {
         Ok(m) => Arc::new(m),
         Err(e) => return fail(format!("failed to load model '{}': {e}", config.model_path)),
     };
+    let adapters = match config.adapters.load(&model) {
+        Ok(a) => a,
+        Err(e) => return fail(format!("failed to load the adapters: {e}")),
+    };
+    shared.loras.set_loaded(
+        adapters
+            .loras
+            .iter()
+            .map(|(a, s)| (a.path().to_string(), if adapters.apply { *s } else { 0.0 }))
+            .collect(),
+    );
     shared.model.set(model.clone()).ok();
-    if let Err(e) = slots::serve(&model, &config, &shared, rx) {
+    if let Err(e) = slots::serve(&model, &config, &shared, &adapters, rx) {
         fail(format!("failed to create the context: {e}"));
     }
 }

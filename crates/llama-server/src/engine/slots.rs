@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 
+use llama::adapter::{AdapterSet, LoadedAdapters};
 use llama::grammar::TokenPieces;
 use llama::sampling::SamplerChain;
 use llama::{Batch, Context, ContextParams, Model, Token};
@@ -32,6 +33,8 @@ struct Active {
     text: TextState,
     t_start: Instant,
     t_prompt: Option<Instant>,
+    /// Scales of the LoRA adapters for this task (by id).
+    lora: Vec<f32>,
 }
 
 /// Part of a batch: `n` tokens of one slot, the last one with logits when
@@ -58,6 +61,8 @@ struct Engine<'m> {
     /// The vocabulary's token pieces, built for the first request with a
     /// grammar and kept for the next.
     pieces: Option<Arc<TokenPieces>>,
+    /// The adapters loaded with the model.
+    adapters: &'m LoadedAdapters,
 }
 
 /// Serves tasks until every sender is gone.
@@ -65,6 +70,7 @@ pub(super) fn serve(
     model: &Model,
     config: &EngineConfig,
     shared: &Shared,
+    adapters: &LoadedAdapters,
     rx: Receiver<Task>,
 ) -> llama::Result<()> {
     let np = config.n_parallel.max(1);
@@ -101,6 +107,7 @@ pub(super) fn serve(
         n_ctx_slot,
         shared,
         pieces: None,
+        adapters,
     };
     eng.publish();
     shared.ready.store(true, Ordering::Release);
@@ -214,6 +221,10 @@ impl<'m> Engine<'m> {
             let _ = self.ctx.seq_rm(free as i32, -1, -1);
             self.shared.metrics.requests.fetch_add(1, Ordering::Relaxed);
             let text = TextState::new(req.stop.clone());
+            let lora = req
+                .lora
+                .clone()
+                .unwrap_or_else(|| self.shared.loras.scales());
             self.slots[free] = Some(Active {
                 task,
                 req,
@@ -225,6 +236,7 @@ impl<'m> Engine<'m> {
                 text,
                 t_start: Instant::now(),
                 t_prompt: None,
+                lora,
             });
         }
         self.shared
@@ -288,9 +300,49 @@ impl<'m> Engine<'m> {
                 logits: n == left && a.req.n_predict != 0,
             });
         }
-        if !entries.is_empty() {
-            self.run(&entries);
+        // Slots with other adapter scales never share a graph: each group
+        // of equal scales is decoded on its own, under its own adapters.
+        let mut groups: Vec<(Vec<f32>, Vec<Entry>)> = Vec::new();
+        for e in entries {
+            let Some(a) = &self.slots[e.slot] else {
+                continue;
+            };
+            let same = |k: &Vec<f32>| {
+                k.len() == a.lora.len()
+                    && k.iter()
+                        .zip(&a.lora)
+                        .all(|(x, y)| x.to_bits() == y.to_bits())
+            };
+            match groups.iter_mut().find(|(k, _)| same(k)) {
+                Some((_, g)) => g.push(e),
+                None => groups.push((a.lora.clone(), vec![e])),
+            }
         }
+        for (scales, group) in groups {
+            if let Err(err) = self.use_adapters(&scales) {
+                for e in &group {
+                    self.fail(e.slot, format!("adapters: {err}"));
+                }
+                continue;
+            }
+            self.run(&group);
+        }
+    }
+
+    /// Applies the loaded adapters at `scales` (by id) and the control
+    /// vector to the context.
+    fn use_adapters(&mut self, scales: &[f32]) -> llama::Result<()> {
+        let loras: Vec<_> = self
+            .adapters
+            .loras
+            .iter()
+            .zip(scales)
+            .map(|((a, _), &s)| (a.clone(), s))
+            .collect();
+        let set = AdapterSet::new()
+            .with_loras(&loras)?
+            .with_cvec(self.adapters.cvec.clone());
+        self.ctx.set_adapters(set)
     }
 
     /// Decodes `entries` as one batch; when the cache has no contiguous

@@ -23,6 +23,9 @@ pub struct GenRequest {
     pub n_probs: usize,
     /// Keep generating past end-of-generation tokens.
     pub ignore_eos: bool,
+    /// Scales of the server's LoRA adapters for this request alone (by
+    /// id); None: the global scales.
+    pub lora: Option<Vec<f32>>,
 }
 
 /// Work for the engine.

@@ -56,6 +56,12 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -j, --json-schema SCHEMA  JSON schema the output must follow (converted to a
                             grammar as llama.cpp converts it)
   -jf, --json-schema-file FILE  read the JSON schema from a file
+  --lora FILE[,FILE]        apply LoRA adapters (scale 1)
+  --lora-scaled FILE:SCALE[,...]  apply LoRA adapters with these scales
+  --control-vector FILE[,FILE]  add control vectors to the layer outputs
+  --control-vector-scaled FILE:SCALE[,...]  control vectors with strengths
+  --control-vector-layer-range START END  layers of the control vectors
+                            (inclusive; default 1 to the last)
   -cnv, --conversation      chat (default when the model has a chat template)
   -no-cnv, --no-conversation  complete the prompt instead of chatting
   -sys, --system-prompt TEXT  system message of the chat
@@ -105,6 +111,7 @@ fn run() -> Result<()> {
     }
     let model = Model::load(&path, &mp)?;
     let mut ctx = Context::new(&model, args.ctx_params.clone())?;
+    llama::cli::apply_adapters(&args.adapters, &mut ctx)?;
     let own_template = model.metadata.get_str(chat::METADATA_KEY).ok();
     let conversation = args
         .conversation

@@ -61,6 +61,7 @@ fn run() -> Result<()> {
     cp.n_ubatch = cp.n_ubatch.min(cp.n_batch);
     let n_batch = cp.n_batch;
     let mut ctx = Context::new(&model, cp)?;
+    llama::cli::apply_adapters(&args.adapters, &mut ctx)?;
     let n_chunk = tokens.len() / n_ctx;
     let n_chunk = if n_chunks < 0 {
         n_chunk

@@ -13,6 +13,7 @@ use std::time::Instant;
 use ggml_core::sched::Scheduler;
 use ggml_core::{Backend, BufferType, Device, DeviceKind, Graph, TensorId, Type};
 
+use crate::adapter::AdapterSet;
 use crate::batch::{Batch, Token};
 use crate::error::{LlamaError, Result};
 use crate::graph::inputs::{build_mask, k_idx_bytes, v_idx_bytes, KvInputs, MaskTokens};
@@ -47,6 +48,10 @@ pub struct Context<'m> {
     graph_reuse: bool,
     /// The last computed graph, for the next ubatch.
     kept: Option<reuse::KeptGraph>,
+    /// LoRA adapters and control vector applied by the graphs.
+    adapters: AdapterSet,
+    /// The scheduler's graph size without adapters.
+    base_graph_size: usize,
     /// Timings.
     pub perf: Perf,
 }
@@ -160,6 +165,7 @@ impl<'m> Context<'m> {
         )?;
 
         let (sched, cpu_backend) = scheduler(model, &p, planning)?;
+        let base_graph_size = sched.graph_size();
 
         let graph_reuse = reuse::resolve_graph_reuse(p.graph_reuse);
         let mut ctx = Context {
@@ -175,6 +181,8 @@ impl<'m> Context<'m> {
             n_outputs: 0,
             graph_reuse,
             kept: None,
+            adapters: AdapterSet::new(),
+            base_graph_size,
             perf: Perf::default(),
         };
         ctx.reserve()?;
@@ -202,7 +210,29 @@ impl<'m> Context<'m> {
     }
 
     fn build(&self, shape: UbatchShape) -> Result<BuiltGraph> {
-        build_decoder(self.model, &self.mem, &self.rope, shape)
+        build_decoder(self.model, &self.mem, &self.rope, &self.adapters, shape)
+    }
+
+    /// The LoRA adapters and control vector the graphs apply.
+    pub fn adapters(&self) -> &AdapterSet {
+        &self.adapters
+    }
+
+    /// Applies `set` from the next decode on (llama_set_adapters_lora and
+    /// llama_set_adapter_cvec). A set equal to the current one changes
+    /// nothing; another drops the kept graph, so that no graph built for
+    /// other adapters or scales runs again. Every adapter must have been
+    /// loaded for this context's model.
+    pub fn set_adapters(&mut self, set: AdapterSet) -> Result<()> {
+        if set == self.adapters {
+            return Ok(());
+        }
+        set.check_model(self.model)?;
+        self.forget_graph();
+        let extra = set.extra_nodes(self.model.hparams.n_layer);
+        self.sched.set_graph_size(self.base_graph_size + extra);
+        self.adapters = set;
+        Ok(())
     }
 
     /// The attention KV caches (none for a model without attention layers).

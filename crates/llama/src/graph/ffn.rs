@@ -93,18 +93,17 @@ impl Builder<'_> {
         self.g.set_name(weights, format!("ffn_moe_weights-{il}"));
 
         let cur = self.g.reshape(x, &[n_embd, 1, n_tokens])?;
-        let up_w = self.weight(TensorKind::FfnUpExps, il)?;
-        let up = self.g.mul_mat_id(up_w, cur, selected)?; // [n_ff_exp, n_used, n_tokens]
-        let act = match self.weight_opt(TensorKind::FfnGateExps, il) {
+        let up = self.mm_id(TensorKind::FfnUpExps, il, cur, selected)?; // [n_ff_exp, n_used, n_tokens]
+        let model_w = self.w;
+        let act = match model_w.layers[il].get(TensorKind::FfnGateExps) {
             Some(gate_w) => {
-                let gate = self.g.mul_mat_id(gate_w, cur, selected)?;
+                let gate = self.mm_id_of(gate_w, cur, selected)?;
                 self.g.glu_split(gate, up, GluOp::Swiglu)?
             }
             // Experts without a gate projection: silu(up).
             None => self.g.unary(up, ggml_core::UnaryOp::Silu)?,
         };
-        let down_w = self.weight(TensorKind::FfnDownExps, il)?;
-        let experts = self.g.mul_mat_id(down_w, act, selected)?; // [n_embd, n_used, n_tokens]
+        let experts = self.mm_id(TensorKind::FfnDownExps, il, act, selected)?; // [n_embd, n_used, n_tokens]
         let experts = self.g.mul(experts, weights)?;
         let (nb1, nb2) = {
             let d = self.g.desc(experts);

@@ -16,6 +16,7 @@ use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};
 pub use ffn::Ffn;
 pub use inputs::{GraphInputs, KvInputs, RsInputs, KQ_MASK_PAD};
 
+use crate::adapter::AdapterSet;
 use crate::arch::TensorKind;
 use crate::error::{LlamaError, Result};
 use crate::hparams::HParams;
@@ -97,6 +98,8 @@ pub struct Builder<'a> {
     pub w: &'a Weights,
     mem: &'a Memory,
     rope: &'a RopeCfg,
+    /// LoRA adapters and control vector of the context.
+    adapters: &'a AdapterSet,
     /// The ubatch.
     pub shape: UbatchShape,
     /// Inputs and masks, created once and shared by the layers.
@@ -110,9 +113,10 @@ pub fn build_decoder(
     model: &Model,
     mem: &Memory,
     rope: &RopeCfg,
+    adapters: &AdapterSet,
     shape: UbatchShape,
 ) -> Result<BuiltGraph> {
-    let mut b = Builder::new(model, mem, rope, shape)?;
+    let mut b = Builder::new(model, mem, rope, adapters, shape)?;
     let (logits, embd) = (model.arch.def().build)(&mut b)?;
     b.g.set_output(logits);
     b.g.set_output(embd);
@@ -130,6 +134,7 @@ impl<'a> Builder<'a> {
         model: &'a Model,
         mem: &'a Memory,
         rope: &'a RopeCfg,
+        adapters: &'a AdapterSet,
         shape: UbatchShape,
     ) -> Result<Builder<'a>> {
         let hp = &model.hparams;
@@ -147,6 +152,7 @@ impl<'a> Builder<'a> {
             w,
             mem,
             rope,
+            adapters,
             shape,
             inputs,
             pins: Vec::new(),
@@ -183,7 +189,17 @@ impl<'a> Builder<'a> {
             .tokens
             .ok_or_else(|| LlamaError::Decode("graph has neither tokens nor embeddings".into()))?;
         let tok = import(&mut self.g, &self.w.tok_embd);
-        let x = self.g.get_rows(tok, t)?;
+        let mut x = self.g.get_rows(tok, t)?;
+        // LoRA of the embeddings: the pair is stored the other way round,
+        // A [rank, n_vocab] read by rows like the embeddings.
+        for (p, s) in self.adapters.pairs_for(&self.w.tok_embd) {
+            let a = import(&mut self.g, &p.a);
+            let b = import(&mut self.g, &p.b);
+            let ax = self.g.get_rows(a, t)?;
+            let bax = self.g.mul_mat(b, ax)?;
+            let d = self.g.scale(bax, s)?;
+            x = self.g.add_op(x, d)?;
+        }
         self.g.set_name(x, "inp_embd");
         Ok((x, true))
     }
@@ -207,12 +223,70 @@ impl<'a> Builder<'a> {
         b: Option<TensorKind>,
         il: usize,
     ) -> Result<TensorId> {
-        let wt = self.weight(w, il)?;
-        let mut y = self.g.mul_mat(wt, x)?;
+        let weights = self.w;
+        let wt = weights.layers[il].req(w)?;
+        let mut y = self.mm(wt, x)?;
         if let Some(bt) = b.and_then(|b| self.weight_opt(b, il)) {
             y = self.g.add_op(y, bt)?;
         }
         Ok(y)
+    }
+
+    /// `w x` plus, for every LoRA adapter with a pair for `w`,
+    /// `s * B (A x)`: every matrix product of a weight goes through here.
+    pub fn mm(&mut self, w: &Weight, x: TensorId) -> Result<TensorId> {
+        let wt = import(&mut self.g, w);
+        let mut y = self.g.mul_mat(wt, x)?;
+        for (p, s) in self.adapters.pairs_for(w) {
+            let a = import(&mut self.g, &p.a);
+            let b = import(&mut self.g, &p.b);
+            let ax = self.g.mul_mat(a, x)?;
+            let bax = self.g.mul_mat(b, ax)?;
+            let d = self.g.scale(bax, s)?;
+            y = self.g.add_op(y, d)?;
+        }
+        Ok(y)
+    }
+
+    /// The expert product `w[ids] x` (MUL_MAT_ID) of layer `il`'s weight
+    /// `kind`, plus `s * B[ids] (A[ids] x)` for every LoRA pair of it.
+    pub fn mm_id(
+        &mut self,
+        kind: TensorKind,
+        il: usize,
+        x: TensorId,
+        ids: TensorId,
+    ) -> Result<TensorId> {
+        let weights = self.w;
+        let w = weights.layers[il].req(kind)?;
+        self.mm_id_of(w, x, ids)
+    }
+
+    /// [`Self::mm_id`] for a weight at hand.
+    pub fn mm_id_of(&mut self, w: &Weight, x: TensorId, ids: TensorId) -> Result<TensorId> {
+        let wt = import(&mut self.g, w);
+        let mut y = self.g.mul_mat_id(wt, x, ids)?;
+        for (p, s) in self.adapters.pairs_for(w) {
+            let a = import(&mut self.g, &p.a);
+            let b = import(&mut self.g, &p.b);
+            let ax = self.g.mul_mat_id(a, x, ids)?;
+            let bax = self.g.mul_mat_id(b, ax, ids)?;
+            let d = self.g.scale(bax, s)?;
+            y = self.g.add_op(y, d)?;
+        }
+        Ok(y)
+    }
+
+    /// The end of layer `il`: adds the control vector's direction for the
+    /// layer, if any, to `x` and names the result `l_out-<il>`.
+    pub fn layer_out(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
+        let mut out = x;
+        if let Some(d) = self.adapters.direction(il) {
+            let dt = import(&mut self.g, d);
+            out = self.g.add_op(out, dt)?;
+        }
+        self.g.set_name(out, format!("l_out-{il}"));
+        Ok(out)
     }
 
     /// Rope parameters of layer `il`: sliding-window layers use their own
@@ -258,8 +332,14 @@ impl<'a> Builder<'a> {
         let onorm = import(&mut self.g, &self.w.output_norm);
         let embd = self.g.mul(n, onorm)?;
         self.g.set_name(embd, "result_norm");
-        let out_w = import(&mut self.g, &self.w.output);
-        let mut logits = self.g.mul_mat(out_w, embd)?;
+        let weights = self.w;
+        let mut logits = if weights.output.desc.name == weights.tok_embd.desc.name {
+            // Tied to the embeddings, whose pairs are shaped for the rows.
+            let out_w = import(&mut self.g, &weights.output);
+            self.g.mul_mat(out_w, embd)?
+        } else {
+            self.mm(&weights.output, embd)?
+        };
         if softcap != 0.0 {
             logits = self.g.scale(logits, 1.0 / softcap)?;
             logits = self.g.unary(logits, ggml_core::UnaryOp::Tanh)?;

@@ -45,7 +45,7 @@ impl Builder<'_> {
         let down = self.ffn(h, ffn, il)?;
         let cur = self.rms_norm(down, FfnPostNorm, il)?;
         let out = self.g.add_op(cur, x)?;
-        self.g.set_name(out, format!("l_out-{il}"));
+        let out = self.layer_out(out, il)?;
         Ok(out)
     }
 

@@ -130,7 +130,7 @@ fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         }
         let out = residual(b, out)?;
         inp_l = b.g.add_op(out, ffn_inp)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     let (logits, embd) = b.output_head(inp_l, 0.0)?;
     let logits = if hp.f_logit_scale != 0.0 {

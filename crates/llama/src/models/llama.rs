@@ -81,7 +81,7 @@ pub fn decoder(b: &mut Builder<'_>, qk_norm: bool) -> Result<(TensorId, TensorId
         let x = b.rms_norm(ffn_inp, FfnNorm, il)?;
         let down = b.ffn(x, ffn, il)?;
         inp_l = b.g.add_op(down, ffn_inp)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     b.output_head(inp_l, 0.0)
 }

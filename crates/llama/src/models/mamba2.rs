@@ -53,7 +53,7 @@ pub fn ssm_decoder(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         let cur = b.ssm_mixer(cur, il)?;
         let (cur, res) = b.last_layer_rows(il, cur, inp_l)?;
         inp_l = b.g.add_op(cur, res)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     b.output_head(inp_l, 0.0)
 }

@@ -53,7 +53,7 @@ fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         let x = b.rms_norm(ffn_inp, FfnNorm, il)?;
         let down = b.ffn(x, Ffn::SwigluFused, il)?;
         inp_l = b.g.add_op(ffn_inp, down)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     b.output_head(inp_l, 0.0)
 }
