@@ -15,6 +15,8 @@ pub enum UnaryOp {
     Tanh,
     /// 1 / (1 + exp(-x))
     Sigmoid,
+    /// ln(1 + exp(x)), or x above 20 (ggml's softplus).
+    Softplus,
 }
 
 /// Order of ARGSORT.
@@ -195,6 +197,15 @@ pub enum Op {
     /// n_t, n_s] followed by the final states [d_state, head_dim, n_head,
     /// n_s]. softplus(dt) and exp(dt * A) are computed inside, as ggml does.
     SsmScan,
+    /// Gated delta rule (linear attention of Qwen3.5 and Qwen3-Next):
+    /// src0 = q and src1 = k [S, H_k, n_t, n_s], src2 = v [S, H_v, n_t,
+    /// n_s] with H_k dividing H_v (V head h reads Q/K head h mod H_k),
+    /// src3 = g [1 or S, H_v, n_t, n_s] (log decay, per head or per key
+    /// element), src4 = beta [1, H_v, n_t, n_s], src5 = the initial states
+    /// [S, S, H_v, n_s]. Result F32 [S * H_v, n_t * n_s + S * n_s]: the
+    /// outputs [S, H_v, n_t, n_s], then the final states. See
+    /// `Graph::gated_delta_net`.
+    GatedDeltaNet,
 }
 
 impl Op {
@@ -231,6 +242,7 @@ impl Op {
             Op::Concat { .. } => "CONCAT",
             Op::SsmConv => "SSM_CONV",
             Op::SsmScan => "SSM_SCAN",
+            Op::GatedDeltaNet => "GATED_DELTA_NET",
         }
     }
 

@@ -22,6 +22,7 @@ use crate::quants;
 use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
+mod delta_net;
 mod routing;
 mod ssm;
 
@@ -225,6 +226,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 UnaryOp::Neg => |x| -x,
                 UnaryOp::Tanh => f32::tanh,
                 UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
+                UnaryOp::Softplus => softplus,
             };
             map(graph, id, src[0], f)
         }
@@ -421,6 +423,10 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             need(7)?;
             ssm::ssm_scan(graph, id, &src)
         }
+        Op::GatedDeltaNet => {
+            need(6)?;
+            delta_net::gated_delta_net(graph, id, &src)
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,
@@ -555,6 +561,15 @@ fn copy(a: &Data, d: &mut Data) -> Result<()> {
 }
 
 /// x * sigmoid(x).
+/// ggml's softplus: `x` above 20, else `ln(1 + e^x)`.
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        (1.0 + x.exp()).ln()
+    }
+}
+
 fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }

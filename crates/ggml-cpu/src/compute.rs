@@ -358,6 +358,7 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::Concat { dim } => ops::ssm::concat(ctx, *dim),
         Op::SsmConv => ops::ssm::ssm_conv(ctx),
         Op::SsmScan => ops::ssm::ssm_scan(ctx),
+        Op::GatedDeltaNet => ops::delta_net::gated_delta_net(ctx),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
     }
 }
@@ -593,6 +594,20 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             ensure(ok, || format!("{} -> {}", a.ty, d.ty))
         }
         Op::Concat { .. } | Op::SsmConv | Op::SsmScan => check_ssm(graph, id),
+        Op::GatedDeltaNet => {
+            // q, k and v are read a row at a time; g, beta and the states
+            // too; the result is written densely.
+            let srcs: Vec<&TensorDesc> =
+                graph.node(id).src.iter().map(|&t| graph.desc(t)).collect();
+            let ok = srcs.iter().all(|t| dense_f32(t)) && d.ty == Type::F32 && d.is_contiguous();
+            ensure(ok, || {
+                let t: Vec<String> = srcs
+                    .iter()
+                    .map(|t| format!("{} nb {:?}", t.ty, t.nb))
+                    .collect();
+                format!("sources {} (need F32 with dense rows)", t.join(", "))
+            })
+        }
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s(0)?, s(1)?, s(2)?);
             let mut ok = q.ty == Type::F32

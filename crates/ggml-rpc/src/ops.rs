@@ -64,6 +64,8 @@ pub mod num {
     pub const SSM_CONV: u32 = 76;
     /// GGML_OP_SSM_SCAN
     pub const SSM_SCAN: u32 = 77;
+    /// GGML_OP_GATED_DELTA_NET
+    pub const GATED_DELTA_NET: u32 = 86;
     /// GGML_OP_UNARY
     pub const UNARY: u32 = 91;
     /// GGML_OP_GLU
@@ -79,6 +81,7 @@ const UNARY_RELU: i32 = 6;
 const UNARY_SIGMOID: i32 = 7;
 const UNARY_GELU: i32 = 8;
 const UNARY_SILU: i32 = 10;
+const UNARY_SOFTPLUS: i32 = 15;
 // ggml_glu_op numbers.
 const GLU_GEGLU: i32 = 1;
 const GLU_SWIGLU: i32 = 2;
@@ -167,6 +170,7 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
                 UnaryOp::Neg => UNARY_NEG,
                 UnaryOp::Tanh => UNARY_TANH,
                 UnaryOp::Sigmoid => UNARY_SIGMOID,
+                UnaryOp::Softplus => UNARY_SOFTPLUS,
             };
             num::UNARY
         }
@@ -213,6 +217,11 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
             // ggml_ssm_scan's K: the states kept, the final ones only.
             p[0] = 1;
             num::SSM_SCAN
+        }
+        Op::GatedDeltaNet => {
+            // ggml_gated_delta_net's K: the states kept, the final ones only.
+            p[0] = 1;
+            num::GATED_DELTA_NET
         }
     };
     (n, p)
@@ -282,6 +291,7 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             UNARY_NEG => UnaryOp::Neg,
             UNARY_TANH => UnaryOp::Tanh,
             UNARY_SIGMOID => UnaryOp::Sigmoid,
+            UNARY_SOFTPLUS => UnaryOp::Softplus,
             u => return unsupported(format!("UNARY op {u} is not supported")),
         })),
         num::GLU => {
@@ -322,6 +332,12 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             1 => plain(Op::SsmScan),
             k => unsupported(format!(
                 "SSM_SCAN with {k} state snapshots is not supported (only the final states)"
+            )),
+        },
+        num::GATED_DELTA_NET => match p[0] {
+            1 => plain(Op::GatedDeltaNet),
+            k => unsupported(format!(
+                "GATED_DELTA_NET with {k} state snapshots is not supported (only the final states)"
             )),
         },
         o if o < num::COUNT => unsupported(format!("ggml op {o} is not supported by this server")),
@@ -413,6 +429,8 @@ mod tests {
             Op::Concat { dim: 2 },
             Op::SsmConv,
             Op::SsmScan,
+            Op::GatedDeltaNet,
+            Op::Unary(UnaryOp::Softplus),
         ];
         for op in ops {
             let (n, p) = encode(&op, 0);

@@ -162,6 +162,7 @@ fn build_op(
     };
     let n_src = match op {
         Op::SsmScan => 7,
+        Op::GatedDeltaNet => 6,
         Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
             if matches!(op, Op::FlashAttnExt { .. }) {
                 4
@@ -246,6 +247,9 @@ fn build_op(
             need(5)?,
             need(6)?,
         )?,
+        Op::GatedDeltaNet => {
+            g.gated_delta_net(need(0)?, need(1)?, need(2)?, need(3)?, need(4)?, need(5)?)?
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,

@@ -145,7 +145,7 @@ fn elementwise(out: &mut Vec<Variant>) {
     for &(an, at) in FLOAT_TYPES {
         let td = [ty("A_TYPE", at), ty("D_TYPE", at)];
         for op in [
-            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "scale", "clamp",
+            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "softplus", "scale", "clamp",
         ] {
             let mut defs = td.to_vec();
             defs.push(format!("OP_{}", op.to_uppercase()));

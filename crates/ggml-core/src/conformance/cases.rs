@@ -62,6 +62,7 @@ pub fn cases() -> Vec<Case> {
     flash_attn_cases(&mut v);
     super::moe_cases::moe_cases(&mut v);
     super::ssm_cases::ssm_cases(&mut v);
+    super::delta_net_cases::delta_net_cases(&mut v);
     v
 }
 
@@ -595,6 +596,7 @@ pub fn covered_ops() -> Vec<&'static str> {
         "CONCAT",
         "SSM_CONV",
         "SSM_SCAN",
+        "GATED_DELTA_NET",
     ];
     names.sort_unstable();
     names

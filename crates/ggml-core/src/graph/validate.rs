@@ -30,6 +30,7 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::Div => (2, 2),
         Op::Concat { .. } | Op::SsmConv => (2, 2),
         Op::SsmScan => (7, 7),
+        Op::GatedDeltaNet => (6, 6),
     }
 }
 
@@ -186,6 +187,7 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
         Op::Concat { dim } => concat_fits(*dim, d, s[0], s[1]),
         Op::SsmConv => ssm_conv_fits(d, s[0], s[1]),
         Op::SsmScan => ssm_scan_fits(d, s),
+        Op::GatedDeltaNet => super::delta_net::gated_delta_net_fits(d, s),
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s[0], s[1], s[2]);
             let mut ok = q.ne[0] == k.ne[0]

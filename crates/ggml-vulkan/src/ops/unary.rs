@@ -17,6 +17,7 @@ pub(super) fn name(u: UnaryOp) -> &'static str {
         UnaryOp::Neg => "neg",
         UnaryOp::Tanh => "tanh",
         UnaryOp::Sigmoid => "sigmoid",
+        UnaryOp::Softplus => "softplus",
     }
 }
 
