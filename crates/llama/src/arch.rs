@@ -152,10 +152,21 @@ pub enum TensorKind {
     SsmNorm,
     /// SSM output projection [d_inner, n_embd].
     SsmOut,
+    /// Output gate projection of a gated DeltaNet layer [n_embd, d_inner].
+    AttnGate,
+    /// Projection to the per-head update strength beta [n_embd, n_v_heads].
+    SsmBeta,
+    /// Projection to the per-head decay input [n_embd, n_v_heads].
+    SsmAlpha,
+    /// Per-head decay scale `-exp(A_log)` of a DeltaNet layer, read by MUL
+    /// [n_v_heads] (same GGUF name as Mamba's A).
+    SsmANoScan,
+    /// Scalar gate of the shared expert [n_embd] (one value per token).
+    FfnGateInpShexp,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 41;
+pub const N_TENSOR_KINDS: usize = 46;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,6 +273,11 @@ impl TensorKind {
             TensorKind::SsmD => ti("ssm_d", Layer, Mul),
             TensorKind::SsmNorm => ti("ssm_norm.weight", Layer, Mul),
             TensorKind::SsmOut => ti("ssm_out.weight", Layer, MulMat),
+            TensorKind::AttnGate => ti("attn_gate.weight", Layer, MulMat),
+            TensorKind::SsmBeta => ti("ssm_beta.weight", Layer, MulMat),
+            TensorKind::SsmAlpha => ti("ssm_alpha.weight", Layer, MulMat),
+            TensorKind::SsmANoScan => ti("ssm_a", Layer, Mul),
+            TensorKind::FfnGateInpShexp => ti("ffn_gate_inp_shexp.weight", Layer, MulMat),
         }
     }
 
@@ -331,6 +347,10 @@ impl TensorKind {
                 hp.ssm_n_group.max(1),
             ],
             TensorKind::SsmOut => vec![hp.ssm_d_inner, n_embd],
+            TensorKind::AttnGate => vec![n_embd, hp.ssm_d_inner],
+            TensorKind::SsmBeta | TensorKind::SsmAlpha => vec![n_embd, hp.ssm_dt_rank],
+            TensorKind::SsmANoScan => vec![hp.ssm_dt_rank],
+            TensorKind::FfnGateInpShexp => vec![n_embd],
         }
     }
 
@@ -556,7 +576,7 @@ mod tests {
         let e = Arch::from_name("rwkv6").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv6'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::SsmOut as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::FfnGateInpShexp as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

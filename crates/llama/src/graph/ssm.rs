@@ -24,7 +24,7 @@ impl Builder<'_> {
         }
     }
 
-    fn rs_parts(&self, il: usize) -> Result<(RsInputs, RsLayer)> {
+    pub(super) fn rs_parts(&self, il: usize) -> Result<(RsInputs, RsLayer)> {
         let inp = self.inputs.rs.ok_or_else(|| {
             LlamaError::Decode(format!("no recurrent state inputs for layer {il}"))
         })?;
@@ -38,7 +38,7 @@ impl Builder<'_> {
     }
 
     /// (tokens per sequence set, sequence sets) of the ubatch.
-    fn seq_blocks(&self) -> Result<(usize, usize)> {
+    pub(super) fn seq_blocks(&self) -> Result<(usize, usize)> {
         let (n, s) = (self.shape.n_tokens, self.shape.n_seqs.max(1));
         if n % s != 0 {
             return Err(LlamaError::Decode(format!(
@@ -51,7 +51,7 @@ impl Builder<'_> {
     /// The causal depthwise convolution of `xbc` [ch, n_t, n_s] over the
     /// previous `d_conv - 1` inputs of each sequence and its own; stores the
     /// new convolution states; adds the bias and applies SiLU.
-    fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
+    pub(super) fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
         let hp = self.hp;
         let (n_t, n_s) = self.seq_blocks()?;
         let (inp, layer) = self.rs_parts(il)?;

@@ -12,6 +12,8 @@ mod mamba2;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen35;
+mod qwen35moe;
 mod qwen3moe;
 
 use ggml_core::{RopeMode, TensorId};
@@ -54,6 +56,8 @@ pub static REGISTRY: &[&ArchDef] = &[
     &mamba::DEF,
     &mamba2::DEF,
     &granitehybrid::DEF,
+    &qwen35::DEF,
+    &qwen35moe::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
