@@ -190,6 +190,7 @@ fn elementwise(out: &mut Vec<Variant>) {
     ));
     out.push(v("ssm_conv_f32".into(), "ssm_conv.comp", &[]));
     out.push(v("ssm_scan_f32".into(), "ssm_scan.comp", &[]));
+    out.push(v("gated_delta_net_f32".into(), "gated_delta_net.comp", &[]));
     for &(kn, kt) in FLOAT_TYPES {
         for &(mn, mt) in FLOAT_TYPES {
             out.push(v(

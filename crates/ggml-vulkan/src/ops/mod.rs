@@ -3,6 +3,7 @@
 
 mod binary;
 mod copy;
+mod delta_net;
 mod flash_attn;
 mod mul_mat;
 mod mul_mat_id;
@@ -202,6 +203,10 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
             let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
             ssm::supports_scan(&s, d)
         }
+        Op::GatedDeltaNet => {
+            let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
+            delta_net::supports(&s, d)
+        }
         _ => false,
     }
 }
@@ -299,6 +304,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
         Op::Concat { dim } => ssm::record_concat(be, graph, id, *dim)?,
         Op::SsmConv => ssm::record_conv(be, graph, id)?,
         Op::SsmScan => ssm::record_scan(be, graph, id)?,
+        Op::GatedDeltaNet => delta_net::record(be, graph, id)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())

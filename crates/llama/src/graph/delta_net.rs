@@ -77,9 +77,7 @@ impl Builder<'_> {
         let r = self.g.gated_delta_net(q, k, v, gate, beta, state)?;
         self.g.set_name(r, format!("gdn-{il}"));
         let n_out = s * h_v * n_t * n_s;
-        let new_state = self
-            .g
-            .view_2d(r, n_embd_s, n_s, n_embd_s * f, n_out * f)?;
+        let new_state = self.g.view_2d(r, n_embd_s, n_s, n_embd_s * f, n_out * f)?;
         self.g.set_rows(all, new_state, inp.dst)?;
         let o = self.g.view_4d(
             r,

@@ -122,7 +122,10 @@ fn recurrent_layers(hp: &HParams, meta: &MetaView<'_>) -> Result<Vec<bool>> {
     let key = hp.arch.key("attention.recurrent_layers");
     if let Some(v) = meta.metadata().get(&key) {
         let n = v.as_array().map(|a| a.len()).ok_or_else(|| {
-            LlamaError::Metadata(format!("key '{key}' is {}, need an array of bool", v.type_description()))
+            LlamaError::Metadata(format!(
+                "key '{key}' is {}, need an array of bool",
+                v.type_description()
+            ))
         })?;
         if n != hp.n_layer {
             return Err(LlamaError::HParams(format!(
@@ -190,7 +193,9 @@ fn check_rope_sections(hp: &HParams, meta: &MetaView<'_>) -> Result<()> {
     }
     let text_pair = |p: usize| {
         let s = p % total;
-        (s % 3 == 0 && s < 3 * sec[0]) || (s % 3 == 1 && s < 3 * sec[1]) || (s % 3 == 2 && s < 3 * sec[2])
+        (s % 3 == 0 && s < 3 * sec[0])
+            || (s % 3 == 1 && s < 3 * sec[1])
+            || (s % 3 == 2 && s < 3 * sec[2])
     };
     if let Some(p) = (0..hp.n_rot / 2).find(|&p| !text_pair(p)) {
         return Err(LlamaError::NotSupported(format!(
