@@ -33,6 +33,7 @@ use crate::host::{HostBufferType, HOST_ALIGNMENT};
 use crate::{quants, reference, Result, Type};
 
 mod cases;
+mod delta_net_cases;
 mod moe_cases;
 mod rwkv_cases;
 mod ssm_cases;

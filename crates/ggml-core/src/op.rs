@@ -17,6 +17,8 @@ pub enum UnaryOp {
     Sigmoid,
     /// e^x (RWKV decays).
     Exp,
+    /// ln(1 + exp(x)), or x above 20 (ggml's softplus).
+    Softplus,
 }
 
 /// Order of ARGSORT.
@@ -212,6 +214,15 @@ pub enum Op {
     /// src2 = k, src3 = v, src4 = a, src5 = b [S, H, T], src6 = states
     /// [S * S * H, n_s]. Result as RWKV_WKV6's. See `Graph::rwkv_wkv7`.
     RwkvWkv7,
+    /// Gated delta rule (linear attention of Qwen3.5 and Qwen3-Next):
+    /// src0 = q and src1 = k [S, H_k, n_t, n_s], src2 = v [S, H_v, n_t,
+    /// n_s] with H_k dividing H_v (V head h reads Q/K head h mod H_k),
+    /// src3 = g [1 or S, H_v, n_t, n_s] (log decay, per head or per key
+    /// element), src4 = beta [1, H_v, n_t, n_s], src5 = the initial states
+    /// [S, S, H_v, n_s]. Result F32 [S * H_v, n_t * n_s + S * n_s]: the
+    /// outputs [S, H_v, n_t, n_s], then the final states. See
+    /// `Graph::gated_delta_net`.
+    GatedDeltaNet,
 }
 
 impl Op {
@@ -251,6 +262,7 @@ impl Op {
             Op::L2Norm { .. } => "L2_NORM",
             Op::RwkvWkv6 => "RWKV_WKV6",
             Op::RwkvWkv7 => "RWKV_WKV7",
+            Op::GatedDeltaNet => "GATED_DELTA_NET",
         }
     }
 

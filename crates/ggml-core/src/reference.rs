@@ -22,6 +22,7 @@ use crate::quants;
 use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
+mod delta_net;
 mod routing;
 mod rwkv;
 mod ssm;
@@ -227,6 +228,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 UnaryOp::Tanh => f32::tanh,
                 UnaryOp::Sigmoid => |x| 1.0 / (1.0 + (-x).exp()),
                 UnaryOp::Exp => f32::exp,
+                UnaryOp::Softplus => softplus,
             };
             map(graph, id, src[0], f)
         }
@@ -436,6 +438,10 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             need(7)?;
             rwkv::wkv7(graph, id, &src)
         }
+        Op::GatedDeltaNet => {
+            need(6)?;
+            delta_net::gated_delta_net(graph, id, &src)
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,
@@ -570,6 +576,15 @@ fn copy(a: &Data, d: &mut Data) -> Result<()> {
 }
 
 /// x * sigmoid(x).
+/// ggml's softplus: `x` above 20, else `ln(1 + e^x)`.
+fn softplus(x: f32) -> f32 {
+    if x > 20.0 {
+        x
+    } else {
+        (1.0 + x.exp()).ln()
+    }
+}
+
 fn silu(x: f32) -> f32 {
     x / (1.0 + (-x).exp())
 }

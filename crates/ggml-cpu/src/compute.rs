@@ -361,6 +361,7 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::L2Norm { eps } => ops::rwkv::l2_norm(ctx, *eps),
         Op::RwkvWkv6 => ops::rwkv::wkv6(ctx),
         Op::RwkvWkv7 => ops::rwkv::wkv7(ctx),
+        Op::GatedDeltaNet => ops::delta_net::gated_delta_net(ctx),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
     }
 }
@@ -616,6 +617,20 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                     t.name, t.ty, t.nb
                 ),
                 None => format!("result {} nb {:?} (need contiguous F32)", d.ty, d.nb),
+            })
+        }
+        Op::GatedDeltaNet => {
+            // q, k and v are read a row at a time; g, beta and the states
+            // too; the result is written densely.
+            let srcs: Vec<&TensorDesc> =
+                graph.node(id).src.iter().map(|&t| graph.desc(t)).collect();
+            let ok = srcs.iter().all(|t| dense_f32(t)) && d.ty == Type::F32 && d.is_contiguous();
+            ensure(ok, || {
+                let t: Vec<String> = srcs
+                    .iter()
+                    .map(|t| format!("{} nb {:?}", t.ty, t.nb))
+                    .collect();
+                format!("sources {} (need F32 with dense rows)", t.join(", "))
             })
         }
         Op::FlashAttnExt { .. } => {

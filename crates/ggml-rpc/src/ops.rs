@@ -70,6 +70,8 @@ pub mod num {
     pub const RWKV_WKV6: u32 = 82;
     /// GGML_OP_RWKV_WKV7
     pub const RWKV_WKV7: u32 = 84;
+    /// GGML_OP_GATED_DELTA_NET
+    pub const GATED_DELTA_NET: u32 = 86;
     /// GGML_OP_UNARY
     pub const UNARY: u32 = 91;
     /// GGML_OP_GLU
@@ -86,6 +88,7 @@ const UNARY_SIGMOID: i32 = 7;
 const UNARY_GELU: i32 = 8;
 const UNARY_EXP: i32 = 13;
 const UNARY_SILU: i32 = 10;
+const UNARY_SOFTPLUS: i32 = 15;
 // ggml_glu_op numbers.
 const GLU_GEGLU: i32 = 1;
 const GLU_SWIGLU: i32 = 2;
@@ -175,6 +178,7 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
                 UnaryOp::Tanh => UNARY_TANH,
                 UnaryOp::Sigmoid => UNARY_SIGMOID,
                 UnaryOp::Exp => UNARY_EXP,
+                UnaryOp::Softplus => UNARY_SOFTPLUS,
             };
             num::UNARY
         }
@@ -228,6 +232,11 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
         }
         Op::RwkvWkv6 => num::RWKV_WKV6,
         Op::RwkvWkv7 => num::RWKV_WKV7,
+        Op::GatedDeltaNet => {
+            // ggml_gated_delta_net's K: the states kept, the final ones only.
+            p[0] = 1;
+            num::GATED_DELTA_NET
+        }
     };
     (n, p)
 }
@@ -297,6 +306,7 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             UNARY_TANH => UnaryOp::Tanh,
             UNARY_SIGMOID => UnaryOp::Sigmoid,
             UNARY_EXP => UnaryOp::Exp,
+            UNARY_SOFTPLUS => UnaryOp::Softplus,
             u => return unsupported(format!("UNARY op {u} is not supported")),
         })),
         num::GLU => {
@@ -342,6 +352,12 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
         num::L2_NORM => plain(Op::L2Norm { eps: pf(p, 0) }),
         num::RWKV_WKV6 => plain(Op::RwkvWkv6),
         num::RWKV_WKV7 => plain(Op::RwkvWkv7),
+        num::GATED_DELTA_NET => match p[0] {
+            1 => plain(Op::GatedDeltaNet),
+            k => unsupported(format!(
+                "GATED_DELTA_NET with {k} state snapshots is not supported (only the final states)"
+            )),
+        },
         o if o < num::COUNT => unsupported(format!("ggml op {o} is not supported by this server")),
         o => Err(RpcError::Malformed(format!(
             "op number {o} is out of range"
@@ -435,6 +451,8 @@ mod tests {
             Op::L2Norm { eps: 1e-12 },
             Op::RwkvWkv6,
             Op::RwkvWkv7,
+            Op::GatedDeltaNet,
+            Op::Unary(UnaryOp::Softplus),
         ];
         for op in ops {
             let (n, p) = encode(&op, 0);

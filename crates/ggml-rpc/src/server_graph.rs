@@ -164,6 +164,7 @@ fn build_op(
         Op::SsmScan | Op::RwkvWkv7 => 7,
         Op::RwkvWkv6 => 6,
         Op::L2Norm { .. } => 1,
+        Op::GatedDeltaNet => 6,
         Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
             if matches!(op, Op::FlashAttnExt { .. }) {
                 4
@@ -259,6 +260,9 @@ fn build_op(
             need(5)?,
             need(6)?,
         )?,
+        Op::GatedDeltaNet => {
+            g.gated_delta_net(need(0)?, need(1)?, need(2)?, need(3)?, need(4)?, need(5)?)?
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,

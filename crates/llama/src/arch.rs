@@ -228,10 +228,21 @@ pub enum TensorKind {
     ChannelMixValue,
     /// RWKV-6: channel mix receptance projection [n_embd, n_embd].
     ChannelMixReceptance,
+    /// Output gate projection of a gated DeltaNet layer [n_embd, d_inner].
+    AttnGate,
+    /// Projection to the per-head update strength beta [n_embd, n_v_heads].
+    SsmBeta,
+    /// Projection to the per-head decay input [n_embd, n_v_heads].
+    SsmAlpha,
+    /// Per-head decay scale `-exp(A_log)` of a DeltaNet layer, read by MUL
+    /// [n_v_heads] (same GGUF name as Mamba's A).
+    SsmANoScan,
+    /// Scalar gate of the shared expert [n_embd] (one value per token).
+    FfnGateInpShexp,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 79;
+pub const N_TENSOR_KINDS: usize = 84;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -378,6 +389,11 @@ impl TensorKind {
             TensorKind::ChannelMixKey => ti("channel_mix_key.weight", Layer, MulMat),
             TensorKind::ChannelMixValue => ti("channel_mix_value.weight", Layer, MulMat),
             TensorKind::ChannelMixReceptance => ti("channel_mix_receptance.weight", Layer, MulMat),
+            TensorKind::AttnGate => ti("attn_gate.weight", Layer, MulMat),
+            TensorKind::SsmBeta => ti("ssm_beta.weight", Layer, MulMat),
+            TensorKind::SsmAlpha => ti("ssm_alpha.weight", Layer, MulMat),
+            TensorKind::SsmANoScan => ti("ssm_a", Layer, Mul),
+            TensorKind::FfnGateInpShexp => ti("ffn_gate_inp_shexp.weight", Layer, MulMat),
         }
     }
 
@@ -486,6 +502,10 @@ impl TensorKind {
             TensorKind::ChannelMixKey => vec![n_embd, hp.n_ff(il)],
             TensorKind::ChannelMixValue => vec![hp.n_ff(il), n_embd],
             TensorKind::ChannelMixReceptance => vec![n_embd, n_embd],
+            TensorKind::AttnGate => vec![n_embd, hp.ssm_d_inner],
+            TensorKind::SsmBeta | TensorKind::SsmAlpha => vec![n_embd, hp.ssm_dt_rank],
+            TensorKind::SsmANoScan => vec![hp.ssm_dt_rank],
+            TensorKind::FfnGateInpShexp => vec![n_embd],
         }
     }
 
@@ -711,7 +731,7 @@ mod tests {
         let e = Arch::from_name("rwkv5").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv5'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::ChannelMixReceptance as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::FfnGateInpShexp as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

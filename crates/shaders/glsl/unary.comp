@@ -1,7 +1,7 @@
 #version 450
 // d = f(a) element-wise; a and d have the same shape, any strides.
 // Defines: A_TYPE, D_TYPE; OP_SILU, OP_GELU, OP_RELU, OP_NEG, OP_TANH,
-// OP_SIGMOID, OP_EXP, OP_SCALE (param0 = scale) or OP_CLAMP (param0 = min, param1 = max).
+// OP_SIGMOID, OP_EXP, OP_SOFTPLUS, OP_SCALE (param0 = scale) or OP_CLAMP (param0 = min, param1 = max).
 #include "common.glsl"
 #include "activations.glsl"
 
@@ -32,6 +32,8 @@ void main() {
     const float r = 1.0 / (1.0 + exp(-x));
 #elif defined(OP_EXP)
     const float r = exp(x);
+#elif defined(OP_SOFTPLUS)
+    const float r = x > 20.0 ? x : log(1.0 + exp(x));
 #elif defined(OP_SCALE)
     const float r = x * p.param0;
 #elif defined(OP_CLAMP)

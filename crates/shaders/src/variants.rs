@@ -145,7 +145,7 @@ fn elementwise(out: &mut Vec<Variant>) {
     for &(an, at) in FLOAT_TYPES {
         let td = [ty("A_TYPE", at), ty("D_TYPE", at)];
         for op in [
-            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "exp", "scale", "clamp",
+            "silu", "gelu", "relu", "neg", "tanh", "sigmoid", "exp", "softplus", "scale", "clamp",
         ] {
             let mut defs = td.to_vec();
             defs.push(format!("OP_{}", op.to_uppercase()));
@@ -193,6 +193,7 @@ fn elementwise(out: &mut Vec<Variant>) {
     out.push(v("ssm_scan_f32".into(), "ssm_scan.comp", &[]));
     out.push(v("wkv6_f32".into(), "wkv6.comp", &[]));
     out.push(v("wkv7_f32".into(), "wkv7.comp", &[]));
+    out.push(v("gated_delta_net_f32".into(), "gated_delta_net.comp", &[]));
     for &(kn, kt) in FLOAT_TYPES {
         for &(mn, mt) in FLOAT_TYPES {
             out.push(v(

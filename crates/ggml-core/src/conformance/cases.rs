@@ -63,6 +63,7 @@ pub fn cases() -> Vec<Case> {
     super::moe_cases::moe_cases(&mut v);
     super::ssm_cases::ssm_cases(&mut v);
     super::rwkv_cases::rwkv_cases(&mut v);
+    super::delta_net_cases::delta_net_cases(&mut v);
     v
 }
 
@@ -599,6 +600,7 @@ pub fn covered_ops() -> Vec<&'static str> {
         "L2_NORM",
         "RWKV_WKV6",
         "RWKV_WKV7",
+        "GATED_DELTA_NET",
     ];
     names.sort_unstable();
     names

@@ -33,6 +33,7 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::L2Norm { .. } => (1, 1),
         Op::RwkvWkv6 => (6, 6),
         Op::RwkvWkv7 => (7, 7),
+        Op::GatedDeltaNet => (6, 6),
     }
 }
 
@@ -191,6 +192,7 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
         Op::SsmConv => ssm_conv_fits(d, s[0], s[1]),
         Op::SsmScan => ssm_scan_fits(d, s),
         Op::RwkvWkv6 | Op::RwkvWkv7 => super::rwkv::wkv_fits(op, d, s),
+        Op::GatedDeltaNet => super::delta_net::gated_delta_net_fits(d, s),
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s[0], s[1], s[2]);
             let mut ok = q.ne[0] == k.ne[0]

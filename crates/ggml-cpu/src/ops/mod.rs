@@ -3,6 +3,7 @@
 
 pub(crate) mod binary;
 pub(crate) mod copy;
+pub(crate) mod delta_net;
 pub(crate) mod flash_attn;
 pub(crate) mod flash_attn_tiled;
 pub(crate) mod mul_mat_id;

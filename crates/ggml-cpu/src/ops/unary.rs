@@ -56,6 +56,7 @@ pub(crate) fn unary(ctx: &NodeCtx<'_>, u: UnaryOp) -> Result<()> {
         UnaryOp::Tanh => map_rows(ctx, w, f32::tanh),
         UnaryOp::Sigmoid => map_rows(ctx, w, |x| 1.0 / (1.0 + (-x).exp())),
         UnaryOp::Exp => map_rows(ctx, w, f32::exp),
+        UnaryOp::Softplus => map_rows(ctx, w, |x| if x > 20.0 { x } else { (1.0 + x.exp()).ln() }),
     }
 }
 

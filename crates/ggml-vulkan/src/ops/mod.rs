@@ -3,6 +3,7 @@
 
 mod binary;
 mod copy;
+mod delta_net;
 mod flash_attn;
 mod mul_mat;
 mod mul_mat_id;
@@ -210,6 +211,10 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
             let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
             rwkv::supports_wkv(&s, d)
         }
+        Op::GatedDeltaNet => {
+            let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
+            delta_net::supports(&s, d)
+        }
         _ => false,
     }
 }
@@ -309,6 +314,7 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
         Op::SsmConv => ssm::record_conv(be, graph, id)?,
         Op::SsmScan => ssm::record_scan(be, graph, id)?,
         Op::RwkvWkv6 | Op::RwkvWkv7 => rwkv::record_wkv(be, graph, id)?,
+        Op::GatedDeltaNet => delta_net::record(be, graph, id)?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())

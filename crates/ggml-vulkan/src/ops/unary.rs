@@ -18,6 +18,7 @@ pub(super) fn name(u: UnaryOp) -> &'static str {
         UnaryOp::Tanh => "tanh",
         UnaryOp::Sigmoid => "sigmoid",
         UnaryOp::Exp => "exp",
+        UnaryOp::Softplus => "softplus",
     }
 }
 

@@ -5,7 +5,9 @@
 //! architecture's builder in [`crate::models`] strings them together.
 
 mod attention;
+mod delta_net;
 mod ffn;
+mod gated_attention;
 pub mod inputs;
 mod sandwich;
 mod rwkv;
@@ -13,6 +15,7 @@ mod ssm;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};
 
+pub use attention::Qkv;
 pub use ffn::Ffn;
 pub use inputs::{GraphInputs, KvInputs, RsInputs, KQ_MASK_PAD};
 

@@ -51,7 +51,7 @@ impl Builder<'_> {
     /// The causal depthwise convolution of `xbc` [ch, n_t, n_s] over the
     /// previous `d_conv - 1` inputs of each sequence and its own; stores the
     /// new convolution states; adds the bias and applies SiLU.
-    fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
+    pub(super) fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
         let hp = self.hp;
         let (n_t, n_s) = self.seq_blocks()?;
         let (inp, layer) = self.rs_parts(il)?;

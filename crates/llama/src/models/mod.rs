@@ -12,6 +12,8 @@ mod mamba2;
 mod phi3;
 mod qwen2;
 mod qwen3;
+mod qwen35;
+mod qwen35moe;
 mod qwen3moe;
 mod rwkv6;
 mod rwkv7;
@@ -58,6 +60,8 @@ pub static REGISTRY: &[&ArchDef] = &[
     &granitehybrid::DEF,
     &rwkv6::DEF,
     &rwkv7::DEF,
+    &qwen35::DEF,
+    &qwen35moe::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
