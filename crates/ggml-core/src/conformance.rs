@@ -34,6 +34,7 @@ use crate::{quants, reference, Result, Type};
 
 mod cases;
 mod moe_cases;
+mod oai_cases;
 mod ssm_cases;
 
 pub use cases::{cases, covered_ops, mul_mat_check, quantizing_copy_check};

@@ -14,6 +14,7 @@ use crate::op::{GluOp, Op, RopeParams, UnaryOp};
 use crate::tensor::{contiguous_strides, pad_ne, TensorDesc, MAX_DIMS};
 use crate::{Error, Result, Type};
 
+mod oai;
 mod routing;
 mod ssm;
 mod validate;

@@ -22,6 +22,7 @@ use crate::quants;
 use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
+mod oai;
 mod routing;
 mod ssm;
 
@@ -359,6 +360,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 Some(&m) => Some(load(graph, m)?),
                 None => None,
             };
+            let sinks = oai::sinks(graph, &src, 2)?;
             let mut d = load(graph, id)?;
             let n_head = a.ne()[2];
             for r in rows(d.ne()) {
@@ -371,9 +373,14 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                         *wv += slope * mv;
                     }
                 }
-                let max = w.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                let sink = sinks.as_ref().map(|k| k[r[1]]);
+                let max = w
+                    .iter()
+                    .chain(&sink)
+                    .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
                 let e: Vec<f64> = w.iter().map(|&v| f64::from(v - max).exp()).collect();
-                let sum: f64 = e.iter().sum();
+                let sum: f64 =
+                    e.iter().sum::<f64>() + sink.map_or(0.0, |k| f64::from(k - max).exp());
                 let y: Vec<f32> = e.iter().map(|&v| (v / sum) as f32).collect();
                 d.set_row(r, &y)?;
             }
@@ -421,6 +428,14 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             need(7)?;
             ssm::ssm_scan(graph, id, &src)
         }
+        Op::AddId => {
+            need(3)?;
+            oai::add_id(graph, id, &src)
+        }
+        Op::SwigluOai { alpha, limit } => {
+            need(2)?;
+            oai::swiglu_oai(graph, id, &src, *alpha, *limit)
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,
@@ -436,6 +451,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 Some(&m) => Some(load(graph, m)?),
                 None => None,
             };
+            let sinks = oai::sinks(graph, &src, 4)?;
             let mut d = load(graph, id)?;
             let (n_kv, n_head) = (k.ne()[1], q.ne()[2]);
             let (rk2, rk3) = (q.ne()[2] / k.ne()[2], q.ne()[3] / k.ne()[3]);
@@ -466,9 +482,13 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                             }
                             s.push(x);
                         }
-                        let max = s.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                        let sink = sinks.as_ref().map(|k| f64::from(k[ih]));
+                        let max = s
+                            .iter()
+                            .chain(&sink)
+                            .fold(f64::NEG_INFINITY, |a, &b| a.max(b));
                         let mut out = vec![0f64; v.ne()[0]];
-                        let mut sum = 0f64;
+                        let mut sum = sink.map_or(0.0, |k| (k - max).exp());
                         if max > f64::NEG_INFINITY {
                             for (ic, &x) in s.iter().enumerate() {
                                 let p = (x - max).exp();

@@ -62,6 +62,7 @@ pub fn cases() -> Vec<Case> {
     flash_attn_cases(&mut v);
     super::moe_cases::moe_cases(&mut v);
     super::ssm_cases::ssm_cases(&mut v);
+    super::oai_cases::oai_cases(&mut v);
     v
 }
 
@@ -595,6 +596,8 @@ pub fn covered_ops() -> Vec<&'static str> {
         "CONCAT",
         "SSM_CONV",
         "SSM_SCAN",
+        "ADD_ID",
+        "SWIGLU_OAI",
     ];
     names.sort_unstable();
     names
