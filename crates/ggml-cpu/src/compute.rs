@@ -358,6 +358,8 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::Concat { dim } => ops::ssm::concat(ctx, *dim),
         Op::SsmConv => ops::ssm::ssm_conv(ctx),
         Op::SsmScan => ops::ssm::ssm_scan(ctx),
+        Op::AddId => ops::oai::add_id(ctx),
+        Op::SwigluOai { alpha, limit } => ops::oai::swiglu_oai(ctx, *alpha, *limit),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
     }
 }
@@ -585,6 +587,9 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             if let Some(m) = opt(1) {
                 ok &= is_float(m.ty);
             }
+            if let Some(k) = opt(2) {
+                ok &= dense_f32(k);
+            }
             ensure(ok, || format!("{} {:?} -> {:?}", a.ty, a.ne, d.ne))
         }
         Op::Argmax => {
@@ -593,6 +598,16 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             ensure(ok, || format!("{} -> {}", a.ty, d.ty))
         }
         Op::Concat { .. } | Op::SsmConv | Op::SsmScan => check_ssm(graph, id),
+        Op::AddId => {
+            let (a, b, ids) = (s(0)?, s(1)?, s(2)?);
+            let ok = a.ty == Type::F32 && b.ty == Type::F32 && ids.ty == Type::I32 && d.ty == Type::F32;
+            ensure(ok, || format!("{} + {} by {} -> {}", a.ty, b.ty, ids.ty, d.ty))
+        }
+        Op::SwigluOai { .. } => {
+            let (g, u) = (s(0)?, s(1)?);
+            let ok = g.ty == Type::F32 && u.ty == Type::F32 && d.ty == Type::F32;
+            ensure(ok, || format!("{} and {} -> {}", g.ty, u.ty, d.ty))
+        }
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s(0)?, s(1)?, s(2)?);
             let mut ok = q.ty == Type::F32
@@ -601,6 +616,9 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 && d.ty == Type::F32;
             if let Some(m) = opt(3) {
                 ok &= is_float(m.ty);
+            }
+            if let Some(k) = opt(4) {
+                ok &= dense_f32(k);
             }
             ensure(ok, || {
                 format!(
