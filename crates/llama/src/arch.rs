@@ -152,10 +152,21 @@ pub enum TensorKind {
     SsmNorm,
     /// SSM output projection [d_inner, n_embd].
     SsmOut,
+    /// Attention sinks [n_head]: one logit per head joining the softmax
+    /// denominator (gpt-oss).
+    AttnSinks,
+    /// Router bias [n_expert].
+    FfnGateInpBias,
+    /// Per-expert gate biases [n_ff_exp, n_expert].
+    FfnGateExpsBias,
+    /// Per-expert up biases [n_ff_exp, n_expert].
+    FfnUpExpsBias,
+    /// Per-expert down biases [n_embd, n_expert].
+    FfnDownExpsBias,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 41;
+pub const N_TENSOR_KINDS: usize = 46;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -189,6 +200,10 @@ pub enum TensorOp {
     SsmConv,
     /// SSM_SCAN (the state decay A).
     SsmScan,
+    /// SCALE (attention sinks, as llama.cpp probes them).
+    Scale,
+    /// ADD_ID (per-expert biases, one row per selected expert).
+    AddId,
 }
 
 /// One row of the tensor-info table.
@@ -262,6 +277,11 @@ impl TensorKind {
             TensorKind::SsmD => ti("ssm_d", Layer, Mul),
             TensorKind::SsmNorm => ti("ssm_norm.weight", Layer, Mul),
             TensorKind::SsmOut => ti("ssm_out.weight", Layer, MulMat),
+            TensorKind::AttnSinks => ti("attn_sinks.weight", Layer, Scale),
+            TensorKind::FfnGateInpBias => ti("ffn_gate_inp.bias", Layer, Add),
+            TensorKind::FfnGateExpsBias => ti("ffn_gate_exps.bias", Layer, AddId),
+            TensorKind::FfnUpExpsBias => ti("ffn_up_exps.bias", Layer, AddId),
+            TensorKind::FfnDownExpsBias => ti("ffn_down_exps.bias", Layer, AddId),
         }
     }
 
@@ -331,6 +351,12 @@ impl TensorKind {
                 hp.ssm_n_group.max(1),
             ],
             TensorKind::SsmOut => vec![hp.ssm_d_inner, n_embd],
+            TensorKind::AttnSinks => vec![hp.n_head(il)],
+            TensorKind::FfnGateInpBias => vec![hp.n_expert],
+            TensorKind::FfnGateExpsBias | TensorKind::FfnUpExpsBias => {
+                vec![hp.n_ff_exp(il), hp.n_expert]
+            }
+            TensorKind::FfnDownExpsBias => vec![n_embd, hp.n_expert],
         }
     }
 
@@ -556,7 +582,7 @@ mod tests {
         let e = Arch::from_name("rwkv6").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv6'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::SsmOut as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::FfnDownExpsBias as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 mod attention;
 mod ffn;
 pub mod inputs;
+mod moe_oai;
 mod sandwich;
 mod ssm;
 

@@ -5,6 +5,7 @@
 
 mod gemma2;
 mod gemma3;
+mod gpt_oss;
 mod granitehybrid;
 mod llama;
 mod mamba;
@@ -54,6 +55,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &mamba::DEF,
     &mamba2::DEF,
     &granitehybrid::DEF,
+    &gpt_oss::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
