@@ -15,6 +15,7 @@ use crate::tensor::{contiguous_strides, pad_ne, TensorDesc, MAX_DIMS};
 use crate::{Error, Result, Type};
 
 mod delta_net;
+mod oai;
 mod routing;
 mod rwkv;
 mod ssm;

@@ -122,7 +122,9 @@ pub enum Op {
     /// Rotary embedding of src0 at the I32 positions in src1 (src2: optional
     /// frequency factors).
     Rope(RopeParams),
-    /// softmax(src0 * scale + slope * mask) over rows; src1 is the optional mask.
+    /// softmax(src0 * scale + slope * mask) over rows; src1 is the optional
+    /// mask, src2 (with a mask only) the optional attention sinks: F32, one
+    /// logit per head (src0's dim 2) that joins every row's denominator.
     SoftMax {
         /// Scale applied before the mask.
         scale: f32,
@@ -170,7 +172,9 @@ pub enum Op {
         max: f32,
     },
     /// Fused attention: softmax(q k^T * scale + mask) v, with src0 = q,
-    /// src1 = k, src2 = v, src3 = optional mask. Result is [d_v, n_head, n_tokens].
+    /// src1 = k, src2 = v, src3 = optional mask, src4 = optional attention
+    /// sinks (with a mask only; F32, one logit per query head that joins the
+    /// softmax denominator). Result is [d_v, n_head, n_tokens].
     FlashAttnExt {
         /// Scale of q k^T.
         scale: f32,
@@ -223,6 +227,20 @@ pub enum Op {
     /// outputs [S, H_v, n_t, n_s], then the final states. See
     /// `Graph::gated_delta_net`.
     GatedDeltaNet,
+    /// src0 plus the row of src1 that the I32 ids in src2 pick (ggml's
+    /// ADD_ID, the per-expert biases of a mixture of experts): src0 [n,
+    /// n_used, n_tokens], src1 [n, n_expert], src2 [n_used, n_tokens];
+    /// `r[:, e, t] = src0[:, e, t] + src1[:, src2[e, t]]`.
+    AddId,
+    /// The clamped SwiGLU of gpt-oss (ggml's GLU op SWIGLU_OAI) over src0 =
+    /// gate and src1 = up of one shape: with `g = min(gate, limit)` and
+    /// `u = clamp(up, -limit, limit)`, `g * sigmoid(alpha * g) * (u + 1)`.
+    SwigluOai {
+        /// Slope inside the sigmoid.
+        alpha: f32,
+        /// Clamp of gate (above) and up (both sides).
+        limit: f32,
+    },
 }
 
 impl Op {
@@ -263,6 +281,8 @@ impl Op {
             Op::RwkvWkv6 => "RWKV_WKV6",
             Op::RwkvWkv7 => "RWKV_WKV7",
             Op::GatedDeltaNet => "GATED_DELTA_NET",
+            Op::AddId => "ADD_ID",
+            Op::SwigluOai { .. } => "SWIGLU_OAI",
         }
     }
 

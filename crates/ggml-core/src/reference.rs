@@ -23,6 +23,7 @@ use crate::tensor::TensorDesc;
 use crate::{Error, Result, Type};
 
 mod delta_net;
+mod oai;
 mod routing;
 mod rwkv;
 mod ssm;
@@ -368,6 +369,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 Some(&m) => Some(load(graph, m)?),
                 None => None,
             };
+            let sinks = oai::sinks(graph, &src, 2)?;
             let mut d = load(graph, id)?;
             let n_head = a.ne()[2];
             for r in rows(d.ne()) {
@@ -380,9 +382,14 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                         *wv += slope * mv;
                     }
                 }
-                let max = w.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b));
+                let sink = sinks.as_ref().map(|k| k[r[1]]);
+                let max = w
+                    .iter()
+                    .chain(&sink)
+                    .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
                 let e: Vec<f64> = w.iter().map(|&v| f64::from(v - max).exp()).collect();
-                let sum: f64 = e.iter().sum();
+                let sum: f64 =
+                    e.iter().sum::<f64>() + sink.map_or(0.0, |k| f64::from(k - max).exp());
                 let y: Vec<f32> = e.iter().map(|&v| (v / sum) as f32).collect();
                 d.set_row(r, &y)?;
             }
@@ -442,6 +449,14 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
             need(6)?;
             delta_net::gated_delta_net(graph, id, &src)
         }
+        Op::AddId => {
+            need(3)?;
+            oai::add_id(graph, id, &src)
+        }
+        Op::SwigluOai { alpha, limit } => {
+            need(2)?;
+            oai::swiglu_oai(graph, id, &src, *alpha, *limit)
+        }
         Op::FlashAttnExt {
             scale,
             max_bias,
@@ -457,6 +472,7 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                 Some(&m) => Some(load(graph, m)?),
                 None => None,
             };
+            let sinks = oai::sinks(graph, &src, 4)?;
             let mut d = load(graph, id)?;
             let (n_kv, n_head) = (k.ne()[1], q.ne()[2]);
             let (rk2, rk3) = (q.ne()[2] / k.ne()[2], q.ne()[3] / k.ne()[3]);
@@ -487,9 +503,13 @@ pub fn compute_node(graph: &Graph, id: TensorId) -> Result<()> {
                             }
                             s.push(x);
                         }
-                        let max = s.iter().fold(f64::NEG_INFINITY, |a, &b| a.max(b));
+                        let sink = sinks.as_ref().map(|k| f64::from(k[ih]));
+                        let max = s
+                            .iter()
+                            .chain(&sink)
+                            .fold(f64::NEG_INFINITY, |a, &b| a.max(b));
                         let mut out = vec![0f64; v.ne()[0]];
-                        let mut sum = 0f64;
+                        let mut sum = sink.map_or(0.0, |k| (k - max).exp());
                         if max > f64::NEG_INFINITY {
                             for (ic, &x) in s.iter().enumerate() {
                                 let p = (x - max).exp();

@@ -362,6 +362,8 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::RwkvWkv6 => ops::rwkv::wkv6(ctx),
         Op::RwkvWkv7 => ops::rwkv::wkv7(ctx),
         Op::GatedDeltaNet => ops::delta_net::gated_delta_net(ctx),
+        Op::AddId => ops::oai::add_id(ctx),
+        Op::SwigluOai { alpha, limit } => ops::oai::swiglu_oai(ctx, *alpha, *limit),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),
     }
 }
@@ -594,6 +596,9 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
             if let Some(m) = opt(1) {
                 ok &= is_float(m.ty);
             }
+            if let Some(k) = opt(2) {
+                ok &= dense_f32(k);
+            }
             ensure(ok, || format!("{} {:?} -> {:?}", a.ty, a.ne, d.ne))
         }
         Op::Argmax => {
@@ -633,6 +638,16 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 format!("sources {} (need F32 with dense rows)", t.join(", "))
             })
         }
+        Op::AddId => {
+            let (a, b, ids) = (s(0)?, s(1)?, s(2)?);
+            let ok = a.ty == Type::F32 && b.ty == Type::F32 && ids.ty == Type::I32 && d.ty == Type::F32;
+            ensure(ok, || format!("{} + {} by {} -> {}", a.ty, b.ty, ids.ty, d.ty))
+        }
+        Op::SwigluOai { .. } => {
+            let (g, u) = (s(0)?, s(1)?);
+            let ok = g.ty == Type::F32 && u.ty == Type::F32 && d.ty == Type::F32;
+            ensure(ok, || format!("{} and {} -> {}", g.ty, u.ty, d.ty))
+        }
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s(0)?, s(1)?, s(2)?);
             let mut ok = q.ty == Type::F32
@@ -641,6 +656,9 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
                 && d.ty == Type::F32;
             if let Some(m) = opt(3) {
                 ok &= is_float(m.ty);
+            }
+            if let Some(k) = opt(4) {
+                ok &= dense_f32(k);
             }
             ensure(ok, || {
                 format!(

@@ -14,6 +14,8 @@ pub mod num {
     pub const DUP: u32 = 1;
     /// GGML_OP_ADD
     pub const ADD: u32 = 2;
+    /// GGML_OP_ADD_ID
+    pub const ADD_ID: u32 = 3;
     /// GGML_OP_MUL
     pub const MUL: u32 = 7;
     /// GGML_OP_DIV
@@ -92,6 +94,7 @@ const UNARY_SOFTPLUS: i32 = 15;
 // ggml_glu_op numbers.
 const GLU_GEGLU: i32 = 1;
 const GLU_SWIGLU: i32 = 2;
+const GLU_SWIGLU_OAI: i32 = 3;
 // ggml_sort_order numbers.
 const SORT_ASC: i32 = 0;
 const SORT_DESC: i32 = 1;
@@ -221,6 +224,14 @@ pub fn encode(op: &Op, view_offset: usize) -> (u32, Params) {
             num::CONCAT
         }
         Op::SsmConv => num::SSM_CONV,
+        Op::AddId => num::ADD_ID,
+        Op::SwigluOai { alpha, limit } => {
+            // ggml_swiglu_oai: { op, swapped, alpha, limit }.
+            p[0] = GLU_SWIGLU_OAI;
+            p[2] = f(*alpha);
+            p[3] = f(*limit);
+            num::GLU
+        }
         Op::SsmScan => {
             // ggml_ssm_scan's K: the states kept, the final ones only.
             p[0] = 1;
@@ -309,6 +320,16 @@ pub fn decode(op: u32, p: &Params) -> Result<Decoded> {
             UNARY_SOFTPLUS => UnaryOp::Softplus,
             u => return unsupported(format!("UNARY op {u} is not supported")),
         })),
+        num::ADD_ID => plain(Op::AddId),
+        num::GLU if p[0] == GLU_SWIGLU_OAI => {
+            if p[1] != 0 {
+                return unsupported("GLU SWIGLU_OAI with swapped halves is not supported".into());
+            }
+            plain(Op::SwigluOai {
+                alpha: pf(p, 2),
+                limit: pf(p, 3),
+            })
+        }
         num::GLU => {
             let op = match p[0] {
                 GLU_SWIGLU => GluOp::Swiglu,
@@ -453,6 +474,11 @@ mod tests {
             Op::RwkvWkv7,
             Op::GatedDeltaNet,
             Op::Unary(UnaryOp::Softplus),
+            Op::AddId,
+            Op::SwigluOai {
+                alpha: 1.702,
+                limit: 7.0,
+            },
         ];
         for op in ops {
             let (n, p) = encode(&op, 0);

@@ -162,16 +162,10 @@ fn build_op(
     };
     let n_src = match op {
         Op::SsmScan | Op::RwkvWkv7 => 7,
-        Op::RwkvWkv6 => 6,
+        Op::RwkvWkv6 | Op::GatedDeltaNet => 6,
         Op::L2Norm { .. } => 1,
-        Op::GatedDeltaNet => 6,
-        Op::Rope(_) | Op::SetRows | Op::FlashAttnExt { .. } | Op::MulMatId => {
-            if matches!(op, Op::FlashAttnExt { .. }) {
-                4
-            } else {
-                3
-            }
-        }
+        Op::FlashAttnExt { .. } => 5,
+        Op::Rope(_) | Op::SetRows | Op::MulMatId | Op::AddId | Op::SoftMax { .. } => 3,
         Op::Dup | Op::Cont | Op::Scale(_) | Op::RmsNorm { .. } | Op::Norm { .. } => 1,
         Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose | Op::Unary(_) | Op::Argmax => 1,
         Op::Argsort(_) | Op::SumRows | Op::Clamp { .. } => 1,
@@ -213,13 +207,14 @@ fn build_op(
         Op::MulMat => g.mul_mat(need(0)?, need(1)?)?,
         Op::Rope(p) => g.rope_ext(need(0)?, need(1)?, s(2)?, *p)?,
         Op::SoftMax { scale, max_bias } => {
-            if t.src[2] != 0 {
-                return Err(RpcError::Unsupported(format!(
-                    "SOFT_MAX '{name}' with attention sinks is not supported"
-                )));
+            let sm = g.soft_max_ext(need(0)?, s(1)?, *scale, *max_bias)?;
+            match s(2)? {
+                Some(sinks) => g.add_sinks(sm, sinks)?,
+                None => sm,
             }
-            g.soft_max_ext(need(0)?, s(1)?, *scale, *max_bias)?
         }
+        Op::AddId => g.add_id(need(0)?, need(1)?, need(2)?)?,
+        Op::SwigluOai { alpha, limit } => g.swiglu_oai(need(0)?, need(1)?, *alpha, *limit)?,
         // ggml orders SET_ROWS sources as rows, indices, destination.
         Op::SetRows => g.set_rows(need(2)?, need(0)?, need(1)?)?,
         Op::Unary(u) => g.unary(need(0)?, *u)?,
@@ -267,15 +262,21 @@ fn build_op(
             scale,
             max_bias,
             softcap,
-        } => g.flash_attn_ext(
-            need(0)?,
-            need(1)?,
-            need(2)?,
-            s(3)?,
-            *scale,
-            *max_bias,
-            *softcap,
-        )?,
+        } => {
+            let fa = g.flash_attn_ext(
+                need(0)?,
+                need(1)?,
+                need(2)?,
+                s(3)?,
+                *scale,
+                *max_bias,
+                *softcap,
+            )?;
+            match s(4)? {
+                Some(sinks) => g.add_sinks(fa, sinks)?,
+                None => fa,
+            }
+        }
     };
     Ok(id)
 }

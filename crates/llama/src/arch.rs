@@ -239,10 +239,21 @@ pub enum TensorKind {
     SsmANoScan,
     /// Scalar gate of the shared expert [n_embd] (one value per token).
     FfnGateInpShexp,
+    /// Attention sinks [n_head]: one logit per head joining the softmax
+    /// denominator (gpt-oss).
+    AttnSinks,
+    /// Router bias [n_expert].
+    FfnGateInpBias,
+    /// Per-expert gate biases [n_ff_exp, n_expert].
+    FfnGateExpsBias,
+    /// Per-expert up biases [n_ff_exp, n_expert].
+    FfnUpExpsBias,
+    /// Per-expert down biases [n_embd, n_expert].
+    FfnDownExpsBias,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 84;
+pub const N_TENSOR_KINDS: usize = 89;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -278,6 +289,10 @@ pub enum TensorOp {
     SsmScan,
     /// RWKV_WKV6 (the bonus u).
     RwkvWkv6,
+    /// SCALE (attention sinks, as llama.cpp probes them).
+    Scale,
+    /// ADD_ID (per-expert biases, one row per selected expert).
+    AddId,
 }
 
 /// One row of the tensor-info table.
@@ -394,6 +409,11 @@ impl TensorKind {
             TensorKind::SsmAlpha => ti("ssm_alpha.weight", Layer, MulMat),
             TensorKind::SsmANoScan => ti("ssm_a", Layer, Mul),
             TensorKind::FfnGateInpShexp => ti("ffn_gate_inp_shexp.weight", Layer, MulMat),
+            TensorKind::AttnSinks => ti("attn_sinks.weight", Layer, Scale),
+            TensorKind::FfnGateInpBias => ti("ffn_gate_inp.bias", Layer, Add),
+            TensorKind::FfnGateExpsBias => ti("ffn_gate_exps.bias", Layer, AddId),
+            TensorKind::FfnUpExpsBias => ti("ffn_up_exps.bias", Layer, AddId),
+            TensorKind::FfnDownExpsBias => ti("ffn_down_exps.bias", Layer, AddId),
         }
     }
 
@@ -506,6 +526,12 @@ impl TensorKind {
             TensorKind::SsmBeta | TensorKind::SsmAlpha => vec![n_embd, hp.ssm_dt_rank],
             TensorKind::SsmANoScan => vec![hp.ssm_dt_rank],
             TensorKind::FfnGateInpShexp => vec![n_embd],
+            TensorKind::AttnSinks => vec![hp.n_head(il)],
+            TensorKind::FfnGateInpBias => vec![hp.n_expert],
+            TensorKind::FfnGateExpsBias | TensorKind::FfnUpExpsBias => {
+                vec![hp.n_ff_exp(il), hp.n_expert]
+            }
+            TensorKind::FfnDownExpsBias => vec![n_embd, hp.n_expert],
         }
     }
 
@@ -731,7 +757,7 @@ mod tests {
         let e = Arch::from_name("rwkv5").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv5'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::FfnGateInpShexp as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::FfnDownExpsBias as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

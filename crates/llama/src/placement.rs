@@ -230,6 +230,17 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             let s = g.input("s", Type::F32, &[hs * hs * nh, 1]);
             g.rwkv_wkv6(tok[0], tok[1], tok[2], w, tok[3], s).ok()?
         }
+        TensorOp::Scale => g.scale(w, 1.0).ok()?,
+        TensorOp::AddId => {
+            let n_used = (0..hp.n_layer)
+                .map(|il| hp.n_expert_used(il))
+                .max()
+                .unwrap_or(1)
+                .max(1);
+            let x = g.input("x", Type::F32, &[desc.ne[0], n_used, N]);
+            let ids = g.input("ids", Type::I32, &[n_used, N]);
+            g.add_id(x, w, ids).ok()?
+        }
         TensorOp::Rope => {
             let x = g.input("x", Type::F32, &[hp.n_embd_head_k, hp.n_head(0), N]);
             let pos = g.input("pos", Type::I32, &[N]);

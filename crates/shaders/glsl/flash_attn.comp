@@ -4,7 +4,9 @@
 // processed WG at a time and an online softmax (running maximum and sum).
 // q [D, n_q, n_head, ne3] f32; k [D, n_kv, n_head_kv, ne3k]; v [Dv, n_kv,
 // n_head_kv, ne3k]; mask [n_kv, >= n_q, broadcast over dims 2 and 3];
-// d [Dv, n_head, n_q, ne3] contiguous. D, Dv <= 256.
+// d [Dv, n_head, n_q, ne3] contiguous. D, Dv <= 256. With has_sinks, the
+// f32 sinks (one logit per head) join each row's maximum and sum after the
+// keys, as one more key without a value.
 // Defines: KV_TYPE (k and v), M_TYPE (mask).
 #include "common.glsl"
 
@@ -17,6 +19,7 @@ layout(binding = 1, scalar) readonly buffer BufK { KV_TYPE data_k[]; };
 layout(binding = 2, scalar) readonly buffer BufV { KV_TYPE data_v[]; };
 layout(binding = 3, scalar) writeonly buffer BufD { float data_d[]; };
 layout(binding = 4, scalar) readonly buffer BufM { M_TYPE data_m[]; };
+layout(binding = 5, scalar) readonly buffer BufS { float data_s[]; };
 
 layout(push_constant) uniform PushConstants {
     uint n_q; uint n_head; uint D; uint Dv; uint n_kv;
@@ -31,6 +34,8 @@ layout(push_constant) uniform PushConstants {
     float scale;
     float max_bias;
     float softcap;
+    uint s_off;
+    uint has_sinks;
 } p;
 
 #include "reduce.glsl"
@@ -111,6 +116,16 @@ void main() {
             }
         }
         barrier();
+    }
+
+    if (p.has_sinks != 0u) {
+        const float sk = data_s[p.s_off + ih];
+        const float new_max = max(run_max, sk);
+        const float alpha = exp(run_max - new_max);
+        run_sum = run_sum * alpha + exp(sk - new_max);
+        [[unroll]] for (uint t = 0u; t < MAX_D / WG; t++) {
+            acc[t] *= alpha;
+        }
     }
 
     const uint d0 = p.d_off + ((iq3 * p.n_q + iq1) * p.n_head + ih) * p.Dv;

@@ -2,7 +2,9 @@
 // d = act(gate) * up. Gate is "a", up is "b"; both have d's shape and their
 // own strides and offsets, so the halves of one tensor (fused GLU) and two
 // separate tensors are the same case.
-// Defines: A_TYPE (gate and up), D_TYPE; OP_SWIGLU or OP_GEGLU.
+// Defines: A_TYPE (gate and up), D_TYPE; OP_SWIGLU, OP_GEGLU or
+// OP_SWIGLU_OAI (gpt-oss: param0 = alpha, param1 = limit; gate clamped
+// above, up on both sides, g * sigmoid(alpha g) * (u + 1)).
 #include "common.glsl"
 #include "activations.glsl"
 
@@ -29,6 +31,10 @@ void main() {
     const float r = silu(g) * u;
 #elif defined(OP_GEGLU)
     const float r = gelu(g) * u;
+#elif defined(OP_SWIGLU_OAI)
+    const float x = min(g, p.param1);
+    const float y = clamp(u, -p.param1, p.param1);
+    const float r = x / (1.0 + exp(-p.param0 * x)) * (y + 1.0);
 #else
 #error "no op defined"
 #endif

@@ -3,7 +3,10 @@
 // param0 = scale, param1 = max_bias (ALiBi; the slope of head i2 follows
 // ggml: m0 = 2^(-max_bias / n_head_log2), m1 = 2^(-max_bias / 2 / n_head_log2)).
 // b is the mask [ne00, >= ne01, broadcast over dims 2 and 3]; ne10 == 0
-// means no mask. Defines: A_TYPE, B_TYPE (mask), D_TYPE.
+// means no mask. Attention sinks (one f32 logit per head i2, joining every
+// row's maximum and sum) are bound at binding 2 when ne20 != 0: ne20 is then
+// 1 + the sinks' first element (d's sizes are a's, so ne2x are free).
+// Defines: A_TYPE, B_TYPE (mask), D_TYPE.
 #include "common.glsl"
 
 #define WG 128u
@@ -11,6 +14,7 @@ layout(local_size_x = 128) in;
 
 layout(binding = 0, scalar) readonly buffer BufA { A_TYPE data_a[]; };
 layout(binding = 1, scalar) readonly buffer BufB { B_TYPE data_b[]; };
+layout(binding = 2, scalar) readonly buffer BufC { float data_c[]; };
 layout(binding = 3, scalar) buffer BufD { D_TYPE data_d[]; };
 
 #include "pc_4d.glsl"
@@ -48,13 +52,22 @@ void main() {
         mx = max(mx, x);
     }
     mx = wg_max(mx);
+    const bool has_sinks = p.ne20 != 0u;
+    const float sink = has_sinks ? data_c[p.ne20 - 1u + i2] : 0.0;
+    if (has_sinks) {
+        mx = max(mx, sink);
+    }
     float s = 0.0;
     for (uint i = tid; i < p.ne00; i += WG) {
         const float e = exp(float(data_d[d0 + i * p.nb20]) - mx);
         data_d[d0 + i * p.nb20] = D_TYPE(e);
         s += e;
     }
-    const float inv = 1.0 / wg_sum(s);
+    float total = wg_sum(s);
+    if (has_sinks) {
+        total += exp(sink - mx);
+    }
+    const float inv = 1.0 / total;
     for (uint i = tid; i < p.ne00; i += WG) {
         data_d[d0 + i * p.nb20] = D_TYPE(float(data_d[d0 + i * p.nb20]) * inv);
     }

@@ -190,6 +190,16 @@ fn elementwise(out: &mut Vec<Variant>) {
         &[ty("E_TYPE", "uint16_t")],
     ));
     out.push(v("ssm_conv_f32".into(), "ssm_conv.comp", &[]));
+    out.push(v("add_id_f32".into(), "add_id.comp", &[]));
+    out.push(v(
+        "swiglu_oai_f32".into(),
+        "glu.comp",
+        &[
+            ty("A_TYPE", "float"),
+            ty("D_TYPE", "float"),
+            "OP_SWIGLU_OAI".to_string(),
+        ],
+    ));
     out.push(v("ssm_scan_f32".into(), "ssm_scan.comp", &[]));
     out.push(v("wkv6_f32".into(), "wkv6.comp", &[]));
     out.push(v("wkv7_f32".into(), "wkv7.comp", &[]));

@@ -64,6 +64,7 @@ pub fn cases() -> Vec<Case> {
     super::ssm_cases::ssm_cases(&mut v);
     super::rwkv_cases::rwkv_cases(&mut v);
     super::delta_net_cases::delta_net_cases(&mut v);
+    super::oai_cases::oai_cases(&mut v);
     v
 }
 
@@ -601,6 +602,8 @@ pub fn covered_ops() -> Vec<&'static str> {
         "RWKV_WKV6",
         "RWKV_WKV7",
         "GATED_DELTA_NET",
+        "ADD_ID",
+        "SWIGLU_OAI",
     ];
     names.sort_unstable();
     names

@@ -22,9 +22,9 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::Scale(_) | Op::Unary(_) | Op::RmsNorm { .. } | Op::Norm { .. } | Op::Argmax => (1, 1),
         Op::Glu { .. } => (1, 2),
         Op::Rope(_) => (2, 3),
-        Op::SoftMax { .. } => (1, 2),
+        Op::SoftMax { .. } => (1, 3),
         Op::SetRows => (3, 3),
-        Op::FlashAttnExt { .. } => (3, 4),
+        Op::FlashAttnExt { .. } => (3, 5),
         Op::MulMatId => (3, 3),
         Op::Argsort(_) | Op::SumRows | Op::Clamp { .. } => (1, 1),
         Op::Div => (2, 2),
@@ -34,6 +34,8 @@ fn arity(op: &Op) -> (usize, usize) {
         Op::RwkvWkv6 => (6, 6),
         Op::RwkvWkv7 => (7, 7),
         Op::GatedDeltaNet => (6, 6),
+        Op::AddId => (3, 3),
+        Op::SwigluOai { .. } => (2, 2),
     }
 }
 
@@ -181,6 +183,9 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
             if let Some(m) = s.get(1) {
                 ok &= m.ne[0] == a.ne[0] && m.ne[1] >= a.ne[1] && m.ne[2] > 0 && m.ne[3] > 0;
             }
+            if let Some(k) = s.get(2) {
+                ok &= super::oai::sinks_fit(k, a.ne[2]);
+            }
             ensure(ok, || format!("{:?} -> {:?}", a.ne, d.ne))
         }
         Op::Argmax => {
@@ -193,6 +198,8 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
         Op::SsmScan => ssm_scan_fits(d, s),
         Op::RwkvWkv6 | Op::RwkvWkv7 => super::rwkv::wkv_fits(op, d, s),
         Op::GatedDeltaNet => super::delta_net::gated_delta_net_fits(d, s),
+        Op::AddId => super::oai::add_id_fits(d, s[0], s[1], s[2]),
+        Op::SwigluOai { .. } => super::oai::swiglu_oai_fits(d, s[0], s[1]),
         Op::FlashAttnExt { .. } => {
             let (q, k, v) = (s[0], s[1], s[2]);
             let mut ok = q.ne[0] == k.ne[0]
@@ -206,6 +213,9 @@ fn shapes_fit(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result
                 && d.ne == [v.ne[0], q.ne[2], q.ne[1], q.ne[3]];
             if let Some(m) = s.get(3) {
                 ok &= m.ne[0] == k.ne[1] && m.ne[1] >= q.ne[1] && m.ne[2] > 0 && m.ne[3] > 0;
+            }
+            if let Some(sk) = s.get(4) {
+                ok &= super::oai::sinks_fit(sk, q.ne[2]);
             }
             ensure(ok, || {
                 format!("q {:?}, k {:?}, v {:?} -> {:?}", q.ne, k.ne, v.ne, d.ne)

@@ -48,6 +48,7 @@ pub(crate) fn flash_attn_ext(
         return flash_attn_tiled::flash_attn_tiled(ctx, p);
     }
     let mask = ctx.src.get(3);
+    let sinks = super::oai::sinks(ctx, 4)?;
     let att = OneQuery {
         q,
         k,
@@ -65,7 +66,10 @@ pub(crate) fn flash_attn_ext(
         let mut w = RowScratch::new(dk, dv);
         for r in rows {
             let [ih, iq1, iq3] = d.row_index(r);
-            let sum = att.row([iq1, ih, iq3], s, &mut w)?;
+            let (mut sum, max) = att.row([iq1, ih, iq3], s, &mut w)?;
+            if let Some(k) = &sinks {
+                sum = add_sink(k[ih], max, sum, &mut w.acc32);
+            }
             let inv = if sum == 0.0 { 0.0 } else { 1.0 / sum };
             let acc = &w.acc32;
             // SAFETY: each result row is written by one task.
@@ -79,6 +83,19 @@ pub(crate) fn flash_attn_ext(
         }
         Ok(())
     })
+}
+
+/// The denominator `sum` of a row whose largest score is `max` with the
+/// head's sink logit `sink` joined, as ggml joins it after the keys: when
+/// the sink is larger, the weighted sum `acc` and `sum` are rescaled to it.
+pub(crate) fn add_sink(sink: f32, max: f32, sum: f32, acc: &mut [f32]) -> f32 {
+    if sink > max {
+        let ms = (max - sink).exp();
+        acc.iter_mut().for_each(|a| *a *= ms);
+        sum * ms + 1.0
+    } else {
+        sum + (sink - max).exp()
+    }
 }
 
 /// One query row against every key: the operands and settings shared by
@@ -140,7 +157,7 @@ impl RowScratch {
 impl OneQuery<'_> {
     /// Attention of query row `[iq1, ih, iq3]`: leaves the unnormalised
     /// weighted sum of the values in `w.acc32` and returns the softmax
-    /// denominator.
+    /// denominator and the largest score (-inf when every key is hidden).
     ///
     /// ggml walks the keys once, keeping the running maximum `M`: a key
     /// with a score above `M` rescales the sum by `exp(M_old - s)` and
@@ -150,7 +167,12 @@ impl OneQuery<'_> {
     /// computed first, then the arguments (one scalar pass for the running
     /// maximum), then all exponentials at once, vectorised; the values are
     /// summed last, in key order, as ggml does.
-    fn row(&self, [iq1, ih, iq3]: [usize; 3], s: &mut Scratch, w: &mut RowScratch) -> Result<f32> {
+    fn row(
+        &self,
+        [iq1, ih, iq3]: [usize; 3],
+        s: &mut Scratch,
+        w: &mut RowScratch,
+    ) -> Result<(f32, f32)> {
         let q = self.q;
         // SAFETY: (iq1, ih, iq3) is a query row (the result has a row for it).
         let qrow = unsafe { q.read_row([iq1, ih, iq3], false, &mut s.a)? };
@@ -209,7 +231,7 @@ impl OneQuery<'_> {
             }
         }
         self.values(kh, w)?;
-        Ok(sum)
+        Ok((sum, max))
     }
 
     /// Lists in `w` the keys that mask row `[iq1, im2, im3, _]` leaves

@@ -304,6 +304,15 @@ fn head(
         }
         (kern.gemm_f32)(&mut vkq[..rows * dv], kq, vt, rows, w, dv);
     }
+    if let Some(k) = ctx.src.get(4) {
+        let mut buf = Vec::new();
+        // SAFETY: the sinks' one row (one logit per head), only read.
+        let sink = unsafe { k.read_row([0, 0, 0], false, &mut buf)? }[ih];
+        for t in 0..rows {
+            let acc = &mut vkq[t * dv..(t + 1) * dv];
+            sum[t] = super::flash_attn::add_sink(sink, max[t], sum[t], acc);
+        }
+    }
     for t in 0..rows {
         let inv = if sum[t] == 0.0 { 0.0 } else { 1.0 / sum[t] };
         let acc = &vkq[t * dv..(t + 1) * dv];

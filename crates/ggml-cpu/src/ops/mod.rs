@@ -8,6 +8,7 @@ pub(crate) mod flash_attn;
 pub(crate) mod flash_attn_tiled;
 pub(crate) mod mul_mat_id;
 pub(crate) mod norm;
+pub(crate) mod oai;
 pub(crate) mod rope;
 pub(crate) mod rope_tables;
 pub(crate) mod routing;

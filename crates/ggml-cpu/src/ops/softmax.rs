@@ -1,4 +1,5 @@
-//! SOFT_MAX with scale, optional F16/F32 mask and ALiBi slopes.
+//! SOFT_MAX with scale, optional F16/F32 mask, ALiBi slopes and attention
+//! sinks.
 
 use ggml_core::Result;
 
@@ -7,11 +8,13 @@ use crate::compute::{par_rows, NodeCtx};
 
 /// `softmax(x * scale + slope * mask)` of one row, as ggml: the exponentials
 /// are summed in f64 and multiplied by the f32 rounding of the inverse sum.
+/// A sink joins the maximum and the sum as one more logit without an output.
 pub(crate) fn soft_max_row(
     x: &[f32],
     mask: Option<&[f32]>,
     scale: f32,
     slope: f32,
+    sink: Option<f32>,
     out: &mut [f32],
 ) {
     for (o, &v) in out.iter_mut().zip(x) {
@@ -22,8 +25,14 @@ pub(crate) fn soft_max_row(
             *o += slope * mv;
         }
     }
-    let max = out.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
-    let sum = (crate::simd::kernels().exp_sum)(out, max);
+    let mut max = out.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    if let Some(k) = sink {
+        max = max.max(k);
+    }
+    let mut sum = (crate::simd::kernels().exp_sum)(out, max);
+    if let Some(k) = sink {
+        sum += f64::from((k - max).exp());
+    }
     let inv = (1.0 / sum) as f32;
     for o in out.iter_mut() {
         *o *= inv;
@@ -37,6 +46,7 @@ pub(crate) fn soft_max(ctx: &NodeCtx<'_>, scale: f32, max_bias: f32) -> Result<(
     let mask = ctx.src.get(1);
     let alias = ctx.alias[0];
     let n_head = a.ne[2];
+    let sinks = super::oai::sinks(ctx, 2)?;
     par_rows(d.n_rows(), d.ne[0] * 4, |rows, s| {
         for r in rows {
             let i = d.row_index(r);
@@ -52,8 +62,9 @@ pub(crate) fn soft_max(ctx: &NodeCtx<'_>, scale: f32, max_bias: f32) -> Result<(
                 None => None,
             };
             let slope = alibi_slope(max_bias, n_head, i[1]);
+            let sink = sinks.as_ref().map(|k| k[i[1]]);
             // SAFETY: each result row is written by one task.
-            unsafe { d.write_row(i, &mut s.c, |out| soft_max_row(x, m, scale, slope, out))? };
+            unsafe { d.write_row(i, &mut s.c, |out| soft_max_row(x, m, scale, slope, sink, out))? };
         }
         Ok(())
     })

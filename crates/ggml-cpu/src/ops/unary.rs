@@ -80,7 +80,7 @@ pub(crate) fn glu(ctx: &NodeCtx<'_>, op: GluOp, swapped: bool) -> Result<()> {
     }
 }
 
-fn glu_with(
+pub(crate) fn glu_with(
     ctx: &NodeCtx<'_>,
     swapped: bool,
     f: impl Fn(&[f32], &[f32], &mut [f32]) + Sync,

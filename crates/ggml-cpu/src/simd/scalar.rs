@@ -2,7 +2,7 @@
 //! ggml-core's reference `vec_dot` documents, so they agree with it bit for
 //! bit; the vector kernels are tested against them.
 
-use ggml_core::quants::{self, KVALUES_IQ4NL, QK_K};
+use ggml_core::quants::{self, KVALUES_IQ4NL, KVALUES_MXFP4, QK_K};
 use ggml_core::Type;
 use half::f16;
 
@@ -252,6 +252,7 @@ pub(crate) fn row_kernel(ty: Type) -> Option<DotFn> {
         Q5_0 => q5_0,
         Q8_0 => q8_0,
         IQ4_NL => iq4_nl,
+        MXFP4 => mxfp4,
         Q4_1 => q4_1,
         Q5_1 => q5_1,
         Q2_K => q2_k,
@@ -372,6 +373,16 @@ pub(super) fn dec_iq4_nl(b: &[u8], q: &mut [i8; 32]) -> f32 {
     f16_at(b, 0)
 }
 
+/// MXFP4: an E8M0 scale byte (halved, as ggml stores the FP4 values
+/// doubled), then 32 nibbles indexing the doubled FP4 values.
+pub(super) fn dec_mxfp4(b: &[u8], q: &mut [i8; 32]) -> f32 {
+    for j in 0..16 {
+        q[j] = KVALUES_MXFP4[usize::from(b[1 + j] & 15)];
+        q[j + 16] = KVALUES_MXFP4[usize::from(b[1 + j] >> 4)];
+    }
+    quants::e8m0_to_fp32_half(b[0])
+}
+
 fn q8_0_family<const R: usize, const C: usize>(
     n: usize,
     xs: &[&[u8]],
@@ -425,6 +436,7 @@ family_kernel!(q8_0_family, q4_0_tile, q4_0, 18, dec_q4_0);
 family_kernel!(q8_0_family, q5_0_tile, q5_0, 22, dec_q5_0);
 family_kernel!(q8_0_family, q8_0_tile, q8_0, 34, dec_q8_0);
 family_kernel!(q8_0_family, iq4_nl_tile, iq4_nl, 18, dec_iq4_nl);
+family_kernel!(q8_0_family, mxfp4_tile, mxfp4, 17, dec_mxfp4);
 
 // -------------------------------------------------------- 32-blocks x Q8_1
 

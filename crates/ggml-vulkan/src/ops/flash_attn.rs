@@ -28,6 +28,10 @@ pub(super) fn record(
         Some((m, md)) => Some(be.bind(graph, m, md.ty.type_size())?),
         None => None,
     };
+    let bs = match n.src.get(4) {
+        Some(&s) => Some(be.bind(graph, s, 4)?),
+        None => None,
+    };
     let bd = be.bind(graph, id, 4)?;
     let sq = strides(q).unwrap_or_default();
     let sk = strides(k).unwrap_or_default();
@@ -35,7 +39,7 @@ pub(super) fn record(
     let (sm, mne) = mask.map_or(([0; 4], [1, 1, 1, 1]), |(_, md)| {
         (strides(md).unwrap_or_default(), ne(md))
     });
-    let pc: [u32; 30] = [
+    let pc: [u32; 32] = [
         q.ne[1] as u32,
         q.ne[2] as u32,
         q.ne[0] as u32,
@@ -66,6 +70,8 @@ pub(super) fn record(
         scale.to_bits(),
         max_bias.to_bits(),
         softcap.to_bits(),
+        bs.as_ref().map_or(0, |b| b.off),
+        u32::from(bs.is_some()),
     ];
     let mt = mask.map_or(Type::F16, |(_, md)| md.ty);
     let name = format!(
@@ -77,7 +83,7 @@ pub(super) fn record(
     be.dispatch_spec(
         &name,
         &[],
-        &[Some(&bq), Some(&bk), Some(&bv), bm.as_ref()],
+        &[Some(&bq), Some(&bk), Some(&bv), bm.as_ref(), bs.as_ref()],
         &bd,
         &pc,
         groups,

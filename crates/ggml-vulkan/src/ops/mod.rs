@@ -8,6 +8,7 @@ mod flash_attn;
 mod mul_mat;
 mod mul_mat_id;
 mod norm;
+mod oai;
 mod rope;
 mod routing;
 mod rwkv;
@@ -179,7 +180,10 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                 && matches!(p.mode, RopeMode::Normal | RopeMode::Neox)
         }
         Op::SoftMax { .. } => {
-            is_float(src(0).ty) && d.ty == Type::F32 && (n.src.len() < 2 || is_float(src(1).ty))
+            is_float(src(0).ty)
+                && d.ty == Type::F32
+                && (n.src.len() < 2 || is_float(src(1).ty))
+                && (n.src.len() < 3 || src(2).ty == Type::F32)
         }
         Op::SetRows => {
             let (dst, rows, idx) = (src(0), src(1), src(2));
@@ -194,6 +198,7 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
                 && is_float(k.ty)
                 && v.ty == k.ty
                 && (n.src.len() < 4 || is_float(src(3).ty))
+                && (n.src.len() < 5 || src(4).ty == Type::F32)
                 && q.rows_contiguous()
                 && k.rows_contiguous()
                 && v.rows_contiguous()
@@ -214,6 +219,10 @@ pub(crate) fn supports(s: &DeviceShared, graph: &Graph, id: TensorId) -> bool {
         Op::GatedDeltaNet => {
             let s: Vec<&TensorDesc> = (0..n.src.len()).map(src).collect();
             delta_net::supports(&s, d)
+        }
+        Op::AddId => oai::supports_add_id(src(0), src(1), src(2), d),
+        Op::SwigluOai { .. } => {
+            src(0).ty == Type::F32 && src(1).ty == Type::F32 && d.ty == Type::F32
         }
         _ => false,
     }
@@ -315,6 +324,8 @@ pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggm
         Op::SsmScan => ssm::record_scan(be, graph, id)?,
         Op::RwkvWkv6 | Op::RwkvWkv7 => rwkv::record_wkv(be, graph, id)?,
         Op::GatedDeltaNet => delta_net::record(be, graph, id)?,
+        Op::AddId => oai::record_add_id(be, graph, id)?,
+        Op::SwigluOai { alpha, limit } => oai::record_swiglu_oai(be, graph, id, [*alpha, *limit])?,
         _ => return Err(unsupported(graph, id, be.shared())),
     }
     Ok(())

@@ -1,4 +1,5 @@
-//! SOFT_MAX with optional mask and ALiBi: one workgroup per row.
+//! SOFT_MAX with optional mask, ALiBi and attention sinks: one workgroup
+//! per row.
 
 use ggml_core::{Graph, TensorId, Type};
 
@@ -28,7 +29,13 @@ pub(super) fn record(
     } else {
         (None, Type::F32)
     };
-    let pc = pc.params(scale, max_bias);
+    let mut pc = pc.params(scale, max_bias);
+    // Attention sinks: the shader reads ne20 as 1 + their first element.
+    let bs = match n.src.get(2) {
+        Some(&s) => Some(be.bind(graph, s, 4)?),
+        None => None,
+    };
+    pc.0[20] = bs.as_ref().map_or(0, |b| b.off + 1);
     let name = format!("soft_max_{}_{}", tn(a.ty), tn(mask_ty));
-    be.dispatch(&name, [Some(&ba), bm.as_ref(), None], &bd, &pc.0, rows)
+    be.dispatch(&name, [Some(&ba), bm.as_ref(), bs.as_ref()], &bd, &pc.0, rows)
 }

@@ -84,6 +84,19 @@ impl Builder<'_> {
         kq_scale: f32,
         softcap: f32,
     ) -> Result<TensorId> {
+        self.attention_with_sinks(qkv, il, kq_scale, softcap, None)
+    }
+
+    /// [`Self::attention`] with attention sinks: `sinks` F32 [n_head], one
+    /// logit per head that joins the softmax denominator (gpt-oss).
+    pub fn attention_with_sinks(
+        &mut self,
+        qkv: Qkv,
+        il: usize,
+        kq_scale: f32,
+        softcap: f32,
+        sinks: Option<TensorId>,
+    ) -> Result<TensorId> {
         let hp = self.hp;
         let kv = self
             .mem
@@ -147,7 +160,10 @@ impl Builder<'_> {
                 kq = g.unary(kq, ggml_core::UnaryOp::Tanh)?;
                 kq = g.scale(kq, softcap)?;
             }
-            let kq = g.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
+            let mut kq = g.soft_max_ext(kq, Some(mask), kq_scale, 0.0)?;
+            if let Some(s) = sinks {
+                kq = g.add_sinks(kq, s)?;
+            }
             let vview = g.view_3d(
                 v_cache,
                 [n_kv, head_v, n_head_kv],
@@ -167,7 +183,10 @@ impl Builder<'_> {
                 row_size(kv.type_v, head_v),
                 0,
             )?;
-            let fa = g.flash_attn_ext(qp, kview, vview, Some(mask), kq_scale, 0.0, softcap)?;
+            let mut fa = g.flash_attn_ext(qp, kview, vview, Some(mask), kq_scale, 0.0, softcap)?;
+            if let Some(s) = sinks {
+                fa = g.add_sinks(fa, s)?;
+            }
             g.set_name(fa, format!("fattn-{il}"));
             Ok(g.reshape(fa, &[head_v * n_head, n_tokens])?)
         }

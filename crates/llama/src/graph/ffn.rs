@@ -22,6 +22,10 @@ pub enum Ffn {
     SwigluFused,
     /// Mixture of SwiGLU experts with softmax routing (Mixtral, qwen3moe).
     MoeSwiglu,
+    /// gpt-oss's mixture of experts: biased router, softmax over the
+    /// selected logits, biased experts with the clamped SwiGLU (see
+    /// `moe_oai.rs`).
+    MoeSwigluOai,
 }
 
 impl Builder<'_> {
@@ -29,6 +33,7 @@ impl Builder<'_> {
     pub fn ffn(&mut self, x: TensorId, kind: Ffn, il: usize) -> Result<TensorId> {
         let act = match kind {
             Ffn::MoeSwiglu => return self.moe_ffn(x, il),
+            Ffn::MoeSwigluOai => return self.moe_ffn_oai(x, il),
             Ffn::Swiglu | Ffn::Geglu => {
                 let up = self.linear(x, TensorKind::FfnUp, None, il)?;
                 let gate = self.linear(x, TensorKind::FfnGate, None, il)?;

@@ -9,6 +9,7 @@ mod delta_net;
 mod ffn;
 mod gated_attention;
 pub mod inputs;
+mod moe_oai;
 mod sandwich;
 mod rwkv;
 mod ssm;

@@ -5,6 +5,7 @@
 
 mod gemma2;
 mod gemma3;
+mod gpt_oss;
 mod granitehybrid;
 mod llama;
 mod mamba;
@@ -62,6 +63,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &rwkv7::DEF,
     &qwen35::DEF,
     &qwen35moe::DEF,
+    &gpt_oss::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
