@@ -226,7 +226,9 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             g.rope_ext(x, pos, Some(w), p).ok()?
         }
         TensorOp::MulMat => {
-            let x = g.input("x", Type::F32, &[desc.ne[0], N]);
+            // A 3-d weight holds one matrix per head (MLA's attn_k_b and
+            // attn_v_b): one batch of activations per matrix.
+            let x = g.input("x", Type::F32, &[desc.ne[0], N, desc.ne[2], desc.ne[3]]);
             g.mul_mat(w, x).ok()?
         }
         TensorOp::MulMatId => {

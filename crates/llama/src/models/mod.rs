@@ -3,6 +3,7 @@
 //! [`crate::graph`]. Adding an architecture is adding a module and a line to
 //! [`REGISTRY`].
 
+mod deepseek2;
 mod gemma2;
 mod gemma3;
 mod granitehybrid;
@@ -54,6 +55,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &mamba::DEF,
     &mamba2::DEF,
     &granitehybrid::DEF,
+    &deepseek2::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
