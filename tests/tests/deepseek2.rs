@@ -35,16 +35,34 @@ fn ctx_params(n_ctx: usize, n_batch: usize, flash: bool) -> ContextParams {
     }
 }
 
-fn check_greedy(model: &Model, exp: &serde_json::Value, flash: bool, what: &str) {
+/// Greedy ids and bytes; with `near_tie` above 0 only the steps before the
+/// first whose top-2 margin in llama.cpp's run is below it (a step that
+/// rounding can decide) are compared.
+fn check_greedy(model: &Model, exp: &serde_json::Value, flash: bool, near_tie: f64, what: &str) {
     let rec = &exp["greedy"];
     let prompt = model
         .vocab
         .tokenize(rec["prompt"].as_str().expect("prompt"), true, false);
     assert_eq!(prompt, ids(&rec["prompt_ids"]), "{what}: prompt ids");
-    let want = ids(&rec["generated_ids"]);
+    let mut want = ids(&rec["generated_ids"]);
+    let margins: Vec<f64> = rec["logit_margins"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|v| v.as_f64()).collect())
+        .unwrap_or_default();
+    let cut = margins.iter().position(|&m| m < near_tie);
+    if let Some(c) = cut {
+        eprintln!(
+            "{what}: margin {} at step {c}: {c} steps compared",
+            margins[c]
+        );
+        want.truncate(c);
+    }
     let mut ctx = Context::new(model, ctx_params(512, 512, flash)).expect("context");
     let got = greedy(&mut ctx, &prompt, want.len());
     assert_eq!(got, want, "{what}: greedy ids differ from llama.cpp's");
+    if cut.is_some() {
+        return;
+    }
     let bytes: Vec<u8> = got
         .iter()
         .flat_map(|&t| model.vocab.token_to_piece(t, false))
@@ -99,12 +117,16 @@ fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, flash: bool, 
 
 /// Greedy bytes and perplexity of fixture `name` loaded with `params`.
 fn fixture(name: &str, params: &ModelParams, flash: bool, label: &str) {
+    fixture_with(name, params, flash, 0.0, label);
+}
+
+fn fixture_with(name: &str, params: &ModelParams, flash: bool, near_tie: f64, label: &str) {
     let Some(fx) = fixtures() else { return };
     let exp = expected(&fx, name);
     let model = Model::load(fx.join("models").join(format!("{name}.gguf")), params)
         .unwrap_or_else(|e| panic!("{name}: {e}"));
     let what = format!("{name} ({label})");
-    check_greedy(&model, &exp, flash, &what);
+    check_greedy(&model, &exp, flash, near_tie, &what);
     let tol = if name.ends_with("f32") { 1e-3 } else { 1e-2 };
     check_ppl(&model, &exp, tol, flash, &what);
 }
@@ -140,7 +162,12 @@ fn f32_without_flash_attention_cpu() {
 }
 
 /// On Vulkan: every layer, two of the three layers, and every layer with
-/// the expert tensors in CPU memory (`--cpu-moe`).
+/// the expert tensors in CPU memory (`--cpu-moe`). Vulkan's Q8_0 products
+/// take the activations in F32 where the CPU rounds them to Q8_0, which
+/// moves these models' logits by up to about 0.9 (as much as llama.cpp's
+/// own with `-fa off`, through a different expert now and then): the
+/// Q8_0 greedy runs are compared up to the first step with a margin under
+/// 1, and their perplexity within llama.cpp's own spread.
 #[test]
 fn vulkan() {
     let Some(gpu) = vulkan_device() else { return };
@@ -157,7 +184,8 @@ fn vulkan() {
                 tensor_buft_overrides: overrides,
                 ..ModelParams::default()
             };
-            fixture(name, &mp, true, &format!("Vulkan, {label}"));
+            let near_tie = if name.ends_with("q8_0") { 1.0 } else { 0.0 };
+            fixture_with(name, &mp, true, near_tie, &format!("Vulkan, {label}"));
         }
     }
 }
