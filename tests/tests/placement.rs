@@ -458,7 +458,7 @@ fn kv_cache_follows_the_layers() {
             } else {
                 "CPU"
             };
-            for (what, t) in [("k", &l.k), ("v", &l.v)] {
+            for (what, t) in [("k", &l.k), ("v", l.v().expect("V cache"))] {
                 assert_eq!(
                     t.at.buffer.buffer_type().name(),
                     want,

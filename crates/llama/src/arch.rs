@@ -108,6 +108,26 @@ pub enum TensorKind {
     AttnKNorm,
     /// Norm of the attention output before the residual add [n_embd].
     AttnPostNorm,
+    /// Low-rank query down-projection [n_embd, q_lora_rank] (MLA).
+    AttnQA,
+    /// RMS norm of the low-rank query [q_lora_rank] (MLA).
+    AttnQANorm,
+    /// Query up-projection [q_lora_rank, n_head * head_k] (MLA).
+    AttnQB,
+    /// Projection to the compressed latent and the shared rotary key
+    /// [n_embd, kv_lora_rank + n_rot] (MLA).
+    AttnKvAMqa,
+    /// RMS norm of the compressed latent [kv_lora_rank] (MLA).
+    AttnKvANorm,
+    /// Per head: latent to the non-rotary key [qk_nope, kv_lora_rank,
+    /// n_head] (MLA, absorbed layout).
+    AttnKB,
+    /// Per head: latent to the value [kv_lora_rank, head_v, n_head] (MLA,
+    /// absorbed layout).
+    AttnVB,
+    /// Latent to every head's non-rotary key and value [kv_lora_rank,
+    /// n_head * (qk_nope + head_v)] (MLA, fused layout).
+    AttnKvB,
     /// FFN norm [n_embd].
     FfnNorm,
     /// FFN gate projection.
@@ -132,6 +152,8 @@ pub enum TensorKind {
     FfnUpShexp,
     /// Down projection of the shared expert [n_ff_shexp, n_embd].
     FfnDownShexp,
+    /// Bias of the expert scores for the choice of experts only [n_expert].
+    FfnExpProbsB,
     /// SSM input projection (Mamba: x and z; Mamba-2: z, x, B, C, dt).
     SsmIn,
     /// Depthwise causal convolution kernel [d_conv, conv channels].
@@ -253,7 +275,7 @@ pub enum TensorKind {
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 89;
+pub const N_TENSOR_KINDS: usize = 98;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -344,6 +366,14 @@ impl TensorKind {
             TensorKind::AttnQNorm => ti("attn_q_norm.weight", Layer, Mul),
             TensorKind::AttnKNorm => ti("attn_k_norm.weight", Layer, Mul),
             TensorKind::AttnPostNorm => ti("post_attention_norm.weight", Layer, Mul),
+            TensorKind::AttnQA => ti("attn_q_a.weight", Layer, MulMat),
+            TensorKind::AttnQANorm => ti("attn_q_a_norm.weight", Layer, Mul),
+            TensorKind::AttnQB => ti("attn_q_b.weight", Layer, MulMat),
+            TensorKind::AttnKvAMqa => ti("attn_kv_a_mqa.weight", Layer, MulMat),
+            TensorKind::AttnKvANorm => ti("attn_kv_a_norm.weight", Layer, Mul),
+            TensorKind::AttnKB => ti("attn_k_b.weight", Layer, MulMat),
+            TensorKind::AttnVB => ti("attn_v_b.weight", Layer, MulMat),
+            TensorKind::AttnKvB => ti("attn_kv_b.weight", Layer, MulMat),
             TensorKind::FfnNorm => ti("ffn_norm.weight", Layer, Mul),
             TensorKind::FfnGate => ti("ffn_gate.weight", Layer, MulMat),
             TensorKind::FfnDown => ti("ffn_down.weight", Layer, MulMat),
@@ -356,6 +386,7 @@ impl TensorKind {
             TensorKind::FfnGateShexp => ti("ffn_gate_shexp.weight", Layer, MulMat),
             TensorKind::FfnUpShexp => ti("ffn_up_shexp.weight", Layer, MulMat),
             TensorKind::FfnDownShexp => ti("ffn_down_shexp.weight", Layer, MulMat),
+            TensorKind::FfnExpProbsB => ti("exp_probs_b.bias", Layer, Add),
             TensorKind::SsmIn => ti("ssm_in.weight", Layer, MulMat),
             TensorKind::SsmConv1d => ti("ssm_conv1d.weight", Layer, SsmConv),
             TensorKind::SsmConv1dBias => ti("ssm_conv1d.bias", Layer, Add),
@@ -469,6 +500,15 @@ impl TensorKind {
             TensorKind::FfnDownExps => vec![hp.n_ff_exp(il), n_embd, hp.n_expert],
             TensorKind::FfnGateShexp | TensorKind::FfnUpShexp => vec![n_embd, hp.n_ff_shexp],
             TensorKind::FfnDownShexp => vec![hp.n_ff_shexp, n_embd],
+            TensorKind::FfnExpProbsB => vec![hp.n_expert],
+            TensorKind::AttnQA
+            | TensorKind::AttnQANorm
+            | TensorKind::AttnQB
+            | TensorKind::AttnKvAMqa
+            | TensorKind::AttnKvANorm
+            | TensorKind::AttnKB
+            | TensorKind::AttnVB
+            | TensorKind::AttnKvB => mla_shape(self, hp, il),
             TensorKind::SsmIn => vec![n_embd, hp.ssm_d_in_proj()],
             TensorKind::SsmConv1d => vec![hp.ssm_d_conv, hp.ssm_conv_dim()],
             TensorKind::SsmConv1dBias => vec![hp.ssm_conv_dim()],
@@ -546,6 +586,53 @@ impl TensorKind {
     }
 }
 
+/// Shapes of the multi-head latent attention tensors (zeros without MLA
+/// sizes, which no table row of such a model can match).
+fn mla_shape(kind: TensorKind, hp: &HParams, il: usize) -> Vec<usize> {
+    let m = hp.mla.unwrap_or_default();
+    let n_head = hp.n_head(il);
+    let nope = m.head_k.saturating_sub(hp.n_rot);
+    match kind {
+        TensorKind::AttnQA => vec![hp.n_embd, m.q_lora_rank],
+        TensorKind::AttnQANorm => vec![m.q_lora_rank],
+        TensorKind::AttnQB => vec![m.q_lora_rank, n_head * m.head_k],
+        TensorKind::AttnKvAMqa => vec![hp.n_embd, m.kv_lora_rank + hp.n_rot],
+        TensorKind::AttnKvANorm => vec![m.kv_lora_rank],
+        TensorKind::AttnKB => vec![nope, m.kv_lora_rank, n_head],
+        TensorKind::AttnVB => vec![m.kv_lora_rank, m.head_v, n_head],
+        _ => vec![m.kv_lora_rank, n_head * (nope + m.head_v)],
+    }
+}
+
+/// A condition on the model and layer under which a tensor is read
+/// (and then required): the alternative layouts of one architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum When {
+    /// MLA with a low-rank query projection (`q_lora_rank` above 0).
+    QLora,
+    /// MLA with a plain query projection.
+    NoQLora,
+    /// MLA with the absorbed key/value up-projections.
+    MlaAbsorbed,
+    /// MLA with the fused key/value up-projection.
+    MlaFused,
+}
+
+impl When {
+    /// Whether the condition holds for `hp`.
+    pub fn holds(self, hp: &HParams) -> bool {
+        let Some(m) = hp.mla else {
+            return false;
+        };
+        match self {
+            When::QLora => m.q_lora_rank > 0,
+            When::NoQLora => m.q_lora_rank == 0,
+            When::MlaAbsorbed => m.absorbed,
+            When::MlaFused => !m.absorbed,
+        }
+    }
+}
+
 /// Whether a tensor must be present.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Need {
@@ -572,20 +659,25 @@ pub enum Need {
     /// Required when the model has experts and a shared expert
     /// (`expert_shared_feed_forward_length` above 0).
     SharedExpert,
+    /// Required when the condition holds, not read otherwise.
+    If(When),
 }
 
 impl Need {
-    /// Whether a model with `n_expert` experts reads the tensor at all.
+    /// Whether a model with `n_expert` experts reads the tensor at all
+    /// (the dense FFN may be read by leading dense layers of any model;
+    /// [`Need::applies_to`] says which).
     pub fn applies(self, n_expert: usize) -> bool {
         match self {
-            Need::Dense => n_expert == 0,
+            Need::Dense => true,
             Need::Moe | Need::MoeOptional | Need::SharedExpert => n_expert > 0,
             Need::Required
             | Need::Optional
             | Need::TiedToEmbd
             | Need::Recurrent
             | Need::RecurrentOptional
-            | Need::Attention => true,
+            | Need::Attention
+            | Need::If(_) => true,
         }
     }
 
@@ -595,10 +687,16 @@ impl Need {
             return false;
         }
         let recurrent = il.is_some_and(|il| hp.is_recurrent(il));
+        // Leading dense layers of a mixture-of-experts model read the
+        // dense FFN and none of the expert tensors.
+        let dense = il.is_some_and(|il| hp.is_dense_ffn(il));
         match self {
             Need::Recurrent | Need::RecurrentOptional => recurrent,
             Need::Attention => !recurrent,
-            Need::SharedExpert => hp.n_ff_shexp > 0,
+            Need::SharedExpert => hp.n_ff_shexp > 0 && !dense,
+            Need::Dense => dense,
+            Need::Moe | Need::MoeOptional => !dense,
+            Need::If(w) => w.holds(hp),
             _ => true,
         }
     }
@@ -613,6 +711,7 @@ impl Need {
                 | Need::Recurrent
                 | Need::Attention
                 | Need::SharedExpert
+                | Need::If(_)
         )
     }
 }
@@ -734,6 +833,15 @@ pub const fn shexp(kind: TensorKind) -> TensorSpec {
     TensorSpec {
         kind,
         need: Need::SharedExpert,
+        shape: None,
+    }
+}
+
+/// A tensor required when `when` holds, not read otherwise.
+pub const fn when(kind: TensorKind, when: When) -> TensorSpec {
+    TensorSpec {
+        kind,
+        need: Need::If(when),
         shape: None,
     }
 }

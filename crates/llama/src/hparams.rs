@@ -28,6 +28,36 @@ pub enum RopeScaling {
     Yarn,
 }
 
+/// How a mixture-of-experts router turns its logits into expert scores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpertGating {
+    /// Softmax over all experts (`expert_gating_func` 1, the default).
+    Softmax,
+    /// Sigmoid of each logit (`expert_gating_func` 2, DeepSeek V3).
+    Sigmoid,
+}
+
+/// Multi-head latent attention sizes (DeepSeek V2/V3): queries from an
+/// optional low-rank projection, keys and values from one compressed
+/// latent per token plus a shared rotary part.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mla {
+    /// Rank of the query projection (`attention.q_lora_rank`; 0: a plain
+    /// `attn_q`).
+    pub q_lora_rank: usize,
+    /// Width of the compressed latent (`attention.kv_lora_rank`).
+    pub kv_lora_rank: usize,
+    /// Width of a query/key head, rotary part included
+    /// (`attention.key_length_mla`).
+    pub head_k: usize,
+    /// Width of a value head (`attention.value_length_mla`).
+    pub head_v: usize,
+    /// True when the file has the absorbed layout (`attn_k_b` and
+    /// `attn_v_b`, the cache holds the latent), false for one fused
+    /// `attn_kv_b` (the cache holds decompressed keys and values).
+    pub absorbed: bool,
+}
+
 /// The model's hyperparameters.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HParams {
@@ -91,6 +121,25 @@ pub struct HParams {
     pub expert_weights_norm: bool,
     /// Width of the shared expert's FFN (0: none).
     pub n_ff_shexp: usize,
+    /// How the router scores experts.
+    pub expert_gating: ExpertGating,
+    /// Factor of the selected experts' weights (0 or 1: none).
+    pub expert_weights_scale: f32,
+    /// Groups the experts are split into for routing (0 or 1: no groups).
+    pub n_expert_groups: usize,
+    /// Groups a token's experts are chosen from (the best by the sum of
+    /// their two best scores).
+    pub n_group_used: usize,
+    /// Leading layers with a dense FFN in a mixture-of-experts model.
+    pub n_layer_dense_lead: usize,
+    /// Multi-head latent attention sizes (None: ordinary attention).
+    pub mla: Option<Mla>,
+    /// YaRN's `mscale_all_dim` (`rope.scaling.yarn_log_multiplier`, 0:
+    /// none): with it the YaRN magnitude correction of rope is cancelled
+    /// and the attention scale carries it.
+    pub rope_yarn_log_mul: f32,
+    /// YaRN's `mscale` (1 unless the architecture says otherwise).
+    pub rope_yarn_mscale: f32,
     /// Per layer: true when the layer is recurrent (keeps a fixed-size
     /// state per sequence instead of K and V per token).
     pub recurrent_layers: Vec<bool>,
@@ -160,6 +209,11 @@ impl HParams {
     /// True when some layer uses the sliding window.
     pub fn has_swa(&self) -> bool {
         (0..self.n_layer).any(|il| self.is_swa(il))
+    }
+    /// True when layer `il` of a mixture-of-experts model has a dense FFN
+    /// (one of the leading dense layers), or the model has no experts.
+    pub fn is_dense_ffn(&self, il: usize) -> bool {
+        self.n_expert == 0 || il < self.n_layer_dense_lead
     }
     /// Experts each token uses in layer `il`.
     pub fn n_expert_used(&self, il: usize) -> usize {
@@ -453,6 +507,14 @@ impl HParams {
             n_ff_exp_arr: vec![0; n_layer],
             expert_weights_norm: false,
             n_ff_shexp: 0,
+            expert_gating: ExpertGating::Softmax,
+            expert_weights_scale: 0.0,
+            n_expert_groups: 0,
+            n_group_used: 0,
+            n_layer_dense_lead: 0,
+            mla: None,
+            rope_yarn_log_mul: 0.0,
+            rope_yarn_mscale: 1.0,
             recurrent_layers,
             ssm_d_conv: 0,
             ssm_d_inner: 0,

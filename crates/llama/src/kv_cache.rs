@@ -12,8 +12,12 @@ use crate::error::{LlamaError, Result};
 pub use crate::kv_cells::{Cell, KvCells, Pos, SeqId, MAX_SEQ};
 use crate::model::{Model, Weight};
 
-/// Layers sharing one buffer type: the type and each layer's K and V descriptors.
-type LayerGroup = (Arc<dyn BufferType>, Vec<(usize, TensorDesc, TensorDesc)>);
+/// Layers sharing one buffer type: the type and each layer's K and V
+/// descriptors (no V for a model whose values are read from its keys).
+type LayerGroup = (
+    Arc<dyn BufferType>,
+    Vec<(usize, TensorDesc, Option<TensorDesc>)>,
+);
 
 /// K and V of one layer.
 #[derive(Clone, Debug)]
@@ -21,8 +25,22 @@ pub struct KvLayer {
     /// Keys: [n_embd_k_gqa, size].
     pub k: Weight,
     /// Values: [n_embd_v_gqa, size], stored transposed ([size] per value
-    /// dim) unless flash attention is on.
-    pub v: Weight,
+    /// dim) unless flash attention is on; None when the values are the
+    /// first elements of each key row (multi-head latent attention, whose
+    /// keys are the compressed latent and a rotary part).
+    pub v: Option<Weight>,
+}
+
+impl KvLayer {
+    /// The V tensor, or an error naming the layer for a K-only cache.
+    pub fn v(&self) -> Result<&Weight> {
+        self.v.as_ref().ok_or_else(|| {
+            LlamaError::Decode(format!(
+                "the KV cache of '{}' holds no separate values",
+                self.k.desc.name
+            ))
+        })
+    }
 }
 
 /// Settings of a cache: its cells, element types and which layers it holds.
@@ -85,6 +103,15 @@ impl KvCache {
             planning,
         } = spec;
         let hp = &model.hparams;
+        // With absorbed multi-head latent attention the values are a view
+        // of the keys, as in llama.cpp: the cache holds K only.
+        let k_only = hp.mla.is_some_and(|m| m.absorbed);
+        if k_only && type_k != type_v {
+            return Err(LlamaError::InvalidParam(format!(
+                "K cache type {type_k} and V cache type {type_v} differ: multi-head latent \
+                 attention reads the values from the K cache"
+            )));
+        }
         for (what, ty, width) in [
             ("K", type_k, hp.n_embd_head_k),
             ("V", type_v, hp.n_embd_head_v),
@@ -115,11 +142,13 @@ impl KvCache {
                 type_k,
                 &[hp.n_embd_k_gqa(il), size],
             );
-            let v = TensorDesc::new(
-                format!("cache_v_l{il}"),
-                type_v,
-                &[hp.n_embd_v_gqa(il), size],
-            );
+            let v = (!k_only).then(|| {
+                TensorDesc::new(
+                    format!("cache_v_l{il}"),
+                    type_v,
+                    &[hp.n_embd_v_gqa(il), size],
+                )
+            });
             descs
                 .entry(buft.name().to_string())
                 .or_insert_with(|| (buft.clone(), Vec::new()))
@@ -134,7 +163,9 @@ impl KvCache {
             let pad = |x: usize| x.div_ceil(align) * align;
             let total: usize = items
                 .iter()
-                .map(|(_, k, v)| pad(buft.alloc_size(k)) + pad(buft.alloc_size(v)))
+                .map(|(_, k, v)| {
+                    pad(buft.alloc_size(k)) + v.as_ref().map_or(0, |v| pad(buft.alloc_size(v)))
+                })
                 .sum();
             let buf = if planning {
                 PlannedBuffer::shared(buft.clone(), total, BufferUsage::Compute)
@@ -153,11 +184,11 @@ impl KvCache {
                 let ko = off;
                 off += pad(buft.alloc_size(&k));
                 let vo = off;
-                off += pad(buft.alloc_size(&v));
+                off += v.as_ref().map_or(0, |v| pad(buft.alloc_size(v)));
                 kp += vo - ko;
                 vp += off - vo;
                 kb += k.nbytes();
-                vb += v.nbytes();
+                vb += v.as_ref().map_or(0, TensorDesc::nbytes);
                 layers[il] = Some(KvLayer {
                     k: Weight {
                         desc: k,
@@ -166,13 +197,13 @@ impl KvCache {
                             offset: ko,
                         },
                     },
-                    v: Weight {
-                        desc: v,
+                    v: v.map(|desc| Weight {
+                        desc,
                         at: Placement {
                             buffer: buf.clone(),
                             offset: vo,
                         },
-                    },
+                    }),
                 });
             }
             crate::info!(
@@ -221,7 +252,7 @@ impl KvCache {
         self.layers
             .iter()
             .flatten()
-            .map(|l| l.k.desc.nbytes() + l.v.desc.nbytes())
+            .map(|l| l.k.desc.nbytes() + l.v.as_ref().map_or(0, |v| v.desc.nbytes()))
             .sum()
     }
 }

@@ -381,7 +381,8 @@ impl Model {
                         | Need::Moe
                         | Need::Recurrent
                         | Need::Attention
-                        | Need::SharedExpert => {
+                        | Need::SharedExpert
+                        | Need::If(_) => {
                             return Err(LlamaError::Tensor(format!("missing tensor '{name}'")));
                         }
                     },

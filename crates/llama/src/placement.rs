@@ -249,8 +249,9 @@ pub fn probe_graph(kind: TensorKind, desc: &TensorDesc, hp: &HParams) -> Option<
             g.rope_ext(x, pos, Some(w), p).ok()?
         }
         TensorOp::MulMat => {
-            // A stack of matrices (RWKV-6's lerp projections [k, m, 5])
-            // multiplies a stack of as many.
+            // A 3-d weight is a stack of matrices (RWKV-6's lerp
+            // projections [k, m, 5], MLA's per-head attn_k_b and attn_v_b):
+            // it multiplies a stack of as many activations.
             let x = g.input("x", Type::F32, &[desc.ne[0], N, desc.ne[2], desc.ne[3]]);
             g.mul_mat(w, x).ok()?
         }

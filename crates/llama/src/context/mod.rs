@@ -879,8 +879,34 @@ fn resolve_params(model: &Model, params: ContextParams) -> Result<(ContextParams
     Ok((p, flash_attn))
 }
 
-/// Rope settings: the context's where given, else the model's.
+/// Rope settings: the context's where given, else the model's. With YaRN
+/// the magnitude factor is llama.cpp's: 1 after the correction rope applies
+/// itself, or with `mscale_all_dim` (`rope.scaling.yarn_log_multiplier`)
+/// the ratio of the two mscales with that correction cancelled, the
+/// architecture's attention scale carrying it.
 fn rope_config(hp: &HParams, p: &ContextParams) -> RopeCfg {
+    let mut cfg = rope_config_base(hp, p);
+    if cfg.ext_factor != 0.0 {
+        let factor = 1.0 / cfg.freq_scale;
+        let mscale_of = |m: f32| {
+            if factor <= 1.0 {
+                1.0
+            } else {
+                0.1 * m * factor.ln() + 1.0
+            }
+        };
+        let mut attn = if hp.rope_yarn_log_mul != 0.0 {
+            mscale_of(hp.rope_yarn_mscale) / mscale_of(hp.rope_yarn_log_mul)
+        } else {
+            mscale_of(1.0)
+        };
+        attn *= 1.0 / (1.0 + 0.1 * factor.ln());
+        cfg.attn_factor = attn;
+    }
+    cfg
+}
+
+fn rope_config_base(hp: &HParams, p: &ContextParams) -> RopeCfg {
     RopeCfg {
         freq_base: if p.rope_freq_base == 0.0 {
             hp.rope_freq_base_train
@@ -948,8 +974,9 @@ fn scheduler(model: &Model, p: &ContextParams, planning: bool) -> Result<(Schedu
             c.async_ && c.events
         });
     // A hybrid layer (Mamba-2 mixer or attention, then experts and a
-    // shared expert) takes about 90.
-    let per_layer = if hp.has_recurrent() {
+    // shared expert) takes about 90, a latent-attention layer with grouped
+    // expert routing and a shared expert about 100.
+    let per_layer = if hp.has_recurrent() || hp.mla.is_some() {
         2 * GRAPH_NODES_PER_LAYER
     } else {
         GRAPH_NODES_PER_LAYER

@@ -125,7 +125,7 @@ impl Builder<'_> {
         let g = &mut self.g;
 
         let k_cache = import_cache(g, &kvl.k);
-        let v_cache = import_cache(g, &kvl.v);
+        let v_cache = import_cache(g, kvl.v()?);
         let k_row = row_size(kv.type_k, n_embd_k_gqa);
         // K and V rows of the ubatch go to its cells, which need not be adjacent.
         let k_cur = as_rows(g, qkv.k, n_embd_k_gqa, n_tokens)?;

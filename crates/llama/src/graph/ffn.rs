@@ -66,36 +66,18 @@ impl Builder<'_> {
     }
 }
 
-/// Lower bound of the sum of the selected experts' probabilities before
-/// dividing by it: 2^-14, the smallest normal F16, as llama.cpp clamps.
-const MIN_WEIGHT_SUM: f32 = 1.0 / 16384.0;
-
 impl Builder<'_> {
     /// Mixture-of-experts FFN of layer `il` on the normed input `x`
-    /// [n_embd, n_tokens]: each token goes through its `n_expert_used`
-    /// most probable experts; the outputs are summed with the router's
-    /// probabilities as weights.
+    /// [n_embd, n_tokens]: each token goes through the `n_expert_used`
+    /// experts its router chooses; the outputs are summed with the
+    /// router's weights.
     pub fn moe_ffn(&mut self, x: TensorId, il: usize) -> Result<TensorId> {
         let hp = self.hp;
         let n_embd = self.g.desc(x).ne[0];
         let n_tokens = self.g.desc(x).ne[1];
-        let (n_expert, n_used) = (hp.n_expert, hp.n_expert_used(il));
-        let logits = self.linear(x, TensorKind::FfnGateInp, None, il)?;
-        self.g.set_name(logits, format!("ffn_moe_logits-{il}"));
-        let probs = self.g.soft_max_ext(logits, None, 1.0, 0.0)?;
-        // [n_used, n_tokens]: expert ids, most probable first.
-        let selected = self.g.argsort_top_k(probs, n_used)?;
-        self.g.set_name(selected, format!("ffn_moe_topk-{il}"));
-        let probs3 = self.g.reshape(probs, &[1, n_expert, n_tokens])?;
-        let mut weights = self.g.get_rows(probs3, selected)?; // [1, n_used, n_tokens]
-        if hp.expert_weights_norm {
-            let w2 = self.g.reshape(weights, &[n_used, n_tokens])?;
-            let sum = self.g.sum_rows(w2)?;
-            let sum = self.g.clamp(sum, MIN_WEIGHT_SUM, f32::INFINITY)?;
-            let w2 = self.g.div(w2, sum)?;
-            weights = self.g.reshape(w2, &[1, n_used, n_tokens])?;
-        }
-        self.g.set_name(weights, format!("ffn_moe_weights-{il}"));
+        let n_used = hp.n_expert_used(il);
+        let routing = self.route_experts(x, il)?;
+        let (selected, weights) = (routing.selected, routing.weights);
 
         let cur = self.g.reshape(x, &[n_embd, 1, n_tokens])?;
         let up = self.mm_id(TensorKind::FfnUpExps, il, cur, selected)?; // [n_ff_exp, n_used, n_tokens]

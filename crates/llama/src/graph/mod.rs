@@ -10,6 +10,8 @@ mod ffn;
 mod gated_attention;
 pub mod inputs;
 mod moe_oai;
+mod mla;
+mod moe_routing;
 mod sandwich;
 mod rwkv;
 mod ssm;
@@ -397,17 +399,24 @@ pub fn build_k_shift(
         let n_head_kv = hp.n_head_kv(il);
         let k_cache = import_cache(&mut g, &layer.k);
         let k_row = row_size(kv.type_k, hp.n_embd_k_gqa(il));
+        // A key head of multi-head latent attention ends with its rotary
+        // part; the rest is not rotated.
+        let (width, offset) = if hp.mla.is_some() {
+            (hp.n_rot, hp.n_embd_head_k - hp.n_rot)
+        } else {
+            (hp.n_embd_head_k, 0)
+        };
         let kview = g.view_3d(
             k_cache,
-            [hp.n_embd_head_k, n_head_kv, kv.size],
+            [width, n_head_kv, kv.size],
             row_size(kv.type_k, hp.n_embd_head_k),
             k_row,
-            0,
+            row_size(kv.type_k, offset),
         )?;
         let f32k = g.new_tensor(
             format!("k_shift_f32-{il}"),
             Type::F32,
-            &[hp.n_embd_head_k, n_head_kv, kv.size],
+            &[width, n_head_kv, kv.size],
         );
         let tmp = g.cpy(kview, f32k)?;
         let rot = g.rope_ext(tmp, shift, rope_factors, rope_params_for(hp, rope, il))?;

@@ -3,6 +3,7 @@
 //! [`crate::graph`]. Adding an architecture is adding a module and a line to
 //! [`REGISTRY`].
 
+mod deepseek2;
 mod gemma2;
 mod gemma3;
 mod gpt_oss;
@@ -64,6 +65,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &qwen35::DEF,
     &qwen35moe::DEF,
     &gpt_oss::DEF,
+    &deepseek2::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
