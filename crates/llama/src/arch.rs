@@ -152,10 +152,20 @@ pub enum TensorKind {
     SsmNorm,
     /// SSM output projection [d_inner, n_embd].
     SsmOut,
+    /// LFM2's input projection of a short-convolution layer to B, C and x
+    /// [n_embd, 3 n_embd].
+    ShortconvInProj,
+    /// LFM2's depthwise causal convolution kernel [l_cache, n_embd].
+    ShortconvConv,
+    /// LFM2's output projection of a short-convolution layer [n_embd, n_embd].
+    ShortconvOutProj,
+    /// LFM2's final norm [n_embd], applied after the last layer, which its
+    /// files name `token_embd_norm`.
+    OutputNormLfm2,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 41;
+pub const N_TENSOR_KINDS: usize = 45;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,6 +272,10 @@ impl TensorKind {
             TensorKind::SsmD => ti("ssm_d", Layer, Mul),
             TensorKind::SsmNorm => ti("ssm_norm.weight", Layer, Mul),
             TensorKind::SsmOut => ti("ssm_out.weight", Layer, MulMat),
+            TensorKind::ShortconvInProj => ti("shortconv.in_proj.weight", Layer, MulMat),
+            TensorKind::ShortconvConv => ti("shortconv.conv.weight", Layer, SsmConv),
+            TensorKind::ShortconvOutProj => ti("shortconv.out_proj.weight", Layer, MulMat),
+            TensorKind::OutputNormLfm2 => ti("token_embd_norm.weight", Output, Mul),
         }
     }
 
@@ -292,7 +306,8 @@ impl TensorKind {
             | TensorKind::FfnNorm
             | TensorKind::AttnPostNorm
             | TensorKind::FfnPostNorm
-            | TensorKind::AttnOutBias => vec![n_embd],
+            | TensorKind::AttnOutBias
+            | TensorKind::OutputNormLfm2 => vec![n_embd],
             TensorKind::RopeFreqs | TensorKind::RopeFactorsLong | TensorKind::RopeFactorsShort => {
                 vec![hp.n_rot / 2]
             }
@@ -331,6 +346,9 @@ impl TensorKind {
                 hp.ssm_n_group.max(1),
             ],
             TensorKind::SsmOut => vec![hp.ssm_d_inner, n_embd],
+            TensorKind::ShortconvInProj => vec![n_embd, 3 * n_embd],
+            TensorKind::ShortconvConv => vec![hp.ssm_d_conv, n_embd],
+            TensorKind::ShortconvOutProj => vec![n_embd, n_embd],
         }
     }
 
@@ -556,7 +574,7 @@ mod tests {
         let e = Arch::from_name("rwkv6").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv6'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::SsmOut as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::OutputNormLfm2 as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

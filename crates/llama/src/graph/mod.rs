@@ -8,6 +8,7 @@ mod attention;
 mod ffn;
 pub mod inputs;
 mod sandwich;
+mod shortconv;
 mod ssm;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};

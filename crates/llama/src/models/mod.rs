@@ -6,6 +6,7 @@
 mod gemma2;
 mod gemma3;
 mod granitehybrid;
+mod lfm2;
 mod llama;
 mod mamba;
 mod mamba2;
@@ -54,6 +55,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &mamba::DEF,
     &mamba2::DEF,
     &granitehybrid::DEF,
+    &lfm2::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,
