@@ -1,5 +1,6 @@
-//! llama.cpp's outputs on the Mamba, Mamba-2 and Granite 4 hybrid fixtures
-//! (greedy bytes and perplexity on the CPU), and the recurrent memory's
+//! llama.cpp's outputs on the Mamba, Mamba-2, Granite 4 hybrid and LFM2
+//! fixtures (greedy bytes and perplexity on the CPU, on Vulkan and with
+//! partial offload), and the recurrent memory's
 //! sequence semantics through a context: a tail that cannot be removed
 //! answers false and changes nothing, a copied sequence continues as its
 //! source, and sequences decoded together equal their solo runs.
@@ -123,6 +124,16 @@ fn granitehybrid_q8_0() {
     fixture("tiny-granitehybrid-q8_0");
 }
 
+#[test]
+fn lfm2_f32() {
+    fixture("tiny-lfm2-f32");
+}
+
+#[test]
+fn lfm2_q8_0() {
+    fixture("tiny-lfm2-q8_0");
+}
+
 fn close(a: &[f32], b: &[f32], what: &str) {
     let d = a
         .iter()
@@ -195,6 +206,11 @@ fn mamba2_sequence_operations() {
 #[test]
 fn granitehybrid_sequence_operations() {
     sequence_operations("tiny-granitehybrid-f32");
+}
+
+#[test]
+fn lfm2_sequence_operations() {
+    sequence_operations("tiny-lfm2-f32");
 }
 
 /// Prompts of different lengths decoded in one batch, then generated
@@ -281,6 +297,11 @@ fn granitehybrid_batch_equals_solo() {
     batch_equals_solo("tiny-granitehybrid-f32");
 }
 
+#[test]
+fn lfm2_batch_equals_solo() {
+    batch_equals_solo("tiny-lfm2-f32");
+}
+
 /// On Vulkan with every layer and with one layer offloaded: the SSM ops
 /// run where a backend has them, the states stay on their layer's device.
 #[test]
@@ -288,10 +309,20 @@ fn vulkan_and_partial_offload() {
     let Some(gpu) = tests::vulkan_device() else {
         return;
     };
-    for name in ["tiny-mamba2-f32", "tiny-granitehybrid-f32"] {
+    let cases: [(&str, &[i32]); 4] = [
+        ("tiny-mamba2-f32", &[99, 1]),
+        ("tiny-granitehybrid-f32", &[99, 1]),
+        // LFM2's layers 0, 1, 3 are convolutions, 2 and 4 attention: 2
+        // offloaded layers put a convolution and an attention layer on
+        // each side.
+        ("tiny-lfm2-f32", &[99, 1, 2]),
+        ("tiny-lfm2-q8_0", &[99, 2]),
+    ];
+    for (name, ngls) in cases {
         let Some(fx) = fixtures() else { return };
         let exp = expected(&fx, name);
-        for ngl in [99, 1] {
+        let tol = if name.ends_with("f32") { 1e-3 } else { 1e-2 };
+        for &ngl in ngls {
             let mp = llama::ModelParams {
                 devices: Some(vec![gpu.clone()]),
                 n_gpu_layers: ngl,
@@ -301,7 +332,7 @@ fn vulkan_and_partial_offload() {
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
             let what = format!("{name} (Vulkan, n_gpu_layers {ngl})");
             check_greedy(&model, &exp, &what);
-            check_ppl(&model, &exp, 1e-3, &what);
+            check_ppl(&model, &exp, tol, &what);
         }
     }
 }

@@ -193,3 +193,96 @@ fn per_head_weights_are_placed_whatever_the_head_count() {
         );
     }
 }
+
+#[test]
+fn lfm2_loads_its_convolution_and_attention_layers() {
+    for name in ["lfm2-f32", "lfm2-q8_0"] {
+        let Some(p) = model(name) else { return };
+        let m = Model::load(&p, &cpu_params()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let hp = &m.hparams;
+        assert_eq!(
+            hp.recurrent_layers,
+            [true, true, false, true, false],
+            "{name}"
+        );
+        // l_cache 3: two inputs of each of the 64 channels per sequence.
+        assert_eq!((hp.ssm_d_conv, hp.n_embd_r(), hp.n_embd_s()), (3, 128, 0));
+        assert_eq!((hp.n_head(2), hp.n_head_kv(2), hp.n_embd_head_k), (4, 2, 16));
+        let w = m.weights().expect("weights");
+        assert_eq!(w.output_norm.desc.name, "token_embd_norm.weight");
+    }
+}
+
+#[test]
+fn lfm2_bad_convolution_sizes_are_named() {
+    let Some(src) = model("lfm2-f32") else {
+        return;
+    };
+    // A cache length the kernels were not written for.
+    let p = rewrite(&src, "lfm2-lcache4", |m, _| {
+        m.set("lfm2.shortconv.l_cache", Value::U32(4));
+    });
+    let e = load_err(&p);
+    assert!(e.contains("blk.0.shortconv.conv.weight"), "{e}");
+    // No previous input to keep.
+    let p = rewrite(&src, "lfm2-lcache1", |m, _| {
+        m.set("lfm2.shortconv.l_cache", Value::U32(1));
+    });
+    let e = load_err(&p);
+    assert!(e.contains("lfm2.shortconv.l_cache"), "{e}");
+    // The key missing.
+    let p = rewrite(&src, "lfm2-lcache-missing", |m, _| {
+        m.remove("lfm2.shortconv.l_cache");
+    });
+    let e = load_err(&p);
+    assert!(e.contains("lfm2.shortconv.l_cache"), "{e}");
+    // A kernel of the wrong width in one layer.
+    let p = rewrite(&src, "lfm2-conv-shape", |_, t| {
+        for x in t.iter_mut().filter(|x| x.0 == "blk.3.shortconv.conv.weight") {
+            x.1 = vec![2, 64];
+            x.3.truncate(2 * 64 * 4);
+        }
+    });
+    let e = load_err(&p);
+    assert!(e.contains("blk.3.shortconv.conv.weight"), "{e}");
+}
+
+#[test]
+fn lfm2_layer_list_of_the_wrong_length_is_named() {
+    let Some(src) = model("lfm2-f32") else {
+        return;
+    };
+    let p = rewrite(&src, "lfm2-kv-len", |m, _| {
+        m.set("lfm2.attention.head_count_kv", vec![0u32, 0, 2, 0]);
+    });
+    let e = load_err(&p);
+    assert!(
+        e.contains("lfm2.attention.head_count_kv") && e.contains("per layer"),
+        "{e}"
+    );
+    // Every layer attention: no convolution layer, and the convolution
+    // tensors unread.
+    let p = rewrite(&src, "lfm2-no-conv", |m, _| {
+        m.set("lfm2.attention.head_count_kv", vec![2u32, 2, 2, 2, 2]);
+    });
+    let e = load_err(&p);
+    assert!(e.contains("lfm2.attention.head_count_kv"), "{e}");
+    // Layer 2 turned into a convolution has none of its tensors.
+    let p = rewrite(&src, "lfm2-conv-missing", |m, _| {
+        m.set("lfm2.attention.head_count_kv", vec![0u32, 0, 0, 0, 2]);
+    });
+    let e = load_err(&p);
+    assert!(e.contains("blk.2.shortconv"), "{e}");
+    // The final norm missing.
+    let p = rewrite(&src, "lfm2-no-final-norm", |_, t| {
+        t.retain(|x| x.0 != "token_embd_norm.weight")
+    });
+    let e = load_err(&p);
+    assert!(e.contains("token_embd_norm.weight"), "{e}");
+    // A sliding window is refused by name.
+    let p = rewrite(&src, "lfm2-swa", |m, _| {
+        m.set("lfm2.attention.sliding_window", Value::U32(128));
+    });
+    let e = load_err(&p);
+    assert!(e.contains("lfm2.attention.sliding_window"), "{e}");
+}

@@ -65,3 +65,8 @@ async fn mamba2_parallel_requests() {
 async fn granitehybrid_parallel_requests() {
     parallel_equals_solo("tiny-granitehybrid-f32.gguf").await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lfm2_parallel_requests() {
+    parallel_equals_solo("tiny-lfm2-f32.gguf").await;
+}

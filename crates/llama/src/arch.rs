@@ -272,10 +272,20 @@ pub enum TensorKind {
     FfnUpExpsBias,
     /// Per-expert down biases [n_embd, n_expert].
     FfnDownExpsBias,
+    /// LFM2's input projection of a short-convolution layer to B, C and x
+    /// [n_embd, 3 n_embd].
+    ShortconvInProj,
+    /// LFM2's depthwise causal convolution kernel [l_cache, n_embd].
+    ShortconvConv,
+    /// LFM2's output projection of a short-convolution layer [n_embd, n_embd].
+    ShortconvOutProj,
+    /// LFM2's final norm [n_embd], applied after the last layer, which its
+    /// files name `token_embd_norm`.
+    OutputNormLfm2,
 }
 
 /// Number of [`TensorKind`]s.
-pub const N_TENSOR_KINDS: usize = 98;
+pub const N_TENSOR_KINDS: usize = TensorKind::OutputNormLfm2 as usize + 1;
 
 /// Where a tensor lives in the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -445,6 +455,10 @@ impl TensorKind {
             TensorKind::FfnGateExpsBias => ti("ffn_gate_exps.bias", Layer, AddId),
             TensorKind::FfnUpExpsBias => ti("ffn_up_exps.bias", Layer, AddId),
             TensorKind::FfnDownExpsBias => ti("ffn_down_exps.bias", Layer, AddId),
+            TensorKind::ShortconvInProj => ti("shortconv.in_proj.weight", Layer, MulMat),
+            TensorKind::ShortconvConv => ti("shortconv.conv.weight", Layer, SsmConv),
+            TensorKind::ShortconvOutProj => ti("shortconv.out_proj.weight", Layer, MulMat),
+            TensorKind::OutputNormLfm2 => ti("token_embd_norm.weight", Output, Mul),
         }
     }
 
@@ -476,7 +490,8 @@ impl TensorKind {
             | TensorKind::FfnNorm
             | TensorKind::AttnPostNorm
             | TensorKind::FfnPostNorm
-            | TensorKind::AttnOutBias => vec![n_embd],
+            | TensorKind::AttnOutBias
+            | TensorKind::OutputNormLfm2 => vec![n_embd],
             TensorKind::RopeFreqs | TensorKind::RopeFactorsLong | TensorKind::RopeFactorsShort => {
                 vec![hp.n_rot / 2]
             }
@@ -572,6 +587,9 @@ impl TensorKind {
                 vec![hp.n_ff_exp(il), hp.n_expert]
             }
             TensorKind::FfnDownExpsBias => vec![n_embd, hp.n_expert],
+            TensorKind::ShortconvInProj => vec![n_embd, 3 * n_embd],
+            TensorKind::ShortconvConv => vec![hp.ssm_d_conv, n_embd],
+            TensorKind::ShortconvOutProj => vec![n_embd, n_embd],
         }
     }
 
@@ -865,7 +883,7 @@ mod tests {
         let e = Arch::from_name("rwkv5").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv5'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::FfnDownExpsBias as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(TensorKind::OutputNormLfm2 as usize + 1, N_TENSOR_KINDS);
     }
 
     #[test]

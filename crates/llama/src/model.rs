@@ -517,7 +517,8 @@ impl Model {
         let mut take = |k: TensorKind| globals[k.index()].take();
         let (tok, onorm, out, rope) = (
             take(TensorKind::TokenEmbd),
-            take(TensorKind::OutputNorm),
+            // LFM2 names its final norm `token_embd_norm`.
+            take(TensorKind::OutputNorm).or_else(|| take(TensorKind::OutputNormLfm2)),
             take(TensorKind::Output),
             take(TensorKind::RopeFreqs),
         );

@@ -336,8 +336,8 @@ fn ssm_probe(
     hp: &HParams,
 ) -> Option<TensorId> {
     const N: usize = 512;
-    match kind {
-        TensorKind::SsmConv1d => {
+    match kind.info().op {
+        TensorOp::SsmConv => {
             let sx = g.input("sx", Type::F32, &[desc.ne[0] - 1 + N, desc.ne[1], 1]);
             g.ssm_conv(sx, w).ok()
         }

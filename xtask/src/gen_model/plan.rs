@@ -136,12 +136,25 @@ pub fn plan(shape: &Shape, ty: OutType) -> Result<Vec<TensorPlan>> {
         t.push(matrix(n("ffn_up.weight"), e, ff, proj));
         t.push(matrix(n("ffn_down.weight"), ff, e, down));
     }
-    t.push(TensorPlan::vector("output_norm.weight".into(), e, NORM));
+    t.push(TensorPlan::vector(output_norm_name(shape), e, NORM));
     if !shape.tied_output {
         t.push(matrix("output.weight".into(), e, v, out));
     }
     assign_types(&mut t, shape, shape.arch.name(), 0, ty)?;
     Ok(t)
+}
+
+/// The name of the final norm: the row of the architecture's table in
+/// the llama crate that is a norm of the output layer (LFM2's is
+/// `token_embd_norm.weight`).
+fn output_norm_name(shape: &Shape) -> String {
+    shape
+        .arch
+        .tensors()
+        .map(|s| s.kind.info())
+        .find(|i| i.scope == llama::arch::Scope::Output && i.op == llama::arch::TensorOp::Mul)
+        .map_or("output_norm.weight", |i| i.name)
+        .to_string()
 }
 
 /// The planned tensor `name` of `p` (a test's look-up: panics without it).

@@ -75,6 +75,11 @@ pub enum Preset {
     /// vocabulary 100352, tied output.
     #[value(name = "granite-4.0-h-micro")]
     Granite4HMicro,
+    /// LFM2-350M: 16 layers 1024 wide, short convolutions of 3 taps with
+    /// attention (16 heads of 64, 8 kv heads) at layers 2, 5, 8, 10, 12
+    /// and 14, SwiGLU FFNs of 4608, vocabulary 65536, tied output.
+    #[value(name = "lfm2-350m")]
+    Lfm2_350m,
 }
 
 impl Preset {
@@ -88,6 +93,7 @@ impl Preset {
             Preset::Mamba130m => "mamba-130m",
             Preset::Mamba2_370m => "mamba2-370m",
             Preset::Granite4HMicro => "granite-4.0-h-micro",
+            Preset::Lfm2_350m => "lfm2-350m",
         }
     }
 
@@ -113,6 +119,7 @@ impl Preset {
                 131_072,
                 true,
             ),
+            Preset::Lfm2_350m => ("lfm2", 65_536, 1024, 16, 16, 8, 4608, 128_000, true),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {
@@ -313,6 +320,7 @@ mod tests {
             Preset::Mamba130m,
             Preset::Mamba2_370m,
             Preset::Granite4HMicro,
+            Preset::Lfm2_350m,
         ] {
             p.shape().validate().unwrap();
         }

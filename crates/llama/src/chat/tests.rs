@@ -204,3 +204,59 @@ fn tools_dates_and_lengths_as_llama_cpp_gives_them() {
     );
     assert_eq!(dt, format!("{} {} {}", p[1], p[0], p[2]));
 }
+
+/// LFM2's template (`templates/LFM2-8B-A1B.jinja` of the fixtures) as
+/// llama.cpp renders it (it applies the template as it is): the system
+/// prompt, then the tool list as JSON between its markers, tool results
+/// between theirs, BOS first; no system turn without a system prompt or
+/// tools.
+#[test]
+fn lfm2_template_renders_as_llama_cpp() {
+    let Some(dir) = test_support::fixtures_with("templates") else {
+        return;
+    };
+    let src = std::fs::read_to_string(dir.join("templates/LFM2-8B-A1B.jinja")).unwrap();
+    let t = JinjaTemplate::new(&src, "<|startoftext|>", "<|im_end|>").unwrap();
+    let tools = serde_json::json!([
+        {"type": "function", "function": {"name": "get_time", "description": "Time",
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                        "required": ["city"]}}},
+        {"type": "function", "function": {"name": "noop", "parameters": {}}},
+    ]);
+    let call = "<|tool_call_start|>[get_time(city=\"Paris\")]<|tool_call_end|>";
+    let msgs = [
+        Message::new("system", "Be brief."),
+        Message::new("user", "Time in Paris?"),
+        Message::new("assistant", call),
+        Message::new("tool", "12:00"),
+    ];
+    let out = t.render(&msgs, true, Some(&tools), None).unwrap();
+    let want = concat!(
+        "<|startoftext|><|im_start|>system\nBe brief.\nList of tools: <|tool_list_start|>[",
+        r#"{"type": "function", "function": {"name": "get_time", "description": "Time", "#,
+        r#""parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "#,
+        r#""required": ["city"]}}}, {"type": "function", "function": {"name": "noop", "#,
+        r#""parameters": {}}}"#,
+        "]<|tool_list_end|><|im_end|>\n",
+        "<|im_start|>user\nTime in Paris?<|im_end|>\n",
+        "<|im_start|>assistant\n<|tool_call_start|>[get_time(city=\"Paris\")]<|tool_call_end|><|im_end|>\n",
+        "<|im_start|>tool\n<|tool_response_start|>12:00<|tool_response_end|><|im_end|>\n",
+        "<|im_start|>assistant\n",
+    );
+    assert_eq!(out, want);
+    // Tools without a system prompt: the list alone; no tools and no
+    // system prompt: no system turn; no generation prompt when not asked.
+    let out = t.render(&msgs[1..2], true, Some(&tools), None).unwrap();
+    assert!(
+        out.starts_with("<|startoftext|><|im_start|>system\nList of tools: <|tool_list_start|>[{"),
+        "{out}"
+    );
+    let out = t.render(&msgs[1..3], false, None, None).unwrap();
+    assert_eq!(
+        out,
+        format!(
+            "<|startoftext|><|im_start|>user\nTime in Paris?<|im_end|>\n\
+             <|im_start|>assistant\n{call}<|im_end|>\n"
+        )
+    );
+}

@@ -14,6 +14,7 @@ mod mla;
 mod moe_routing;
 mod sandwich;
 mod rwkv;
+mod shortconv;
 mod ssm;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};

@@ -39,6 +39,7 @@ impl Builder<'_> {
 
     /// (tokens per sequence set, sequence sets) of the ubatch.
     pub(super) fn seq_blocks(&self) -> Result<(usize, usize)> {
+    pub(crate) fn seq_blocks(&self) -> Result<(usize, usize)> {
         let (n, s) = (self.shape.n_tokens, self.shape.n_seqs.max(1));
         if n % s != 0 {
             return Err(LlamaError::Decode(format!(
@@ -52,15 +53,34 @@ impl Builder<'_> {
     /// previous `d_conv - 1` inputs of each sequence and its own; stores the
     /// new convolution states; adds the bias and applies SiLU.
     pub(super) fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
+    fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
+        let mut y = self.causal_conv(xbc, TensorKind::SsmConv1d, il)?;
+        if let Some(b) = self.weight_opt(TensorKind::SsmConv1dBias, il) {
+            y = self.g.add_op(y, b)?;
+        }
+        Ok(self.g.unary(y, UnaryOp::Silu)?)
+    }
+
+    /// The causal depthwise convolution of `x` [ch, n_t, n_s] by the
+    /// layer's kernel `kernel` [d_conv, ch] (`ssm.conv_kernel` wide) over
+    /// the previous `d_conv - 1` inputs of each sequence, read from its
+    /// state cell, and its own; stores the last `d_conv - 1` inputs as the
+    /// new state. Returns [ch, n_t, n_s], without bias or activation.
+    pub(crate) fn causal_conv(
+        &mut self,
+        x: TensorId,
+        kernel: TensorKind,
+        il: usize,
+    ) -> Result<TensorId> {
         let hp = self.hp;
         let (n_t, n_s) = self.seq_blocks()?;
         let (inp, layer) = self.rs_parts(il)?;
-        let ch = self.g.desc(xbc).ne[0];
+        let ch = self.g.desc(x).ne[0];
         let d = hp.ssm_d_conv - 1;
         let all = import_cache(&mut self.g, &layer.r);
         let conv = self.g.get_rows(all, inp.src)?;
         let conv = self.g.reshape(conv, &[d, ch, n_s])?;
-        let xt = self.g.transpose(xbc)?;
+        let xt = self.g.transpose(x)?;
         let conv_x = self.g.concat(conv, xt, 0)?;
         self.g.set_name(conv_x, format!("conv_x-{il}"));
         let nb = self.g.desc(conv_x).nb;
@@ -70,12 +90,8 @@ impl Builder<'_> {
         let last = self.g.cont(last)?;
         let last = self.g.reshape(last, &[d * ch, n_s])?;
         self.g.set_rows(all, last, inp.dst)?;
-        let w = self.weight(TensorKind::SsmConv1d, il)?;
-        let mut y = self.g.ssm_conv(conv_x, w)?;
-        if let Some(b) = self.weight_opt(TensorKind::SsmConv1dBias, il) {
-            y = self.g.add_op(y, b)?;
-        }
-        Ok(self.g.unary(y, UnaryOp::Silu)?)
+        let w = self.weight(kernel, il)?;
+        Ok(self.g.ssm_conv(conv_x, w)?)
     }
 
     /// The selective scan over `x` [head_dim, n_head, n_t, n_s] from each

@@ -8,6 +8,7 @@ mod gemma2;
 mod gemma3;
 mod gpt_oss;
 mod granitehybrid;
+mod lfm2;
 mod llama;
 mod mamba;
 mod mamba2;
@@ -66,6 +67,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &qwen35moe::DEF,
     &gpt_oss::DEF,
     &deepseek2::DEF,
+    &lfm2::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,

@@ -10,6 +10,7 @@
 mod gemma2;
 mod gemma3;
 mod granitehybrid;
+mod lfm2;
 mod mamba;
 mod mamba2;
 mod phi3;
@@ -74,6 +75,7 @@ static GENERATORS: &[&ArchGen] = &[
     &mamba::GEN,
     &mamba2::GEN,
     &granitehybrid::GEN,
+    &lfm2::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.

@@ -42,6 +42,8 @@ pub enum ToolFormat {
     FunctionaryV32,
     /// Harmony channels: gpt-oss.
     GptOss,
+    /// `<|tool_call_start|>[name(key=value)]<|tool_call_end|>`: LFM2.
+    Lfm2,
 }
 
 impl ToolFormat {
@@ -61,6 +63,7 @@ impl ToolFormat {
             Self::FunctionaryV31 => "functionary-v3.1-llama-3.1",
             Self::FunctionaryV32 => "functionary-v3.2",
             Self::GptOss => "gpt-oss",
+            Self::Lfm2 => "lfm2",
         }
     }
 
@@ -188,6 +191,8 @@ pub fn from_source(source: &str) -> ToolFormat {
     let has = |s: &str| source.contains(s);
     if has("<|channel|>") && has("<|message|>") {
         ToolFormat::GptOss
+    } else if has("<|tool_list_start|>") && has("<|tool_list_end|>") {
+        ToolFormat::Lfm2
     } else if has("[TOOL_CALLS]") {
         ToolFormat::MistralNemo
     } else if has("<｜tool▁calls▁begin｜>") || has("<｜tool▁call▁begin｜>") {

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use super::detect::ToolFormat;
 use super::generic::answer_schema;
+use super::pythonic;
 use crate::grammar::GrammarTrigger;
 use crate::json_schema::{build_grammar, gbnf_format_literal as lit, GrammarBuilder, SchemaError};
 
@@ -117,6 +118,50 @@ fn object_calls(
         }
         let schema = json!({"type": "object", "properties": props, "required": required, "additionalProperties": false});
         alts.push(b.add_schema(&format!("{name}-call"), &schema)?);
+    }
+    Ok(alts.join(" | "))
+}
+
+/// Calls as Python function calls `name(key=value, ...)` with JSON
+/// values (which LFM2's reader takes as Python literals): the required
+/// parameters in the schema's order, then any of the optional ones.
+fn python_calls(b: &mut GrammarBuilder, fns: &[(&str, Value)]) -> Result<String, SchemaError> {
+    let mut alts = Vec::new();
+    for (name, params) in fns {
+        let props = params
+            .get("properties")
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let required: Vec<&str> = params
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|a| a.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let (mut req, mut opt) = (Vec::new(), Vec::new());
+        for (k, schema) in &props {
+            let mut s = schema.clone();
+            b.resolve_refs(&mut s);
+            let value = b.add_schema(&format!("{name}-{k}"), &s)?;
+            let p = format!("{} {value}", lit(&format!("{k}=")));
+            if required.contains(&k.as_str()) {
+                req.push(p);
+            } else {
+                opt.push(p);
+            }
+        }
+        let sep = lit(", ");
+        let mut args = req.join(&format!(" {sep} "));
+        if !opt.is_empty() {
+            let any = format!("({})", opt.join(" | "));
+            args = if req.is_empty() {
+                format!("({any} ({sep} {any})*)?")
+            } else {
+                format!("{args} ({sep} {any})*")
+            };
+        }
+        let body = format!("{} {args} {}", lit(&format!("{name}(")), lit(")"));
+        alts.push(b.add_rule(&format!("{name}-call"), &body));
     }
     Ok(alts.join(" | "))
 }
@@ -320,6 +365,16 @@ pub fn call_grammar(
                 } else {
                     format!("({first})")
                 }
+            }
+            ToolFormat::Lfm2 => {
+                triggers = word(pythonic::OPEN);
+                let one = python_calls(b, &fns)?;
+                format!(
+                    "{} {} {}",
+                    lit(&format!("{}[", pythonic::OPEN)),
+                    repeat(&one, "\", \"", parallel),
+                    lit(&format!("]{}", pythonic::CLOSE))
+                )
             }
             ToolFormat::GptOss => {
                 triggers = word("<|channel|>commentary to=functions.");

@@ -49,6 +49,7 @@ const CALLS: &[(ToolFormat, &str)] = &[
     (ToolFormat::FunctionaryV32, "special_function\n{\"arg1\": 1}"),
     (ToolFormat::GptOss, "<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{\"arg1\": 1}"),
     (ToolFormat::Generic, "{\"tool_call\": {\"name\": \"special_function\", \"arguments\": {\"arg1\": 1}}}"),
+    (ToolFormat::Lfm2, "<|tool_call_start|>[special_function(arg1=1)]<|tool_call_end|>"),
 ];
 
 #[test]

@@ -16,6 +16,7 @@ mod json_array;
 mod json_scan;
 mod llama3;
 mod parser;
+mod pythonic;
 mod qwen_xml;
 mod reasoning;
 mod scan;

@@ -6,7 +6,7 @@ use super::reasoning::{self, ReasoningFormat, ThinkTags};
 use super::scan::{find_any, shown};
 use super::{
     deepseek_r1, deepseek_v3_1, functionary_v3_1, functionary_v3_2, generic, gpt_oss, hermes,
-    json_array, llama3, qwen_xml, ParsedMessage, ToolCall,
+    json_array, llama3, pythonic, qwen_xml, ParsedMessage, ToolCall,
 };
 
 /// How a reply is read.
@@ -130,6 +130,7 @@ impl ChatParser {
             ToolFormat::DeepseekV31 => deepseek_v3_1::parse(rest, partial, &mut out),
             ToolFormat::FunctionaryV31 => functionary_v3_1::parse(rest, partial, &mut out),
             ToolFormat::FunctionaryV32 => functionary_v3_2::parse(rest, partial, &mut out),
+            ToolFormat::Lfm2 => pythonic::parse(rest, partial, &mut out),
             ToolFormat::GptOss => {}
         }
         out

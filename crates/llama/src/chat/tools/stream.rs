@@ -225,6 +225,7 @@ mod tests {
             (ToolFormat::GptOss, false, "<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant<|channel|>commentary to=functions.special_function <|constrain|>json<|message|>{\"arg1\": 1}<|call|>"),
             (ToolFormat::Generic, false, "{\"tool_calls\": [{\"name\": \"a\", \"arguments\": {\"x\": \"\\u00e9\"}}]}"),
             (ToolFormat::Generic, false, "{\"response\": \"Hello\\n \\\"you\\\"\"}"),
+            (ToolFormat::Lfm2, false, "Sure.<|tool_call_start|>[get(city=\"Paris\", n=[1, 2]), put()]<|tool_call_end|>"),
         ];
         for (f, open, text) in cases {
             let m = stream_adds_up(*f, *open, text);

@@ -46,7 +46,7 @@ const EXPECTED: &[(&str, ToolFormat)] = &[
         ToolFormat::Granite,
     ),
     ("ibm-granite-granite-4.0.jinja", ToolFormat::Hermes),
-    ("LFM2-8B-A1B.jinja", ToolFormat::Generic),
+    ("LFM2-8B-A1B.jinja", ToolFormat::Lfm2),
     ("google-gemma-2-2b-it.jinja", ToolFormat::Generic),
     ("microsoft-Phi-3.5-mini-instruct.jinja", ToolFormat::Generic),
     ("llama-cpp-rwkv-world.jinja", ToolFormat::Generic),
