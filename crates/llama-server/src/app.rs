@@ -41,6 +41,16 @@ pub struct HttpConfig {
     pub sampling: SamplingParams,
     /// `--reasoning-format`.
     pub reasoning_format: llama::chat::tools::ReasoningFormat,
+    /// `--slot-save-path`.
+    pub slot_save_path: Option<std::path::PathBuf>,
+    /// `--keep`: the default `n_keep` of requests.
+    pub n_keep: i64,
+    /// The context's batch size (the `/infill` layout).
+    pub n_batch: usize,
+    /// `-n`: the server's default `n_predict` (the `/infill` layout).
+    pub n_predict: i64,
+    /// `--spm-infill`: suffix before prefix in `/infill` prompts.
+    pub spm_infill: bool,
 }
 
 /// State of the handlers.
@@ -109,6 +119,8 @@ pub fn router(app: AppState) -> Router {
         .route("/apply-template", post(apply_template))
         .route("/metrics", get(metrics))
         .route("/slots", get(slots))
+        .route("/slots/{id}", post(crate::slots_api::slot_action))
+        .route("/infill", post(crate::infill::infill))
         .route("/completion", post(crate::completions::completion))
         .route("/completions", post(crate::completions::completion))
         .route("/v1/completions", post(crate::completions::v1_completions))

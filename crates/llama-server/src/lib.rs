@@ -13,7 +13,9 @@ pub mod embeddings;
 pub mod engine;
 pub mod error;
 pub mod metrics;
+pub mod infill;
 pub mod request;
+pub mod slots_api;
 pub mod tools;
 
 use std::net::SocketAddr;
@@ -48,6 +50,7 @@ impl Server {
             ctx_params: args.common.ctx_params.clone(),
             n_parallel: args.n_parallel,
             embeddings: args.embeddings,
+            cache: args.cache.clone(),
         });
         let alias = args.alias.clone().unwrap_or_else(|| {
             Path::new(&args.common.model).file_name().map_or_else(
@@ -66,6 +69,11 @@ impl Server {
                 model_alias: alias,
                 sampling: args.common.sampling.clone(),
                 reasoning_format: args.reasoning_format,
+                slot_save_path: args.slot_save_path.clone(),
+                n_keep: args.common.n_keep,
+                n_batch: args.common.ctx_params.n_batch,
+                n_predict: args.common.n_predict,
+                spm_infill: args.spm_infill,
             },
         );
         let (tx, rx) = oneshot::channel::<()>();

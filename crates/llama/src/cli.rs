@@ -46,8 +46,12 @@ pub struct CommonArgs {
     pub file: Option<String>,
     /// Tokens to generate (`-n`, -1 = until end of generation or context full).
     pub n_predict: i64,
-    /// Tokens kept from the prompt on a context shift (`--keep`).
+    /// Tokens kept from the prompt on a context shift (`--keep`; -1: the
+    /// whole prompt).
     pub n_keep: i64,
+    /// `--context-shift`: when the context fills, drop the older half of
+    /// what follows the kept tokens and go on (off: stop).
+    pub context_shift: bool,
     /// Model parameters.
     pub model_params: ModelParams,
     /// Context parameters.
@@ -83,6 +87,7 @@ impl Default for CommonArgs {
             file: None,
             n_predict: -1,
             n_keep: 0,
+            context_shift: false,
             // Every layer offloaded, as the library's default; `--fit`
             // brings the count down to what fits.
             model_params: ModelParams::default(),
@@ -251,6 +256,8 @@ impl CommonArgs {
                     a.n_predict = num(&flag, &val("int")?, "an integer")?
                 }
                 "--keep" => a.n_keep = num(&flag, &val("int")?, "an integer")?,
+                "--context-shift" => a.context_shift = true,
+                "--no-context-shift" => a.context_shift = false,
                 "-fit" | "--fit" => {
                     a.fit.enabled = match val("on|off")?.as_str() {
                         "on" | "1" | "true" => true,

@@ -62,6 +62,10 @@ pub enum LlamaError {
     /// Decoding failed (no room in the KV cache, backend failure).
     #[error("decode: {0}")]
     Decode(String),
+    /// A saved sequence state that cannot be read into this context
+    /// (another model, another memory layout, a damaged file).
+    #[error("sequence state: {0}")]
+    State(String),
 }
 
 /// The crate's result type.
