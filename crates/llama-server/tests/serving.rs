@@ -74,8 +74,9 @@ async fn a_shared_prefix_is_reused_with_the_same_reply() {
     srv.stop().await.unwrap();
 }
 
-/// `--cache-reuse`: a chunk after a difference is shifted into place, and
-/// the reply is the one without the cache.
+/// `--cache-reuse`: a chunk of the cache after a part the new prompt
+/// leaves out is shifted into place (llama.cpp's walk), and the reply is
+/// the one without the cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_reuse_shifts_chunks_after_a_difference() {
     let Some(srv) = start("stories260K.gguf", "-c 1024 -np 1 --cache-reuse 8").await else {
@@ -84,7 +85,7 @@ async fn cache_reuse_shifts_chunks_after_a_difference() {
     let a = srv.addr;
     let tail = long_text();
     let first = format!("Tom had a red ball. {tail}");
-    let second = format!("Sue had a blue kite. {tail}");
+    let second = tail;
     post(a, "/completion", &completion(json!(first), 4, true)).await;
     let v = post(a, "/completion", &completion(json!(second), 12, true))
         .await
@@ -284,7 +285,7 @@ fn infill_layout_with_fim_tokens() {
     let Some(dir) = test_support::fixtures_with("vocab") else {
         return;
     };
-    let file = gguf::GgufFile::open(dir.join("ggml-vocab-starcoder.gguf")).unwrap();
+    let file = gguf::GgufFile::open(dir.join("vocab/ggml-vocab-starcoder.gguf")).unwrap();
     let vocab = llama::vocab::Vocab::from_gguf(&file).unwrap();
     let sp = vocab.special().clone();
     let (pre, suf, mid) = (sp.fim_pre.unwrap(), sp.fim_suf.unwrap(), sp.fim_mid.unwrap());

@@ -15,6 +15,7 @@ impl Engine<'_> {
             return;
         };
         let reply = self.run_slot_action(action);
+        self.publish();
         let event = match reply {
             Ok(o) => Event::Slot(o),
             Err(e) => Event::Error(e),
@@ -76,7 +77,6 @@ impl Engine<'_> {
                 (n, 0)
             }
         };
-        self.publish();
         Ok(SlotOutcome {
             n_tokens,
             n_bytes,
