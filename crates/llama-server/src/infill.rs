@@ -104,8 +104,8 @@ pub fn format_infill(
     let n_suffix_take = (t_suffix.len() as i64)
         .min((nb / 4 - (2 + prompt.len() as i64)).max(0))
         .max(0) as usize;
-    let n_extra_take = ((lim.n_ctx as i64 - nb - 2 * lim.n_predict).max(0) as usize)
-        .min(extra_toks.len());
+    let n_extra_take =
+        ((lim.n_ctx as i64 - nb - 2 * lim.n_predict).max(0) as usize).min(extra_toks.len());
     t_prefix.drain(..t_prefix.len() - n_prefix_take);
     t_suffix.truncate(n_suffix_take);
     t_prefix.insert(0, pre);
@@ -132,7 +132,10 @@ fn string_field(b: &request::Body, field: &str) -> Result<String, ApiError> {
     match b.get(field) {
         None => Err(ApiError::field(field, format!("\"{field}\" is required"))),
         Some(Value::String(s)) => Ok(s.clone()),
-        Some(_) => Err(ApiError::field(field, format!("\"{field}\" must be a string"))),
+        Some(_) => Err(ApiError::field(
+            field,
+            format!("\"{field}\" must be a string"),
+        )),
     }
 }
 

@@ -138,7 +138,16 @@ mod tests {
             assert!(valid_filename(ok), "{ok}");
         }
         for bad in [
-            "", "../x", "a/b", "/etc/passwd", "..", ".hidden", "a\\b", "c:x", "a\0b", "a\nb",
+            "",
+            "../x",
+            "a/b",
+            "/etc/passwd",
+            "..",
+            ".hidden",
+            "a\\b",
+            "c:x",
+            "a\0b",
+            "a\nb",
         ] {
             assert!(!valid_filename(bad), "{bad:?}");
         }

@@ -69,7 +69,10 @@ async fn a_shared_prefix_is_reused_with_the_same_reply() {
     assert!(held >= n2, "{s}");
     let m = get(a, "/metrics").await.text();
     assert!(m.contains("llamacpp:prompt_tokens_cached_total"), "{m}");
-    assert!(m.contains("# TYPE llamacpp:prompt_tokens_seconds gauge"), "{m}");
+    assert!(
+        m.contains("# TYPE llamacpp:prompt_tokens_seconds gauge"),
+        "{m}"
+    );
     assert!(m.contains("llamacpp:n_tokens_max"), "{m}");
     srv.stop().await.unwrap();
 }
@@ -112,7 +115,11 @@ async fn a_recurrent_memory_reuses_exact_prefixes_only() {
         .await
         .json();
     let mut longer = p.clone();
-    longer.extend(v1["tokens"].as_array().unwrap()[..5].iter().map(|t| t.as_i64().unwrap() as i32));
+    longer.extend(
+        v1["tokens"].as_array().unwrap()[..5]
+            .iter()
+            .map(|t| t.as_i64().unwrap() as i32),
+    );
     longer.extend([11, 12, 13]);
     let v2 = post(a, "/completion", &completion(json!(longer), 6, true))
         .await
@@ -144,18 +151,32 @@ async fn slot_save_restore_round_trip() {
         return;
     };
     let a = srv.addr;
-    let v = post(a, "/completion", &completion(json!("Once upon a time"), 8, true))
-        .await
-        .json();
-    let mut cont: Vec<i64> = post(a, "/tokenize", &json!({"content": "Once upon a time", "add_special": true}))
-        .await
-        .json()["tokens"]
+    let v = post(
+        a,
+        "/completion",
+        &completion(json!("Once upon a time"), 8, true),
+    )
+    .await
+    .json();
+    let mut cont: Vec<i64> = post(
+        a,
+        "/tokenize",
+        &json!({"content": "Once upon a time", "add_special": true}),
+    )
+    .await
+    .json()["tokens"]
         .as_array()
         .unwrap()
         .iter()
         .map(|t| t.as_i64().unwrap())
         .collect();
-    cont.extend(v["tokens"].as_array().unwrap().iter().map(|t| t.as_i64().unwrap()));
+    cont.extend(
+        v["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_i64().unwrap()),
+    );
     let n_held = cont.len() - 1;
 
     let save = |name: &str| json!({"filename": name});
@@ -255,9 +276,19 @@ async fn context_shift_goes_on_like_llama_cpp() {
     assert_eq!(v["stop_type"], "limit");
     assert!(want.starts_with(v["content"].as_str().unwrap()));
     // Bad n_keep / n_discard.
-    let r = post(srv.addr, "/completion", &json!({"prompt": "a", "n_keep": -2})).await;
+    let r = post(
+        srv.addr,
+        "/completion",
+        &json!({"prompt": "a", "n_keep": -2}),
+    )
+    .await;
     assert_eq!(r.status, 400);
-    let r = post(srv.addr, "/completion", &json!({"prompt": "a", "n_discard": -1})).await;
+    let r = post(
+        srv.addr,
+        "/completion",
+        &json!({"prompt": "a", "n_discard": -1}),
+    )
+    .await;
     assert_eq!(r.status, 400);
     srv.stop().await.unwrap();
 }
@@ -288,7 +319,11 @@ fn infill_layout_with_fim_tokens() {
     let file = gguf::GgufFile::open(dir.join("vocab/ggml-vocab-starcoder.gguf")).unwrap();
     let vocab = llama::vocab::Vocab::from_gguf(&file).unwrap();
     let sp = vocab.special().clone();
-    let (pre, suf, mid) = (sp.fim_pre.unwrap(), sp.fim_suf.unwrap(), sp.fim_mid.unwrap());
+    let (pre, suf, mid) = (
+        sp.fim_pre.unwrap(),
+        sp.fim_suf.unwrap(),
+        sp.fim_mid.unwrap(),
+    );
     let lim = InfillLimits {
         n_batch: 64,
         n_predict: -1,
@@ -326,7 +361,15 @@ fn infill_layout_with_fim_tokens() {
     want.push(mid);
     assert_eq!(t, want);
     // Suffix first with --spm-infill; a long prefix keeps its end.
-    let spm = format_infill(&vocab, "a", "b", &[], &[], InfillLimits { spm: true, ..lim }).unwrap();
+    let spm = format_infill(
+        &vocab,
+        "a",
+        "b",
+        &[],
+        &[],
+        InfillLimits { spm: true, ..lim },
+    )
+    .unwrap();
     let i_suf = spm.iter().position(|&x| x == suf).unwrap();
     let i_pre = spm.iter().position(|&x| x == pre).unwrap();
     assert!(i_suf < i_pre);
@@ -339,7 +382,10 @@ fn infill_layout_with_fim_tokens() {
     let body = |v: Value| llama_server::request::parse(v.to_string().as_bytes()).unwrap();
     assert!(extra_chunks(&body(json!({"input_extra": "x"}))).is_err());
     assert!(extra_chunks(&body(json!({"input_extra": [{"filename": "a"}]}))).is_err());
-    assert!(extra_chunks(&body(json!({"input_extra": [{"text": "a", "filename": 3}]}))).is_err());
+    assert!(extra_chunks(&body(
+        json!({"input_extra": [{"text": "a", "filename": 3}]})
+    ))
+    .is_err());
     assert_eq!(
         extra_chunks(&body(json!({"input_extra": [{"text": "a"}]}))).unwrap()[0].filename,
         "tmp"

@@ -36,10 +36,7 @@ fn context_shift_equals_llama_completion() {
     let want = want.strip_suffix(b"\n\n").expect("complete output");
     let ours = run(&["--context-shift"]);
     let ours = ours.strip_suffix(b"\n").unwrap_or(&ours);
-    assert_eq!(
-        String::from_utf8_lossy(ours),
-        String::from_utf8_lossy(want)
-    );
+    assert_eq!(String::from_utf8_lossy(ours), String::from_utf8_lossy(want));
     // Without the flag: the same text up to the full context, then a stop.
     let short = run(&[]);
     let short = short.strip_suffix(b"\n").unwrap_or(&short);

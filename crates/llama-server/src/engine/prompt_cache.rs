@@ -80,7 +80,12 @@ pub struct Shift {
 /// The chunks of `cache` after `n_past` that match the prompt at the same
 /// point for at least `min_chunk` tokens (llama.cpp's `--cache-reuse`
 /// walk): each match moves the prompt on; a mismatch moves the cache on.
-pub fn reuse_plan(cache: &[Token], prompt: &[Token], n_past: usize, min_chunk: usize) -> Vec<Shift> {
+pub fn reuse_plan(
+    cache: &[Token],
+    prompt: &[Token],
+    n_past: usize,
+    min_chunk: usize,
+) -> Vec<Shift> {
     let mut out = Vec::new();
     if min_chunk == 0 {
         return out;

@@ -195,11 +195,9 @@ impl<'m> Engine<'m> {
                 .filter(|&i| self.slots[i].is_none())
                 .map(|i| (i, &self.caches[i]))
                 .collect();
-            let Some(free) = prompt_cache::pick_slot(
-                &free,
-                &req.prompt,
-                self.cache_cfg.slot_prompt_similarity,
-            ) else {
+            let Some(free) =
+                prompt_cache::pick_slot(&free, &req.prompt, self.cache_cfg.slot_prompt_similarity)
+            else {
                 self.waiting.push_front(task);
                 break;
             };

@@ -79,9 +79,7 @@ impl Context<'_> {
         check_seq(self, seq)?;
         let mut r = StateReader::new(data);
         if r.take(4, "magic")? != STATE_SEQ_MAGIC {
-            return Err(LlamaError::State(
-                "not a sequence state (bad magic)".into(),
-            ));
+            return Err(LlamaError::State("not a sequence state (bad magic)".into()));
         }
         let version = r.u32("version")?;
         if version != STATE_SEQ_VERSION {
@@ -148,12 +146,10 @@ impl Context<'_> {
             path: path.display().to_string(),
             source,
         })?;
-        let tokens = self
-            .state_seq_set_data(seq, &data)
-            .map_err(|e| match e {
-                LlamaError::State(m) => LlamaError::State(format!("{}: {m}", path.display())),
-                e => e,
-            })?;
+        let tokens = self.state_seq_set_data(seq, &data).map_err(|e| match e {
+            LlamaError::State(m) => LlamaError::State(format!("{}: {m}", path.display())),
+            e => e,
+        })?;
         Ok((tokens, data.len()))
     }
 }

@@ -229,7 +229,12 @@ fn read_rows(w: &Weight, cells: &[usize], out: &mut StateWriter) -> Result<()> {
 
 /// Reads the per-cell rows of a V tensor stored transposed ([cells] per
 /// value element).
-fn read_rows_transposed(v: &Weight, size: usize, cells: &[usize], out: &mut StateWriter) -> Result<()> {
+fn read_rows_transposed(
+    v: &Weight,
+    size: usize,
+    cells: &[usize],
+    out: &mut StateWriter,
+) -> Result<()> {
     let esz = v.desc.ty.type_size();
     let width = v.desc.ne[0];
     let mut all = vec![0u8; width * size * esz];
@@ -362,8 +367,7 @@ impl CacheState {
         let slots = cache.cells.find_slot(n).ok_or_else(|| {
             bad(format!(
                 "no room in the {label} KV cache for {n} cells ({} of {} used)",
-                cache.cells.used,
-                cache.size
+                cache.cells.used, cache.size
             ))
         })?;
         let seqs = vec![vec![seq]; n];
