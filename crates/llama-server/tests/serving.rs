@@ -318,7 +318,7 @@ fn infill_layout_with_fim_tokens() {
     };
     let file = gguf::GgufFile::open(dir.join("vocab/ggml-vocab-starcoder.gguf")).unwrap();
     let vocab = llama::vocab::Vocab::from_gguf(&file).unwrap();
-    let sp = vocab.special().clone();
+    let sp = *vocab.special();
     let (pre, suf, mid) = (
         sp.fim_pre.unwrap(),
         sp.fim_suf.unwrap(),
