@@ -137,6 +137,46 @@ async fn a_recurrent_memory_reuses_exact_prefixes_only() {
     srv.stop().await.unwrap();
 }
 
+/// On `model`: a second prompt sharing a long prefix with the first
+/// answers what it answers without the cache, whatever part of the cache
+/// the memory could keep; returns the second reply's `cache_n`.
+async fn same_reply_with_the_cache(model: &str) -> Option<u64> {
+    let srv = start(model, "-c 1024 -np 1").await?;
+    let a = srv.addr;
+    let base: Vec<i32> = (0..120).map(|i| (i * 7 + 3) % 200).collect();
+    let mut first = base.clone();
+    first.extend([5, 6, 7, 8]);
+    let mut second = base;
+    second.extend([9, 10, 11]);
+    post(a, "/completion", &completion(json!(first), 4, true)).await;
+    let v = post(a, "/completion", &completion(json!(second), 8, true))
+        .await
+        .json();
+    let fresh = post(a, "/completion", &completion(json!(second), 8, false))
+        .await
+        .json();
+    assert_eq!(v["tokens"], fresh["tokens"], "{model}");
+    srv.stop().await.unwrap();
+    v["timings"]["cache_n"].as_u64()
+}
+
+/// Sliding-window and hybrid memories: the reply is the one without the
+/// cache. A sliding-window cache that still holds the window of the common
+/// prefix keeps it; a hybrid memory cannot drop its recurrent state's last
+/// positions and decodes the prompt again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn other_memories_answer_the_same_with_the_cache() {
+    if let Some(n) = same_reply_with_the_cache("tiny-gemma3-f32.gguf").await {
+        assert_eq!(n, 120);
+    }
+    if let Some(n) = same_reply_with_the_cache("tiny-granitehybrid-f32.gguf").await {
+        assert_eq!(n, 0);
+    }
+    if let Some(n) = same_reply_with_the_cache("tiny-f32.gguf").await {
+        assert_eq!(n, 120);
+    }
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     test_support::scratch_dir("llama-server", name)
 }

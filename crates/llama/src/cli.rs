@@ -541,6 +541,15 @@ mod tests {
         assert!(!a.ctx_params.offload_kqv);
         assert!(!a.ctx_params.swa_full);
         assert!(parse("--swa-full").unwrap().ctx_params.swa_full);
+        assert!(!a.context_shift);
+        let cs = parse("--context-shift --keep -1").unwrap();
+        assert!(cs.context_shift && cs.n_keep == -1);
+        assert!(
+            !parse("--context-shift --no-context-shift")
+                .unwrap()
+                .context_shift
+        );
+        assert!(parse("--keep x").is_err());
         assert!(parse("-c").is_err());
         assert!(parse("-c abc").is_err());
         assert!(parse("-ctk q9").is_err());
