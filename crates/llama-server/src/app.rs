@@ -41,6 +41,16 @@ pub struct HttpConfig {
     pub sampling: SamplingParams,
     /// `--reasoning-format`.
     pub reasoning_format: llama::chat::tools::ReasoningFormat,
+    /// `--slot-save-path`.
+    pub slot_save_path: Option<std::path::PathBuf>,
+    /// `--keep`: the default `n_keep` of requests.
+    pub n_keep: i64,
+    /// The context's batch size (the `/infill` layout).
+    pub n_batch: usize,
+    /// `-n`: the server's default `n_predict` (the `/infill` layout).
+    pub n_predict: i64,
+    /// `--spm-infill`: suffix before prefix in `/infill` prompts.
+    pub spm_infill: bool,
 }
 
 /// State of the handlers.
@@ -113,6 +123,8 @@ pub fn router(app: AppState) -> Router {
             "/lora-adapters",
             get(crate::lora::get_adapters).post(crate::lora::post_adapters),
         )
+        .route("/slots/{id}", post(crate::slots_api::slot_action))
+        .route("/infill", post(crate::infill::infill))
         .route("/completion", post(crate::completions::completion))
         .route("/completions", post(crate::completions::completion))
         .route("/v1/completions", post(crate::completions::v1_completions))

@@ -7,6 +7,9 @@ use llama::chat::tools::ReasoningFormat;
 use llama::cli::CommonArgs;
 use llama::{LlamaError, PoolingType, Result};
 
+use crate::engine::CacheConfig;
+use std::path::PathBuf;
+
 /// Parsed flags.
 #[derive(Clone)]
 pub struct ServerArgs {
@@ -35,6 +38,13 @@ pub struct ServerArgs {
     pub alias: Option<String>,
     /// `--reasoning-format`: where a reply's reasoning goes.
     pub reasoning_format: ReasoningFormat,
+    /// `--slot-prompt-similarity`, `--cache-reuse`, `--context-shift`.
+    pub cache: CacheConfig,
+    /// `--slot-save-path`: the directory `/slots` actions save to and
+    /// restore from (none: the actions are refused).
+    pub slot_save_path: Option<PathBuf>,
+    /// `--spm-infill`: `/infill` prompts in suffix-prefix-middle order.
+    pub spm_infill: bool,
 }
 
 /// Usage text.
@@ -58,6 +68,16 @@ server:
   --reasoning-format FMT    where reasoning (<think> blocks, gpt-oss analysis) goes: auto or
                             deepseek (reasoning_content), none (left in content)
                             (default auto; deepseek-legacy is not supported)
+  -sps, --slot-prompt-similarity F
+                            a request goes to the free slot whose cached prompt shares more
+                            than this fraction of its prompt (default 0.1, 0 = off)
+  --cache-reuse N           reuse cached chunks of at least N tokens after the common prefix
+                            by shifting them (default 0 = off; attention memories only)
+  --context-shift           when a slot's context fills, drop old tokens after n_keep and go
+                            on (default off: generation stops); --no-context-shift
+  --keep N                  prompt tokens kept on a context shift (default 0, -1 = all)
+  --slot-save-path DIR      directory for /slots/{id}?action=save|restore
+  --spm-infill              /infill prompts in suffix-prefix-middle order
 
 model, context and sampling flags are those of llama-cli (-ngl, -lm, -t, -b, -ub,
 -ctk, -ctv, -dev, --temp, --top-k, --top-p, --min-p, -s, ...).";
@@ -78,6 +98,12 @@ impl ServerArgs {
             embeddings: None,
             alias: None,
             reasoning_format: ReasoningFormat::Auto,
+            cache: CacheConfig {
+                context_shift: common.context_shift,
+                ..CacheConfig::default()
+            },
+            slot_save_path: None,
+            spm_infill: false,
             common: CommonArgs {
                 rest: Vec::new(),
                 ..common.clone()
@@ -153,8 +179,30 @@ impl ServerArgs {
                     a.reasoning_format = ReasoningFormat::from_name(&v)
                         .map_err(|e| LlamaError::InvalidParam(format!("{flag}: {e}")))?;
                 }
-                // Generation continues within each slot's context; no shift.
-                "--no-context-shift" | "--cont-batching" | "-cb" => {}
+                "-sps" | "--slot-prompt-similarity" => {
+                    let v = val("fraction")?;
+                    a.cache.slot_prompt_similarity = v
+                        .parse::<f32>()
+                        .ok()
+                        .filter(|x| (0.0..=1.0).contains(x))
+                        .ok_or_else(|| bad(&v, "a number in [0, 1]"))?;
+                }
+                "--cache-reuse" => {
+                    let v = val("int")?;
+                    a.cache.cache_reuse = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
+                }
+                "--slot-save-path" => {
+                    let v = val("directory")?;
+                    let dir = PathBuf::from(&v);
+                    if !dir.is_dir() {
+                        return Err(LlamaError::InvalidParam(format!(
+                            "{flag}: '{v}' is not a directory"
+                        )));
+                    }
+                    a.slot_save_path = Some(dir);
+                }
+                "--spm-infill" => a.spm_infill = true,
+                "--cont-batching" | "-cb" => {}
                 _ => return Err(llama::cli::unknown_argument(&flag)),
             }
         }
@@ -187,6 +235,24 @@ mod tests {
         assert_eq!(a.reasoning_format, ReasoningFormat::Auto);
         let n = parse("-m x.gguf --reasoning-format none").unwrap();
         assert_eq!(n.reasoning_format, ReasoningFormat::None);
+        assert_eq!(n.cache, CacheConfig::default());
+        assert!(n.slot_save_path.is_none());
+        let dir = std::env::temp_dir();
+        let c = parse(&format!(
+            "-m x.gguf -sps 0.5 --cache-reuse 256 --context-shift --keep -1 --slot-save-path {}",
+            dir.display()
+        ))
+        .unwrap();
+        assert_eq!(
+            c.cache,
+            CacheConfig {
+                slot_prompt_similarity: 0.5,
+                cache_reuse: 256,
+                context_shift: true
+            }
+        );
+        assert_eq!(c.common.n_keep, -1);
+        assert_eq!(c.slot_save_path.as_deref(), Some(dir.as_path()));
         for bad in [
             "-np 0",
             "--port x",
@@ -196,6 +262,9 @@ mod tests {
             "--reasoning-format deepseek-legacy",
             "--bogus",
             "--port",
+            "-sps 2",
+            "--cache-reuse -1",
+            "--slot-save-path /nonexistent/dir",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

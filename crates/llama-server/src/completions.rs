@@ -85,8 +85,18 @@ pub async fn chat_completions(State(app): State<AppState>, body: Bytes) -> Respo
     respond(&app, &body, Api::Chat).await
 }
 
+/// Answers a `/completion`-shaped request for `tokens` (the prompt
+/// another endpoint built, e.g. `/infill`) with the options of `body`.
+pub(crate) async fn respond_native_tokens(app: &App, body: &[u8], tokens: Vec<Token>) -> Response {
+    respond_with(app, body, Api::Native, Some(tokens)).await
+}
+
 async fn respond(app: &App, body: &[u8], api: Api) -> Response {
-    let mut runs = match start(app, body, api) {
+    respond_with(app, body, api, None).await
+}
+
+async fn respond_with(app: &App, body: &[u8], api: Api, tokens: Option<Vec<Token>>) -> Response {
+    let mut runs = match start(app, body, api, tokens) {
         Ok(r) => r,
         Err(e) => return e.into_response(),
     };
@@ -135,14 +145,21 @@ fn join_choices(bodies: Vec<Value>) -> Value {
 }
 
 /// The request's tasks: one per choice (`n`).
-fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
+fn start(
+    app: &App,
+    body: &[u8],
+    api: Api,
+    given: Option<Vec<Token>>,
+) -> Result<Vec<Running>, ApiError> {
     let model = app.model()?;
     let vocab = &model.vocab;
     let b = request::parse(body)?;
     let mut opts = request::gen_options(&b, &app.config.sampling, vocab, api == Api::Chat)?;
     let lora = crate::lora::request_scales(&b, &app.engine.shared.loras)?;
     let mut chat = None;
-    let (tokens, field) = if api == Api::Chat {
+    let (tokens, field) = if let Some(t) = given {
+        (t, "prompt")
+    } else if api == Api::Chat {
         let setup = crate::chat::prepare(app, &b, !opts.sampling.grammar.is_empty())?;
         if let Some(g) = &setup.grammar {
             opts.sampling.grammar = g.grammar.clone();
@@ -178,6 +195,14 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
             "several choices are served on /v1/completions and /v1/chat/completions",
         ));
     }
+    let cache_prompt = b.bool("cache_prompt")?.unwrap_or(true);
+    let n_keep = b.i64("n_keep")?.unwrap_or(app.config.n_keep);
+    if n_keep < -1 {
+        return Err(ApiError::field("n_keep", "'n_keep' must be -1 or more"));
+    }
+    let n_discard = b.i64("n_discard")?.unwrap_or(0);
+    let n_discard = usize::try_from(n_discard)
+        .map_err(|_| ApiError::field("n_discard", "'n_discard' must be 0 or more"))?;
     let id = new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" });
     let mut runs = Vec::with_capacity(opts.n);
     for i in 0..opts.n {
@@ -194,6 +219,9 @@ fn start(app: &App, body: &[u8], api: Api) -> Result<Vec<Running>, ApiError> {
             n_probs: opts.n_probs,
             ignore_eos: opts.ignore_eos,
             lora: lora.clone(),
+            cache_prompt,
+            n_keep,
+            n_discard,
         };
         let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
         runs.push(Running {
@@ -248,7 +276,7 @@ async fn collect(mut run: Running) -> Result<Value, ApiError> {
                 }
                 return Ok(final_body(&run, &text, &tokens, &probs, &done));
             }
-            Event::Embeddings(..) | Event::Error(_) => {
+            Event::Embeddings(..) | Event::Slot(_) | Event::Error(_) => {
                 return Err(ApiError::new(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     "unexpected event",
@@ -266,14 +294,24 @@ fn usage(n_prompt: usize, done: &Done) -> Value {
     })
 }
 
+/// llama.cpp's `timings`: `cache_n` prompt tokens reused, `prompt_n`
+/// decoded; the first generated token comes from the prompt's logits, so
+/// the per-token generation figures count the others.
 fn timings(done: &Done) -> Value {
+    let prompt_n = done.n_prompt - done.n_cache;
+    let gen_steps = done.n_gen.saturating_sub(1);
+    let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };
+    let per_token = |n: usize, ms: f64| if n > 0 { ms / n as f64 } else { 0.0 };
     json!({
-        "prompt_n": done.n_prompt,
+        "cache_n": done.n_cache,
+        "prompt_n": prompt_n,
         "prompt_ms": done.t_prompt_ms,
-        "prompt_per_second": done.n_prompt as f64 / (done.t_prompt_ms / 1e3).max(1e-9),
+        "prompt_per_token_ms": per_token(prompt_n, done.t_prompt_ms),
+        "prompt_per_second": per(prompt_n, done.t_prompt_ms),
         "predicted_n": done.n_gen,
         "predicted_ms": done.t_gen_ms,
-        "predicted_per_second": done.n_gen as f64 / (done.t_gen_ms / 1e3).max(1e-9),
+        "predicted_per_token_ms": per_token(gen_steps, done.t_gen_ms),
+        "predicted_per_second": per(gen_steps, done.t_gen_ms),
     })
 }
 
@@ -331,7 +369,7 @@ fn final_body(run: &Running, text: &str, tokens: &[Token], probs: &[Probs], done
                 "model": run.model,
                 "tokens_predicted": done.n_gen,
                 "tokens_evaluated": run.n_prompt,
-                "truncated": false,
+                "truncated": done.truncated,
                 "stop_type": stop_type(done),
                 "stopping_word": done.stop_word.clone().unwrap_or_default(),
                 "timings": timings(done),

@@ -13,8 +13,10 @@ pub mod embeddings;
 pub mod engine;
 pub mod error;
 pub mod lora;
+pub mod infill;
 pub mod metrics;
 pub mod request;
+pub mod slots_api;
 pub mod tools;
 
 use std::net::SocketAddr;
@@ -50,6 +52,7 @@ impl Server {
             n_parallel: args.n_parallel,
             embeddings: args.embeddings,
             adapters: args.common.adapters.clone(),
+            cache: args.cache.clone(),
         });
         let alias = args.alias.clone().unwrap_or_else(|| {
             Path::new(&args.common.model).file_name().map_or_else(
@@ -68,6 +71,11 @@ impl Server {
                 model_alias: alias,
                 sampling: args.common.sampling.clone(),
                 reasoning_format: args.reasoning_format,
+                slot_save_path: args.slot_save_path.clone(),
+                n_keep: args.common.n_keep,
+                n_batch: args.common.ctx_params.n_batch,
+                n_predict: args.common.n_predict,
+                spm_infill: args.spm_infill,
             },
         );
         let (tx, rx) = oneshot::channel::<()>();

@@ -7,8 +7,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Counters updated by the engine.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    /// Prompt tokens processed.
+    /// Prompt tokens processed (not those reused from the cache).
     pub prompt_tokens: AtomicU64,
+    /// Prompt tokens reused from the slots' caches.
+    pub prompt_tokens_cached: AtomicU64,
+    /// Longest sequence seen (prompt and generated tokens).
+    pub n_tokens_max: AtomicU64,
     /// Tokens generated.
     pub predicted_tokens: AtomicU64,
     /// Microseconds spent in batches that held prompt tokens.
@@ -44,64 +48,80 @@ impl Metrics {
         let p_s = g(&self.prompt_us) as f64 / 1e6;
         let g_s = g(&self.predicted_us) as f64 / 1e6;
         let n_decode = g(&self.n_decode);
-        let rows: [(&str, &str, &str, f64); 9] = [
+        let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
+        // llama.cpp's names, help texts and order: counters, then gauges.
+        let rows: [(&str, &str, &str, f64); 12] = [
             (
                 "prompt_tokens_total",
                 "counter",
-                "Number of prompt tokens processed.",
+                "Number of prompt tokens processed, excluding cached tokens",
                 prompt as f64,
+            ),
+            (
+                "prompt_tokens_cached_total",
+                "counter",
+                "Number of prompt tokens reused from the cache",
+                g(&self.prompt_tokens_cached) as f64,
             ),
             (
                 "prompt_seconds_total",
                 "counter",
-                "Prompt process time",
+                "Total time spent processing prompts",
                 p_s,
             ),
             (
                 "tokens_predicted_total",
                 "counter",
-                "Number of generation tokens processed.",
+                "Number of generation tokens processed",
                 predicted as f64,
             ),
             (
                 "tokens_predicted_seconds_total",
                 "counter",
-                "Predict process time",
+                "Total time spent generating tokens",
                 g_s,
             ),
             (
                 "n_decode_total",
                 "counter",
-                "Total number of llama_decode() calls",
+                "Total number of llama_decode() calls, excluding speculative decoding and multimodal decoding",
                 n_decode as f64,
             ),
             (
-                "n_busy_slots_per_decode",
+                "n_tokens_max",
                 "counter",
-                "Average number of busy slots per llama_decode() call",
-                g(&self.n_busy_slots_sum) as f64 / n_decode.max(1) as f64,
+                "Largest observed sequence length (prompt + generation)",
+                g(&self.n_tokens_max) as f64,
+            ),
+            (
+                "prompt_tokens_seconds",
+                "gauge",
+                "Average prompt throughput in tokens/s",
+                rate(prompt, p_s),
             ),
             (
                 "predicted_tokens_seconds",
                 "gauge",
-                "Average generation throughput in tokens/s.",
-                if g_s > 0.0 {
-                    predicted as f64 / g_s
-                } else {
-                    0.0
-                },
+                "Average generation throughput in tokens/s",
+                rate(predicted, g_s),
             ),
             (
                 "requests_processing",
                 "gauge",
-                "Number of requests processing.",
+                "Number of requests processing",
                 g(&self.processing) as f64,
             ),
             (
                 "requests_deferred",
                 "gauge",
-                "Number of requests deferred.",
+                "Number of requests deferred",
                 deferred as f64,
+            ),
+            (
+                "n_busy_slots_per_decode",
+                "gauge",
+                "Average number of busy slots per llama_decode() call",
+                g(&self.n_busy_slots_sum) as f64 / n_decode.max(1) as f64,
             ),
         ];
         let mut out = String::new();

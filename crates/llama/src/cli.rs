@@ -58,8 +58,12 @@ pub struct CommonArgs {
     pub file: Option<String>,
     /// Tokens to generate (`-n`, -1 = until end of generation or context full).
     pub n_predict: i64,
-    /// Tokens kept from the prompt on a context shift (`--keep`).
+    /// Tokens kept from the prompt on a context shift (`--keep`; -1: the
+    /// whole prompt).
     pub n_keep: i64,
+    /// `--context-shift`: when the context fills, drop the older half of
+    /// what follows the kept tokens and go on (off: stop).
+    pub context_shift: bool,
     /// Model parameters.
     pub model_params: ModelParams,
     /// Context parameters.
@@ -97,6 +101,7 @@ impl Default for CommonArgs {
             file: None,
             n_predict: -1,
             n_keep: 0,
+            context_shift: false,
             // Every layer offloaded, as the library's default; `--fit`
             // brings the count down to what fits.
             model_params: ModelParams::default(),
@@ -266,6 +271,8 @@ impl CommonArgs {
                     a.n_predict = num(&flag, &val("int")?, "an integer")?
                 }
                 "--keep" => a.n_keep = num(&flag, &val("int")?, "an integer")?,
+                "--context-shift" => a.context_shift = true,
+                "--no-context-shift" => a.context_shift = false,
                 "-fit" | "--fit" => {
                     a.fit.enabled = match val("on|off")?.as_str() {
                         "on" | "1" | "true" => true,
@@ -550,6 +557,15 @@ mod tests {
         assert!(!a.ctx_params.offload_kqv);
         assert!(!a.ctx_params.swa_full);
         assert!(parse("--swa-full").unwrap().ctx_params.swa_full);
+        assert!(!a.context_shift);
+        let cs = parse("--context-shift --keep -1").unwrap();
+        assert!(cs.context_shift && cs.n_keep == -1);
+        assert!(
+            !parse("--context-shift --no-context-shift")
+                .unwrap()
+                .context_shift
+        );
+        assert!(parse("--keep x").is_err());
         assert!(parse("-c").is_err());
         assert!(parse("-c abc").is_err());
         assert!(parse("-ctk q9").is_err());

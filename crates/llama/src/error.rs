@@ -70,6 +70,10 @@ pub enum LlamaError {
         /// What is wrong.
         why: String,
     },
+    /// A saved sequence state that cannot be read into this context
+    /// (another model, another memory layout, a damaged file).
+    #[error("sequence state: {0}")]
+    State(String),
 }
 
 /// The crate's result type.

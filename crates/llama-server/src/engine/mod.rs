@@ -1,6 +1,8 @@
 //! The engine: one thread that owns the model and its context and serves
 //! every request through parallel slots with continuous batching.
 
+pub mod prompt_cache;
+mod slot_actions;
 mod slots;
 pub mod task;
 pub mod text;
@@ -12,7 +14,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use llama::{ContextParams, Model, ModelParams, PoolingType};
 
 use crate::metrics::Metrics;
-pub use task::{Done, Event, Finish, GenRequest, Probs, Task, TaskKind, TokenProb};
+pub use task::{
+    Done, Event, Finish, GenRequest, Probs, SlotAction, SlotOutcome, Task, TaskKind, TokenProb,
+};
 
 /// What the engine needs to start.
 #[derive(Clone)]
@@ -29,6 +33,33 @@ pub struct EngineConfig {
     pub embeddings: Option<PoolingType>,
     /// LoRA adapters and control vectors to load with the model.
     pub adapters: llama::adapter::AdapterArgs,
+    /// How slots keep and reuse their prompts.
+    pub cache: CacheConfig,
+}
+
+/// Prompt cache and context shift settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheConfig {
+    /// `--slot-prompt-similarity`: a request goes to the free slot whose
+    /// cached tokens share more than this fraction of its prompt (0: off,
+    /// least recently used slot).
+    pub slot_prompt_similarity: f32,
+    /// `--cache-reuse`: least chunk of the cache shifted into place after
+    /// the common prefix (0: off).
+    pub cache_reuse: usize,
+    /// `--context-shift`: a slot whose context fills drops old tokens and
+    /// goes on.
+    pub context_shift: bool,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            slot_prompt_similarity: 0.1,
+            cache_reuse: 0,
+            context_shift: false,
+        }
+    }
 }
 
 /// The state of one slot, as `/slots` shows it.
@@ -48,6 +79,8 @@ pub struct SlotInfo {
     pub n_past: usize,
     /// Tokens generated so far.
     pub n_decoded: usize,
+    /// Tokens the slot holds in the KV cache (kept between requests).
+    pub n_cached: usize,
 }
 
 /// State shared by the engine thread and the HTTP handlers.

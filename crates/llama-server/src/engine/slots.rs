@@ -14,9 +14,10 @@ use llama::grammar::TokenPieces;
 use llama::sampling::SamplerChain;
 use llama::{Batch, Context, ContextParams, Model, Token};
 
+use super::prompt_cache::{self, SlotCache};
 use super::task::{Done, Event, Finish, GenRequest, Probs, Task, TaskKind, TokenProb};
 use super::text::TextState;
-use super::{EngineConfig, Shared, SlotInfo};
+use super::{CacheConfig, EngineConfig, Shared, SlotInfo};
 
 /// A task running in a slot.
 struct Active {
@@ -25,6 +26,10 @@ struct Active {
     sampler: SamplerChain,
     /// Prompt tokens already in the cache.
     n_prompt_done: usize,
+    /// Prompt tokens reused from the slot's cache.
+    n_cache: usize,
+    /// The context shifted.
+    truncated: bool,
     /// Tokens of this slot in the cache.
     n_past: usize,
     /// A sampled token not yet decoded.
@@ -50,11 +55,14 @@ struct Entry {
     logits: bool,
 }
 
-struct Engine<'m> {
-    model: &'m Model,
-    ctx: Context<'m>,
+pub(super) struct Engine<'m> {
+    pub(super) model: &'m Model,
+    pub(super) ctx: Context<'m>,
     embd_ctx: Option<Context<'m>>,
     slots: Vec<Option<Active>>,
+    /// What each slot holds in the KV cache, kept between requests.
+    pub(super) caches: Vec<SlotCache>,
+    cache_cfg: CacheConfig,
     waiting: VecDeque<Task>,
     n_ctx_slot: usize,
     shared: &'m Shared,
@@ -103,6 +111,8 @@ pub(super) fn serve(
         ctx,
         embd_ctx,
         slots: (0..np).map(|_| None).collect(),
+        caches: vec![SlotCache::default(); np],
+        cache_cfg: config.cache.clone(),
         waiting: VecDeque::new(),
         n_ctx_slot,
         shared,
@@ -156,6 +166,7 @@ impl<'m> Engine<'m> {
                 Ok(task) => {
                     match task.kind {
                         TaskKind::Embed(_) => self.embed(task),
+                        TaskKind::Slot(_) => self.slot_action(task),
                         TaskKind::Generate(_) => self.waiting.push_back(task),
                     }
                     self.assign();
@@ -179,7 +190,7 @@ impl<'m> Engine<'m> {
     /// Moves waiting tasks into free slots.
     fn assign(&mut self) {
         self.drop_cancelled_waiting();
-        while let Some(free) = self.slots.iter().position(Option::is_none) {
+        while self.slots.iter().any(Option::is_none) {
             let Some(task) = self.waiting.pop_front() else {
                 break;
             };
@@ -187,6 +198,16 @@ impl<'m> Engine<'m> {
                 continue;
             };
             let req = GenRequest::clone(req);
+            let free: Vec<(usize, &SlotCache)> = (0..self.slots.len())
+                .filter(|&i| self.slots[i].is_none())
+                .map(|i| (i, &self.caches[i]))
+                .collect();
+            let Some(free) =
+                prompt_cache::pick_slot(&free, &req.prompt, self.cache_cfg.slot_prompt_similarity)
+            else {
+                self.waiting.push_front(task);
+                break;
+            };
             if req.prompt.is_empty() || req.prompt.len() >= self.n_ctx_slot {
                 task.out
                     .send(Event::Error(format!(
@@ -217,9 +238,18 @@ impl<'m> Engine<'m> {
             for &t in &req.prompt {
                 sampler.accept_prompt(t);
             }
-            // Removing a whole sequence always succeeds.
-            let _ = self.ctx.seq_rm(free as i32, -1, -1);
-            self.shared.metrics.requests.fetch_add(1, Ordering::Relaxed);
+            let reuse = prompt_cache::prepare(
+                &mut self.ctx,
+                free,
+                &mut self.caches[free].tokens,
+                &req.prompt,
+                req.cache_prompt,
+                self.cache_cfg.cache_reuse,
+            );
+            let m = &self.shared.metrics;
+            m.requests.fetch_add(1, Ordering::Relaxed);
+            m.prompt_tokens_cached
+                .fetch_add(reuse.n_past as u64, Ordering::Relaxed);
             let text = TextState::new(req.stop.clone());
             let lora = req
                 .lora
@@ -229,8 +259,10 @@ impl<'m> Engine<'m> {
                 task,
                 req,
                 sampler,
-                n_prompt_done: 0,
-                n_past: 0,
+                n_prompt_done: reuse.n_past,
+                n_cache: reuse.n_past,
+                truncated: false,
+                n_past: reuse.n_past,
                 next: None,
                 n_gen: 0,
                 text,
@@ -244,12 +276,73 @@ impl<'m> Engine<'m> {
             .store(self.waiting.len(), Ordering::Relaxed);
     }
 
-    /// Frees a slot and its cache cells at once.
+    /// Frees a slot; its cache cells stay for the next request.
     fn free(&mut self, slot: usize) {
         self.slots[slot] = None;
+        self.caches[slot].last_used = Instant::now();
+        self.publish();
+    }
+
+    /// Forgets what a slot holds in the KV cache.
+    pub(super) fn forget(&mut self, slot: usize) {
         // Removing a whole sequence always succeeds.
         let _ = self.ctx.seq_rm(slot as i32, -1, -1);
-        self.publish();
+        self.caches[slot].tokens.clear();
+    }
+
+    /// Whether a slot runs a task.
+    pub(super) fn is_busy(&self, slot: usize) -> bool {
+        self.slots.get(slot).is_some_and(Option::is_some)
+    }
+
+    /// Drops the oldest tokens after `n_keep` of a slot whose context is
+    /// full (llama.cpp's context shift). False when nothing can be dropped
+    /// or the memory cannot shift (a sliding-window cache smaller than the
+    /// context, recurrent layers): the reply then ends there.
+    fn shift_context(&mut self, slot: usize) -> bool {
+        let add_bos = self.model.vocab.add_bos();
+        let n_ctx = self.n_ctx_slot;
+        let Some(a) = self.slots[slot].as_mut() else {
+            return false;
+        };
+        let n_past = a.n_past;
+        let mut n_keep = if a.req.n_keep < 0 {
+            a.req.prompt.len()
+        } else {
+            a.req.n_keep as usize
+        };
+        if add_bos {
+            n_keep += 1;
+        }
+        let n_keep = n_keep.min(n_ctx.saturating_sub(4));
+        let n_left = n_past.saturating_sub(n_keep);
+        let n_discard = if a.req.n_discard > 0 {
+            a.req.n_discard
+        } else {
+            n_left / 2
+        };
+        let n_discard = n_discard.min(n_left.saturating_sub(1));
+        if n_discard == 0 || !self.ctx.can_shift() || self.ctx.mem.rs().is_some() {
+            llama::warn!("slot {slot}: context full and it cannot be shifted => stopping");
+            return false;
+        }
+        llama::info!(
+            "slot {slot}: context shift, n_keep = {n_keep}, n_left = {n_left}, n_discard = {n_discard}"
+        );
+        let s = slot as i32;
+        let (k, d) = (n_keep as i32, n_discard as i32);
+        if !self.ctx.seq_rm(s, k, k + d) {
+            llama::warn!("slot {slot}: the memory refused the context shift => stopping");
+            return false;
+        }
+        self.ctx.seq_add(s, k + d, n_past as i32, -d);
+        let toks = &mut self.caches[slot].tokens;
+        toks.drain(n_keep..(n_keep + n_discard).min(toks.len()));
+        if let Some(a) = self.slots[slot].as_mut() {
+            a.n_past -= n_discard;
+            a.truncated = true;
+        }
+        true
     }
 
     /// One step: drops cancelled tasks, decodes one batch, samples.
@@ -264,6 +357,16 @@ impl<'m> Engine<'m> {
         for s in 0..self.slots.len() {
             if let Some(a) = &self.slots[s] {
                 if a.req.n_predict == 0 && a.n_prompt_done == a.req.prompt.len() {
+                    self.finish(s, Finish::Length, None);
+                }
+            }
+        }
+        if self.cache_cfg.context_shift {
+            for s in 0..self.slots.len() {
+                let full = self.slots[s]
+                    .as_ref()
+                    .is_some_and(|a| a.next.is_some() && a.n_past + 1 >= self.n_ctx_slot);
+                if full && !self.shift_context(s) {
                     self.finish(s, Finish::Length, None);
                 }
             }
@@ -401,9 +504,12 @@ impl<'m> Engine<'m> {
         for e in entries {
             if let Some(a) = self.slots[e.slot].as_mut() {
                 a.n_past += e.n;
+                let cached = &mut self.caches[e.slot].tokens;
                 if e.gen {
+                    cached.extend(a.next);
                     a.next = None;
                 } else {
+                    cached.extend_from_slice(&a.req.prompt[e.first..e.first + e.n]);
                     a.n_prompt_done += e.n;
                     if a.n_prompt_done == a.req.prompt.len() {
                         a.t_prompt = Some(Instant::now());
@@ -451,7 +557,8 @@ impl<'m> Engine<'m> {
             return self.finish(slot, Finish::Word, Some(word));
         }
         let limit = a.req.n_predict >= 0 && a.n_gen as i64 >= a.req.n_predict;
-        if limit || a.n_past + 1 >= self.n_ctx_slot {
+        let full = !self.cache_cfg.context_shift && a.n_past + 1 >= self.n_ctx_slot;
+        if limit || full {
             return self.finish(slot, Finish::Length, None);
         }
         a.next = Some(tok);
@@ -478,6 +585,8 @@ impl<'m> Engine<'m> {
             slot,
             n_prompt: a.req.prompt.len(),
             n_gen: a.n_gen,
+            n_cache: a.n_cache,
+            truncated: a.truncated,
             finish,
             stop_word,
             t_prompt_ms: (t_prompt - a.t_start).as_secs_f64() * 1e3,
@@ -485,7 +594,9 @@ impl<'m> Engine<'m> {
         };
         let m = &self.shared.metrics;
         m.prompt_tokens
-            .fetch_add(done.n_prompt as u64, Ordering::Relaxed);
+            .fetch_add((done.n_prompt - done.n_cache) as u64, Ordering::Relaxed);
+        m.n_tokens_max
+            .fetch_max(self.caches[slot].tokens.len() as u64, Ordering::Relaxed);
         m.predicted_tokens
             .fetch_add(done.n_gen as u64, Ordering::Relaxed);
         self.free(slot);
@@ -496,6 +607,8 @@ impl<'m> Engine<'m> {
         if let Some(a) = &self.slots[slot] {
             a.task.out.send(Event::Error(msg)).ok();
         }
+        // What the cache holds for the slot may not match its tokens.
+        self.forget(slot);
         self.free(slot);
     }
 
@@ -548,7 +661,7 @@ impl<'m> Engine<'m> {
     }
 
     /// Publishes the slots' states for `/slots`.
-    fn publish(&self) {
+    pub(super) fn publish(&self) {
         let infos = self
             .slots
             .iter()
@@ -561,6 +674,7 @@ impl<'m> Engine<'m> {
                 n_prompt_tokens: a.as_ref().map_or(0, |a| a.req.prompt.len()),
                 n_past: a.as_ref().map_or(0, |a| a.n_past),
                 n_decoded: a.as_ref().map_or(0, |a| a.n_gen),
+                n_cached: self.caches[id].tokens.len(),
             })
             .collect();
         *self.shared.slots.lock().unwrap_or_else(|e| e.into_inner()) = infos;

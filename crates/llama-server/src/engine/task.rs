@@ -26,6 +26,12 @@ pub struct GenRequest {
     /// Scales of the server's LoRA adapters for this request alone (by
     /// id); None: the global scales.
     pub lora: Option<Vec<f32>>,
+    /// Reuse the part of the prompt the slot still holds (`cache_prompt`).
+    pub cache_prompt: bool,
+    /// Prompt tokens kept when the context shifts (-1: the whole prompt).
+    pub n_keep: i64,
+    /// Tokens dropped per context shift (0: half of those after `n_keep`).
+    pub n_discard: usize,
 }
 
 /// Work for the engine.
@@ -35,6 +41,43 @@ pub enum TaskKind {
     Generate(Box<GenRequest>),
     /// Pooled embeddings of each input.
     Embed(Vec<Vec<Token>>),
+    /// Saves, restores or erases a slot's state.
+    Slot(SlotAction),
+}
+
+/// What `/slots/{id}?action=...` asks of a slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotAction {
+    /// Writes the slot's tokens and state to a file.
+    Save {
+        /// The slot.
+        slot: usize,
+        /// The file (already checked to lie in the save directory).
+        path: std::path::PathBuf,
+    },
+    /// Reads a slot's tokens and state from a file.
+    Restore {
+        /// The slot.
+        slot: usize,
+        /// The file.
+        path: std::path::PathBuf,
+    },
+    /// Forgets what the slot holds.
+    Erase {
+        /// The slot.
+        slot: usize,
+    },
+}
+
+/// The result of a slot action.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SlotOutcome {
+    /// Tokens saved, restored or erased.
+    pub n_tokens: usize,
+    /// Bytes written or read.
+    pub n_bytes: usize,
+    /// Milliseconds it took.
+    pub ms: f64,
 }
 
 /// A task with its reply channel and cancel flag.
@@ -100,6 +143,10 @@ pub struct Done {
     pub n_prompt: usize,
     /// Generated tokens.
     pub n_gen: usize,
+    /// Prompt tokens reused from the slot's cache.
+    pub n_cache: usize,
+    /// Whether the context shifted (tokens were dropped).
+    pub truncated: bool,
     /// Why it ended.
     pub finish: Finish,
     /// The stop string that ended it.
@@ -126,6 +173,8 @@ pub enum Event {
     Done(Done),
     /// Embeddings, one per input, with the number of tokens read.
     Embeddings(Vec<Vec<f32>>, usize),
+    /// A slot action is done.
+    Slot(SlotOutcome),
     /// The task failed.
     Error(String),
 }

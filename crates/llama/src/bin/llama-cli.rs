@@ -170,6 +170,13 @@ fn run() -> Result<()> {
         ctx.decode(&Batch::get_one(chunk))?;
         n_past += chunk.len();
     }
+    // Tokens kept on a context shift: the whole prompt when --keep is
+    // negative or longer than it, else --keep and the BOS token.
+    let n_keep = if args.n_keep < 0 || args.n_keep as usize > tokens.len() {
+        tokens.len()
+    } else {
+        args.n_keep as usize + usize::from(vocab.add_bos())
+    };
     let mut n_gen = 0i64;
     while args.n_predict < 0 || n_gen < args.n_predict {
         let logits = ctx.logits_ith(-1)?;
@@ -184,13 +191,14 @@ fn run() -> Result<()> {
         if args.n_predict >= 0 && n_gen >= args.n_predict {
             break;
         }
-        if n_past + 1 > n_ctx {
-            if args.n_predict >= 0 {
+        if n_past + 1 >= n_ctx {
+            if !args.context_shift {
+                llama::warn!("context full and context shift is disabled => stopping");
                 break;
             }
-            // Context shift: drop half of what follows the kept prompt tokens.
-            let n_keep = (args.n_keep.max(0) as usize + usize::from(vocab.add_bos())).min(n_past);
-            let n_discard = (n_past - n_keep) / 2;
+            // Context shift (as llama.cpp): drop half of what follows the
+            // kept prompt tokens.
+            let n_discard = (n_past - n_keep.min(n_past)) / 2;
             if n_discard == 0 {
                 break;
             }
@@ -199,7 +207,7 @@ fn run() -> Result<()> {
                 break;
             }
             if !ctx.seq_rm(0, n_keep as i32, (n_keep + n_discard) as i32) {
-                llama::warn!("context shift refused by the KV cache => stopping");
+                llama::warn!("context shift refused by the memory => stopping");
                 break;
             }
             ctx.seq_add(

@@ -5,6 +5,7 @@ mod params;
 mod prepare;
 mod reuse;
 mod split;
+mod state;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use params::{
     default_n_threads, AbortCallback, ContextParams, FlashAttnType, Perf, PoolingType,
 };
 pub use reuse::GRAPH_REUSE_DISABLE_ENV;
+pub use state::{model_fingerprint, STATE_SEQ_MAGIC, STATE_SEQ_VERSION};
 
 /// A context over a model.
 pub struct Context<'m> {

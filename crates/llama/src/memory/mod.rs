@@ -8,10 +8,12 @@
 pub mod hybrid;
 pub mod recurrent;
 pub mod recurrent_cells;
+pub mod state;
 
 pub use hybrid::HybridMemory;
 pub use recurrent::{RecurrentMemory, RsLayer};
 pub use recurrent_cells::{RsCell, RsCells, RsSlot};
+pub use state::{StateReader, StateWriter};
 
 use crate::error::Result;
 use crate::kv_cells::{Pos, SeqId, MAX_SEQ};

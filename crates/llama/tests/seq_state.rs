@@ -1,0 +1,226 @@
+//! Saving and restoring one sequence's state: the continuation after a
+//! restore equals the one without (attention, sliding-window, recurrent and
+//! hybrid memories, with and without flash attention), into another
+//! sequence or another context; states of another model, damaged states and
+//! states larger than the cache are refused with the sequence left empty.
+
+mod common;
+
+use common::{fixtures, load_on_cpu, scratch};
+use llama::context::FlashAttnType;
+use llama::{Batch, Context, ContextParams, LlamaError, Model};
+
+fn params(n_seq: usize, fa: FlashAttnType) -> ContextParams {
+    ContextParams {
+        n_ctx: 256,
+        n_seq_max: n_seq,
+        n_threads: 2,
+        n_threads_batch: 2,
+        flash_attn_type: fa,
+        ..ContextParams::default()
+    }
+}
+
+fn prompt(model: &Model, n: usize) -> Vec<i32> {
+    let n_vocab = model.hparams.n_vocab as i32;
+    (0..n as i32).map(|i| (i * 7 + 3) % n_vocab).collect()
+}
+
+/// Decodes `toks` into `seq` from position `pos0`; the logits of the last.
+fn decode(ctx: &mut Context<'_>, seq: i32, pos0: i32, toks: &[i32]) -> Vec<f32> {
+    let mut b = Batch::new();
+    for (i, &t) in toks.iter().enumerate() {
+        b.add(t, pos0 + i as i32, &[seq], i + 1 == toks.len());
+    }
+    ctx.decode(&b).unwrap();
+    ctx.logits_ith(-1).unwrap().to_vec()
+}
+
+/// Largest difference relative to the largest logit (at least 1).
+fn assert_close(a: &[f32], b: &[f32], tol: f32, what: &str) {
+    assert_eq!(a.len(), b.len());
+    let d = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0f32, f32::max);
+    let scale = a.iter().map(|x| x.abs()).fold(1f32, f32::max);
+    assert!(
+        d / scale < tol,
+        "{what}: max difference {d} (scale {scale})"
+    );
+}
+
+/// Decodes a prompt, saves the state, decodes 3 more tokens; restores the
+/// state into another sequence of the same context and decodes the same 3
+/// tokens: the logits agree. Then saves the longer state to a file, loads
+/// it into a fresh context (with `fa_restore`'s attention path) and
+/// compares the next token's logits.
+fn round_trip(file: &str, fa: FlashAttnType, fa_restore: FlashAttnType) {
+    let Some(fx) = fixtures() else { return };
+    let model = load_on_cpu(&fx.join("models").join(file));
+    let toks = prompt(&model, 40);
+    let next = [5, 9, 11];
+    let mut ctx = Context::new(&model, params(2, fa)).unwrap();
+    decode(&mut ctx, 0, 0, &toks);
+    let state = ctx.state_seq_get_data(0, &toks).unwrap();
+    let want = decode(&mut ctx, 0, 40, &next);
+
+    let got_toks = ctx.state_seq_set_data(1, &state).unwrap();
+    assert_eq!(got_toks, toks);
+    assert_eq!(ctx.seq_pos_max(1), 39);
+    let got = decode(&mut ctx, 1, 40, &next);
+    assert_close(&want, &got, 1e-5, &format!("{file}: same context"));
+
+    let mut all = toks.clone();
+    all.extend(next);
+    let dir = scratch(&format!("seq_state_{file}"));
+    let path = dir.join("slot.bin");
+    let n = ctx.state_seq_save_file(&path, 0, &all).unwrap();
+    let want2 = decode(&mut ctx, 0, 43, &[17]);
+    drop(ctx);
+    let mut ctx2 = Context::new(&model, params(1, fa_restore)).unwrap();
+    let (back, read) = ctx2.state_seq_load_file(&path, 0).unwrap();
+    assert_eq!(back, all);
+    assert_eq!(read, n);
+    assert_eq!(ctx2.seq_pos_max(0), 42);
+    let got2 = decode(&mut ctx2, 0, 43, &[17]);
+    if fa == fa_restore {
+        // Same numbers up to the summation over a different number of
+        // (masked) cells.
+        assert_close(
+            &want2,
+            &got2,
+            1e-4,
+            &format!("{file}: fresh context from a file"),
+        );
+    } else {
+        // The keys and values were computed on the other attention path:
+        // compare with this path decoding everything itself. Values read
+        // back in the wrong layout would be off by the logits' own scale.
+        let mut ctx3 = Context::new(&model, params(1, fa_restore)).unwrap();
+        decode(&mut ctx3, 0, 0, &all);
+        let want3 = decode(&mut ctx3, 0, 43, &[17]);
+        assert_close(
+            &want3,
+            &got2,
+            2e-2,
+            &format!("{file}: other attention path"),
+        );
+    }
+}
+
+#[test]
+fn attention_state_round_trip() {
+    round_trip(
+        "tiny-f32.gguf",
+        FlashAttnType::Disabled,
+        FlashAttnType::Enabled,
+    );
+}
+
+#[test]
+fn attention_state_round_trip_flash() {
+    round_trip(
+        "tiny-q8_0.gguf",
+        FlashAttnType::Enabled,
+        FlashAttnType::Disabled,
+    );
+}
+
+#[test]
+fn sliding_window_state_round_trip() {
+    round_trip(
+        "tiny-gemma3-f32.gguf",
+        FlashAttnType::Disabled,
+        FlashAttnType::Disabled,
+    );
+}
+
+#[test]
+fn recurrent_state_round_trip() {
+    round_trip(
+        "tiny-mamba-f32.gguf",
+        FlashAttnType::Auto,
+        FlashAttnType::Auto,
+    );
+}
+
+#[test]
+fn hybrid_state_round_trip() {
+    round_trip(
+        "tiny-granitehybrid-f32.gguf",
+        FlashAttnType::Disabled,
+        FlashAttnType::Disabled,
+    );
+}
+
+fn state_err(r: llama::Result<Vec<i32>>) -> String {
+    match r {
+        Err(e @ LlamaError::State(_)) => e.to_string(),
+        other => panic!("expected a state error, got {other:?}"),
+    }
+}
+
+#[test]
+fn foreign_and_damaged_states_are_refused() {
+    let Some(fx) = fixtures() else { return };
+    let a = load_on_cpu(&fx.join("models/tiny-f32.gguf"));
+    let b = load_on_cpu(&fx.join("models/stories260K.gguf"));
+    let c = load_on_cpu(&fx.join("models/tiny-f16.gguf"));
+    let mut ca = Context::new(&a, params(1, FlashAttnType::Disabled)).unwrap();
+    let toks = prompt(&a, 20);
+    decode(&mut ca, 0, 0, &toks);
+    let state = ca.state_seq_get_data(0, &toks).unwrap();
+
+    for other in [&b, &c] {
+        let mut cb = Context::new(other, params(1, FlashAttnType::Disabled)).unwrap();
+        decode(&mut cb, 0, 0, &[1, 2, 3]);
+        let e = state_err(cb.state_seq_set_data(0, &state));
+        assert!(e.contains("another model"), "{e}");
+        // Refused before anything changed.
+        assert_eq!(cb.seq_pos_max(0), 2);
+    }
+
+    // Damaged: truncated, bad magic, trailing bytes.
+    let mut ca2 = Context::new(&a, params(1, FlashAttnType::Disabled)).unwrap();
+    for cut in [3, 20, state.len() / 2, state.len() - 1] {
+        let e = state_err(ca2.state_seq_set_data(0, &state[..cut]));
+        assert!(e.contains("truncated") || e.contains("magic"), "{cut}: {e}");
+        assert_eq!(ca2.seq_pos_max(0), -1);
+    }
+    let mut bad = state.clone();
+    bad[0] = b'X';
+    assert!(state_err(ca2.state_seq_set_data(0, &bad)).contains("magic"));
+    let mut long = state.clone();
+    long.push(0);
+    assert!(state_err(ca2.state_seq_set_data(0, &long)).contains("left"));
+    // Out-of-range sequence.
+    assert!(ca2.state_seq_set_data(3, &state).is_err());
+    // A missing file names the file.
+    let e = ca2
+        .state_seq_load_file("/nonexistent/slot.bin", 0)
+        .unwrap_err();
+    assert!(e.to_string().contains("slot.bin"), "{e}");
+}
+
+#[test]
+fn a_state_larger_than_the_cache_is_refused() {
+    let Some(fx) = fixtures() else { return };
+    let model = load_on_cpu(&fx.join("models/tiny-f32.gguf"));
+    let mut big = Context::new(
+        &model,
+        ContextParams {
+            n_ctx: 512,
+            ..params(1, FlashAttnType::Disabled)
+        },
+    )
+    .unwrap();
+    let toks = prompt(&model, 300);
+    decode(&mut big, 0, 0, &toks);
+    let state = big.state_seq_get_data(0, &toks).unwrap();
+    let mut small = Context::new(&model, params(1, FlashAttnType::Disabled)).unwrap();
+    let e = state_err(small.state_seq_set_data(0, &state));
+    assert!(e.contains("300"), "{e}");
+    assert_eq!(small.seq_pos_max(0), -1);
+}
