@@ -35,8 +35,8 @@ use crate::{quants, reference, Result, Type};
 mod cases;
 mod delta_net_cases;
 mod moe_cases;
-mod rwkv_cases;
 mod oai_cases;
+mod rwkv_cases;
 mod ssm_cases;
 
 pub use cases::{cases, covered_ops, mul_mat_check, quantizing_copy_check};

@@ -10,7 +10,9 @@ pub(super) fn oai_cases(v: &mut Vec<Case>) {
     for mask in [Type::F32, Type::F16] {
         for (scale, max_bias) in [(1.0f32, 0.0f32), (0.25, 0.0), (0.3, 8.0)] {
             v.push(Case::new(
-                format!("SOFT_MAX F32 [37,4,6] {mask} mask, sinks, scale {scale} max_bias {max_bias}"),
+                format!(
+                    "SOFT_MAX F32 [37,4,6] {mask} mask, sinks, scale {scale} max_bias {max_bias}"
+                ),
                 ACT,
                 move |c| {
                     let a = c.input("a", Type::F32, &[37, 4, 6], Fill::Uniform(-5.0, 5.0));
@@ -50,7 +52,11 @@ pub(super) fn oai_cases(v: &mut Vec<Case>) {
             ));
         }
     }
-    for (n, n_used, n_tok, n_expert) in [(7usize, 1usize, 3usize, 4usize), (64, 4, 9, 32), (130, 2, 70, 8)] {
+    for (n, n_used, n_tok, n_expert) in [
+        (7usize, 1usize, 3usize, 4usize),
+        (64, 4, 9, 32),
+        (130, 2, 70, 8),
+    ] {
         v.push(Case::new(
             format!("ADD_ID F32 [{n},{n_used},{n_tok}] + rows of F32 [{n},{n_expert}]"),
             Check::Exact,

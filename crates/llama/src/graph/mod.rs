@@ -9,11 +9,11 @@ mod delta_net;
 mod ffn;
 mod gated_attention;
 pub mod inputs;
-mod moe_oai;
 mod mla;
+mod moe_oai;
 mod moe_routing;
-mod sandwich;
 mod rwkv;
+mod sandwich;
 mod shortconv;
 mod ssm;
 

@@ -38,7 +38,6 @@ impl Builder<'_> {
     }
 
     /// (tokens per sequence set, sequence sets) of the ubatch.
-    pub(super) fn seq_blocks(&self) -> Result<(usize, usize)> {
     pub(crate) fn seq_blocks(&self) -> Result<(usize, usize)> {
         let (n, s) = (self.shape.n_tokens, self.shape.n_seqs.max(1));
         if n % s != 0 {
@@ -53,7 +52,6 @@ impl Builder<'_> {
     /// previous `d_conv - 1` inputs of each sequence and its own; stores the
     /// new convolution states; adds the bias and applies SiLU.
     pub(super) fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
-    fn ssm_conv_block(&mut self, xbc: TensorId, il: usize) -> Result<TensorId> {
         let mut y = self.causal_conv(xbc, TensorKind::SsmConv1d, il)?;
         if let Some(b) = self.weight_opt(TensorKind::SsmConv1dBias, il) {
             y = self.g.add_op(y, b)?;

@@ -115,6 +115,9 @@ impl<'a> StateReader<'a> {
 const KIND_ATTENTION: u32 = 1;
 const KIND_RECURRENT: u32 = 2;
 const KIND_HYBRID: u32 = 3;
+/// The V type of a layer whose cache holds no separate values (multi-head
+/// latent attention reads them from the keys).
+const NO_V: u32 = u32::MAX;
 
 impl Memory {
     /// Appends the state of `seq` (its cells and their data) to `w`.
@@ -267,13 +270,20 @@ fn write_cache(cache: &KvCache, seq: SeqId, w: &mut StateWriter) -> Result<()> {
         w.u32(l.k.desc.ty.id());
         w.u64(row_bytes(&l.k) as u64);
         read_rows(&l.k, &idx, w)?;
-        w.u32(l.v.desc.ty.id());
-        let v_row = l.v.desc.ty.row_size(l.v.desc.ne[0] as u64).unwrap_or(0) as usize;
+        // A cache without separate values (multi-head latent attention)
+        // writes no V rows.
+        let Some(v) = &l.v else {
+            w.u32(NO_V);
+            w.u64(0);
+            continue;
+        };
+        w.u32(v.desc.ty.id());
+        let v_row = v.desc.ty.row_size(v.desc.ne[0] as u64).unwrap_or(0) as usize;
         w.u64(v_row as u64);
         if cache.v_trans {
-            read_rows_transposed(&l.v, cache.size, &idx, w)?;
+            read_rows_transposed(v, cache.size, &idx, w)?;
         } else {
-            read_rows(&l.v, &idx, w)?;
+            read_rows(v, &idx, w)?;
         }
     }
     Ok(())
@@ -292,6 +302,9 @@ struct KvState {
 }
 
 fn type_name(id: u32) -> String {
+    if id == NO_V {
+        return "absent".to_string();
+    }
     Type::from_u32(id).map_or_else(|| format!("type {id}"), |t| t.name().to_string())
 }
 
@@ -344,12 +357,21 @@ impl CacheState {
             let k = r.take(k_row * n, "K rows")?.to_vec();
             let v_ty = r.u32("V type")?;
             let v_row = r.u64("V row size")? as usize;
-            let want_v = l.v.desc.ty.row_size(l.v.desc.ne[0] as u64).unwrap_or(0) as usize;
-            if v_ty != l.v.desc.ty.id() || v_row != want_v {
+            let (want_ty, want_v) = match &l.v {
+                Some(v) => (
+                    v.desc.ty.id(),
+                    v.desc.ty.row_size(v.desc.ne[0] as u64).unwrap_or(0) as usize,
+                ),
+                None => (NO_V, 0),
+            };
+            if v_ty != want_ty || v_row != want_v {
+                let cache_v = match &l.v {
+                    Some(v) => format!("{} with {want_v}", v.desc.ty),
+                    None => "no separate values".to_string(),
+                };
                 return Err(bad(format!(
-                    "layer {il}: the state's V is {} with rows of {v_row} bytes; the cache's is {} with {want_v}",
+                    "layer {il}: the state's V is {} with rows of {v_row} bytes; the cache's is {cache_v}",
                     type_name(v_ty),
-                    l.v.desc.ty
                 )));
             }
             let v = r.take(v_row * n, "V rows")?.to_vec();
@@ -375,10 +397,11 @@ impl CacheState {
         for (il, k, v) in &self.layers {
             let l = cache.layer(*il)?;
             write_rows(&l.k, &slots, k)?;
+            let Some(lv) = &l.v else { continue };
             if cache.v_trans {
-                write_rows_transposed(&l.v, cache.size, &slots, v)?;
+                write_rows_transposed(lv, cache.size, &slots, v)?;
             } else {
-                write_rows(&l.v, &slots, v)?;
+                write_rows(lv, &slots, v)?;
             }
         }
         Ok(())
