@@ -16,6 +16,9 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -f, --file FILE           read the prompt from a file
   -n, --n-predict N         tokens to generate (-1 = until end of text or full context)
   -c, --ctx-size N          context size (0 = from the model; default 4096)
+  --context-shift           when the context fills, drop half of what follows the kept
+                            prompt tokens and go on (default off: stop)
+  --keep N                  prompt tokens kept on a context shift (default 0, -1 = all)
   -b, --batch-size N        logical batch size (default 2048)
   -ub, --ubatch-size N      physical batch size (default 512)
   -t, --threads N           threads (-tb for batches)
