@@ -119,6 +119,16 @@ fn run() -> Result<()> {
     let conversation = args
         .conversation
         .unwrap_or(own_template.is_some() || chat.template.is_some());
+    if spec.model.is_some() && (conversation || args.context_shift) {
+        return Err(LlamaError::NotSupported(format!(
+            "speculative decoding (-md) {}",
+            if conversation {
+                "in conversation mode (use -no-cnv)"
+            } else {
+                "with --context-shift"
+            }
+        )));
+    }
     if conversation {
         let template = ChatTemplate::new(
             own_template,
