@@ -177,6 +177,35 @@ async fn other_memories_answer_the_same_with_the_cache() {
     }
 }
 
+/// A server of 1 slot of 512 tokens takes a 201-token state; one of 2
+/// slots of 128 refuses it.
+async fn srv_restart_refuses(flags: &str, body: &Value) {
+    let Some(one) = start("stories260K.gguf", flags).await else {
+        return;
+    };
+    let r = post(one.addr, "/slots/0?action=restore", body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    one.stop().await.unwrap();
+    let dir = flags.rsplit(' ').next().unwrap();
+    let Some(four) = start(
+        "stories260K.gguf",
+        &format!("-c 512 -np 4 --slot-save-path {dir}"),
+    )
+    .await
+    else {
+        return;
+    };
+    let r = post(four.addr, "/slots/0?action=restore", body).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert!(
+        r.text().contains("slot's context holds 128"),
+        "{}",
+        r.text()
+    );
+    assert_eq!(get(four.addr, "/slots").await.json()[0]["n_cached"], 0);
+    four.stop().await.unwrap();
+}
+
 fn scratch(name: &str) -> std::path::PathBuf {
     test_support::scratch_dir("llama-server", name)
 }
@@ -280,6 +309,34 @@ async fn slot_save_restore_round_trip() {
     assert_eq!(r.status, 400, "{}", r.text());
     assert!(r.text().contains("another model"), "{}", r.text());
     other.stop().await.unwrap();
+
+    // A slot smaller than the saved state refuses it.
+    let Some(small) = start(
+        "stories260K.gguf",
+        &format!("-c 512 -np 2 --slot-save-path {}", dir.display()),
+    )
+    .await
+    else {
+        return;
+    };
+    let long: Vec<i64> = (0..300).map(|i| 1 + i % 50).collect();
+    let r = post(
+        small.addr,
+        "/completion",
+        &completion(json!(long[..200]), 2, true),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let slot = r.json()["id_slot"].as_u64().unwrap();
+    let r = post(
+        small.addr,
+        &format!("/slots/{slot}?action=save"),
+        &save("s1.bin"),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    srv_restart_refuses(&flags, &save("s1.bin")).await;
+    small.stop().await.unwrap();
 
     // Without --slot-save-path the actions that need files are refused.
     let Some(plain) = start("stories260K.gguf", "-c 256").await else {

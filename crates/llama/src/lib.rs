@@ -44,4 +44,5 @@ pub mod json_schema;
 pub mod perplexity;
 pub mod quantize;
 pub mod sampling;
+pub mod speculative;
 pub mod stats;

@@ -61,6 +61,14 @@ impl Engine<'_> {
                                 tokens.len()
                             ));
                         }
+                        if tokens.len() >= self.n_ctx_slot {
+                            self.forget(slot);
+                            return Err(format!(
+                                "cannot restore slot {slot}: the file holds {} tokens; the slot's context holds {}",
+                                tokens.len(),
+                                self.n_ctx_slot
+                            ));
+                        }
                         let n_tokens = tokens.len();
                         self.caches[slot].tokens = tokens;
                         (n_tokens, n)

@@ -64,7 +64,7 @@ pub(super) struct Engine<'m> {
     pub(super) caches: Vec<SlotCache>,
     cache_cfg: CacheConfig,
     waiting: VecDeque<Task>,
-    n_ctx_slot: usize,
+    pub(super) n_ctx_slot: usize,
     shared: &'m Shared,
     /// The vocabulary's token pieces, built for the first request with a
     /// grammar and kept for the next.

@@ -7,6 +7,7 @@ use std::time::Instant;
 use llama::chat::{self, ChatTemplate};
 use llama::cli::{print_devices, CommonArgs};
 use llama::sampling::SamplerChain;
+use llama::speculative::{check_vocab_compatible, DraftParams, Drafter};
 use llama::{Batch, Context, LlamaError, Model, Result};
 
 const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
@@ -16,6 +17,14 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   -f, --file FILE           read the prompt from a file
   -n, --n-predict N         tokens to generate (-1 = until end of text or full context)
   -c, --ctx-size N          context size (0 = from the model; default 4096)
+  --context-shift           when the context fills, drop half of what follows the kept
+                            prompt tokens and go on (default off: stop)
+  --keep N                  prompt tokens kept on a context shift (default 0, -1 = all)
+  -md, --model-draft FILE   draft model for speculative decoding (same vocabulary)
+  --draft-max N             most tokens drafted per step (default 3)
+  --draft-min N             fewer drafted tokens are not used (default 0)
+  --draft-p-min P           stop drafting at a token less probable than P (default 0)
+  -ngld, --n-gpu-layers-draft N  draft model layers on GPUs (default: as -ngl)
   -b, --batch-size N        logical batch size (default 2048)
   -ub, --ubatch-size N      physical batch size (default 512)
   -t, --threads N           threads (-tb for batches)
@@ -85,6 +94,7 @@ fn run() -> Result<()> {
     let mut args = args;
     let fit_print = take_flag(&mut args.rest, "--fit-print");
     let chat = chat_flags(&mut args.rest)?;
+    let spec = spec_flags(&mut args.rest)?;
     args.reject_rest()?;
     if args.list_devices {
         print_devices();
@@ -116,6 +126,16 @@ fn run() -> Result<()> {
     let conversation = args
         .conversation
         .unwrap_or(own_template.is_some() || chat.template.is_some());
+    if spec.model.is_some() && (conversation || args.context_shift) {
+        return Err(LlamaError::NotSupported(format!(
+            "speculative decoding (-md) {}",
+            if conversation {
+                "in conversation mode (use -no-cnv)"
+            } else {
+                "with --context-shift"
+            }
+        )));
+    }
     if conversation {
         let template = ChatTemplate::new(
             own_template,
@@ -164,6 +184,24 @@ fn run() -> Result<()> {
     }
     out.flush().ok();
 
+    let drafter = match &spec.model {
+        Some(path) => {
+            if ctx.mem.rs().is_some() {
+                return Err(LlamaError::NotSupported(
+                    "speculative decoding with a recurrent target model (it cannot drop rejected drafts)".into(),
+                ));
+            }
+            let mut dp = args.model_params.clone();
+            dp.progress_callback = None;
+            if let Some(n) = spec.n_gpu_layers {
+                dp.n_gpu_layers = n;
+            }
+            let dm = Model::load(path, &dp)?;
+            check_vocab_compatible(vocab, &dm.vocab)?;
+            Some((dm, spec.params))
+        }
+        None => None,
+    };
     let t_start = Instant::now();
     let mut n_past = 0usize;
     for chunk in tokens.chunks(ctx.params.n_batch) {
@@ -177,6 +215,30 @@ fn run() -> Result<()> {
     } else {
         args.n_keep as usize + usize::from(vocab.add_bos())
     };
+    if let Some((dm, dparams)) = &drafter {
+        let dctx = Context::new(dm, args.ctx_params.clone())?;
+        let mut drafter = Drafter::new(dctx, *dparams);
+        let (n_past, accepted) = speculative_loop(
+            &mut ctx,
+            &mut drafter,
+            &mut sampler,
+            &tokens,
+            args.n_predict,
+            &mut out,
+        )?;
+        writeln!(out).ok();
+        let drafted = drafter.n_drafted;
+        llama::info!(
+            "speculative: {drafted} tokens drafted, {accepted} accepted ({:.1}%)",
+            if drafted > 0 {
+                100.0 * accepted as f64 / drafted as f64
+            } else {
+                0.0
+            }
+        );
+        print_perf(&model, &ctx, t_start.elapsed(), n_past);
+        return Ok(());
+    }
     let mut n_gen = 0i64;
     while args.n_predict < 0 || n_gen < args.n_predict {
         let logits = ctx.logits_ith(-1)?;
@@ -224,6 +286,90 @@ fn run() -> Result<()> {
     writeln!(out).ok();
     print_perf(&model, &ctx, t_start.elapsed(), n_past);
     Ok(())
+}
+
+/// Generation with a draft model: the draft proposes, the target decodes
+/// the last token and the proposals in one batch and keeps those its
+/// sampler agrees with (the rest leave its cache). Stops at the end of
+/// generation, `n_predict` tokens or a full context (no context shift).
+/// Returns the target's tokens in the cache and the drafts accepted.
+fn speculative_loop(
+    ctx: &mut Context<'_>,
+    drafter: &mut Drafter<'_>,
+    sampler: &mut SamplerChain,
+    prompt: &[i32],
+    n_predict: i64,
+    out: &mut impl Write,
+) -> Result<(usize, usize)> {
+    let vocab = &ctx.model().vocab;
+    let n_ctx = ctx.n_ctx();
+    let mut history = prompt.to_vec();
+    let mut n_past = prompt.len();
+    let mut n_gen = 0i64;
+    let mut accepted = 0usize;
+    let mut next = sampler.sample(ctx.logits_ith(-1)?);
+    loop {
+        sampler.try_accept(next)?;
+        if vocab.is_eog(next) {
+            break;
+        }
+        out.write_all(&vocab.token_to_piece(next, false)).ok();
+        out.flush().ok();
+        n_gen += 1;
+        if (n_predict >= 0 && n_gen >= n_predict) || n_past + 1 >= n_ctx {
+            break;
+        }
+        history.push(next);
+        let left = if n_predict >= 0 {
+            (n_predict - n_gen) as usize
+        } else {
+            usize::MAX
+        };
+        let room = n_ctx.saturating_sub(n_past + 2);
+        let draft = drafter.draft(&history, left.min(room))?;
+        let mut b = Batch::new();
+        b.add(next, n_past as i32, &[0], true);
+        for (i, &t) in draft.iter().enumerate() {
+            b.add(t, (n_past + 1 + i) as i32, &[0], true);
+        }
+        ctx.decode(&b)?;
+        n_past += 1;
+        let mut stop = false;
+        let mut i = 0;
+        loop {
+            let t = sampler.sample(ctx.logits_ith(i as i32)?);
+            if i < draft.len() && t == draft[i] {
+                sampler.try_accept(t)?;
+                accepted += 1;
+                history.push(t);
+                n_past += 1;
+                i += 1;
+                if vocab.is_eog(t) {
+                    stop = true;
+                    break;
+                }
+                out.write_all(&vocab.token_to_piece(t, false)).ok();
+                n_gen += 1;
+                if n_predict >= 0 && n_gen >= n_predict {
+                    stop = true;
+                    break;
+                }
+                continue;
+            }
+            next = t;
+            break;
+        }
+        // The rejected drafts leave the target's cache.
+        if !ctx.seq_rm(0, n_past as i32, -1) {
+            return Err(LlamaError::Decode(
+                "the memory cannot drop rejected drafts".into(),
+            ));
+        }
+        if stop {
+            break;
+        }
+    }
+    Ok((n_past, accepted))
 }
 
 /// Prints the timings as llama.cpp's `llama_perf_context_print` does.
@@ -275,6 +421,58 @@ struct ChatFlags {
 }
 
 /// Takes `--chat-template` and `--jinja`/`--no-jinja` out of `rest`.
+/// Speculative decoding flags.
+struct SpecFlags {
+    model: Option<String>,
+    params: DraftParams,
+    n_gpu_layers: Option<i32>,
+}
+
+fn spec_flags(rest: &mut Vec<String>) -> Result<SpecFlags> {
+    let mut f = SpecFlags {
+        model: None,
+        params: DraftParams::default(),
+        n_gpu_layers: None,
+    };
+    let mut kept = Vec::new();
+    let mut it = std::mem::take(rest).into_iter();
+    while let Some(a) = it.next() {
+        let mut val = |what: &str| {
+            it.next()
+                .ok_or_else(|| LlamaError::InvalidParam(format!("{a} needs a value ({what})")))
+        };
+        let bad = |v: &str, what: &str| {
+            LlamaError::InvalidParam(format!("invalid value '{v}' for {a}: expected {what}"))
+        };
+        match a.as_str() {
+            "-md" | "--model-draft" => f.model = Some(val("file")?),
+            "--draft-max" | "--draft" | "--draft-n" => {
+                let v = val("int")?;
+                f.params.n_max = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
+            }
+            "--draft-min" | "--draft-n-min" => {
+                let v = val("int")?;
+                f.params.n_min = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
+            }
+            "--draft-p-min" => {
+                let v = val("probability")?;
+                f.params.p_min = v
+                    .parse::<f32>()
+                    .ok()
+                    .filter(|p| (0.0..=1.0).contains(p))
+                    .ok_or_else(|| bad(&v, "a number in [0, 1]"))?;
+            }
+            "-ngld" | "--gpu-layers-draft" | "--n-gpu-layers-draft" => {
+                let v = val("int")?;
+                f.n_gpu_layers = Some(v.parse().map_err(|_| bad(&v, "an integer"))?);
+            }
+            _ => kept.push(a),
+        }
+    }
+    *rest = kept;
+    Ok(f)
+}
+
 fn chat_flags(rest: &mut Vec<String>) -> Result<ChatFlags> {
     let mut f = ChatFlags {
         template: None,
