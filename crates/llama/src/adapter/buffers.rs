@@ -33,9 +33,16 @@ pub(super) fn buft_next_to(model: &Model, base: &Weight) -> Arc<dyn BufferType> 
     }
 }
 
+/// Placed tensors: the weights in the order given and the buffers holding
+/// them.
+pub(super) struct Placed {
+    pub weights: Vec<Weight>,
+    pub buffers: Vec<Arc<dyn Buffer>>,
+}
+
 /// Allocates one buffer per buffer type for `pending` and writes every
-/// tensor; returns the placed weights (in the order given) and the buffers.
-pub(super) fn place(pending: Vec<Pending>) -> Result<(Vec<Weight>, Vec<Arc<dyn Buffer>>)> {
+/// tensor.
+pub(super) fn place(pending: Vec<Pending>) -> Result<Placed> {
     let mut groups: BTreeMap<String, (Arc<dyn BufferType>, Vec<usize>)> = BTreeMap::new();
     for (i, p) in pending.iter().enumerate() {
         groups
@@ -72,5 +79,5 @@ pub(super) fn place(pending: Vec<Pending>) -> Result<(Vec<Weight>, Vec<Arc<dyn B
         .zip(at)
         .filter_map(|(p, at)| at.map(|at| Weight { desc: p.desc, at }))
         .collect();
-    Ok((weights, buffers))
+    Ok(Placed { weights, buffers })
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use ggml_core::{Buffer, TensorDesc, Type};
 use gguf::GgufFile;
 
-use super::buffers::{place, Pending};
+use super::buffers::{place, Pending, Placed};
 use super::lora::model_id;
 use crate::error::{LlamaError, Result};
 use crate::model::{Model, Weight};
@@ -179,7 +179,10 @@ impl ControlVector {
             });
             layers.push(il);
         }
-        let (placed, buffers) = place(pending)?;
+        let Placed {
+            weights: placed,
+            buffers,
+        } = place(pending)?;
         let mut out: Vec<Option<Weight>> = vec![None; hp.n_layer];
         for (il, w) in layers.into_iter().zip(placed) {
             out[il] = Some(w);

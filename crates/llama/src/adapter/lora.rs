@@ -25,7 +25,7 @@ use std::sync::Arc;
 use ggml_core::{Buffer, TensorDesc};
 use gguf::{GgufFile, Metadata, TensorInfo};
 
-use super::buffers::{buft_next_to, place, Pending};
+use super::buffers::{buft_next_to, place, Pending, Placed};
 use crate::error::{LlamaError, Result};
 use crate::model::{Model, Weight};
 
@@ -215,7 +215,10 @@ impl LoraAdapter {
             }
             names.push(base.clone());
         }
-        let (placed, buffers) = place(pending)?;
+        let Placed {
+            weights: placed,
+            buffers,
+        } = place(pending)?;
         let mut it = placed.into_iter();
         let mut pairs = HashMap::with_capacity(names.len());
         for name in names {
