@@ -24,6 +24,9 @@ pub struct SlotCache {
     pub tokens: Vec<Token>,
     /// When its last request ended.
     pub last_used: Instant,
+    /// The LoRA scales (by adapter id) its cells were computed under:
+    /// cells of other adapters are never reused.
+    pub lora: Vec<f32>,
 }
 
 impl Default for SlotCache {
@@ -31,6 +34,7 @@ impl Default for SlotCache {
         SlotCache {
             tokens: Vec::new(),
             last_used: Instant::now(),
+            lora: Vec::new(),
         }
     }
 }
@@ -194,6 +198,7 @@ mod tests {
         let c = |tokens: Vec<Token>, age: u64| SlotCache {
             tokens,
             last_used: t0 + Duration::from_secs(age),
+            lora: Vec::new(),
         };
         let a = c(vec![1, 2, 3, 4], 5);
         let b = c(vec![1, 2, 9, 9], 1);

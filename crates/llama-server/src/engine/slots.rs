@@ -238,12 +238,20 @@ impl<'m> Engine<'m> {
             for &t in &req.prompt {
                 sampler.accept_prompt(t);
             }
+            let lora = req
+                .lora
+                .clone()
+                .unwrap_or_else(|| self.shared.loras.scales());
+            // Cells computed under other adapter scales are not this
+            // request's prefix.
+            let same_adapters = self.caches[free].lora == lora;
+            self.caches[free].lora = lora.clone();
             let reuse = prompt_cache::prepare(
                 &mut self.ctx,
                 free,
                 &mut self.caches[free].tokens,
                 &req.prompt,
-                req.cache_prompt,
+                req.cache_prompt && same_adapters,
                 self.cache_cfg.cache_reuse,
             );
             let m = &self.shared.metrics;
@@ -251,10 +259,6 @@ impl<'m> Engine<'m> {
             m.prompt_tokens_cached
                 .fetch_add(reuse.n_past as u64, Ordering::Relaxed);
             let text = TextState::new(req.stop.clone());
-            let lora = req
-                .lora
-                .clone()
-                .unwrap_or_else(|| self.shared.loras.scales());
             self.slots[free] = Some(Active {
                 task,
                 req,
