@@ -245,7 +245,10 @@ fn lfm2_loads_its_convolution_and_attention_layers() {
         );
         // l_cache 3: two inputs of each of the 64 channels per sequence.
         assert_eq!((hp.ssm_d_conv, hp.n_embd_r(), hp.n_embd_s()), (3, 128, 0));
-        assert_eq!((hp.n_head(2), hp.n_head_kv(2), hp.n_embd_head_k), (4, 2, 16));
+        assert_eq!(
+            (hp.n_head(2), hp.n_head_kv(2), hp.n_embd_head_k),
+            (4, 2, 16)
+        );
         let w = m.weights().expect("weights");
         assert_eq!(w.output_norm.desc.name, "token_embd_norm.weight");
     }
@@ -276,7 +279,10 @@ fn lfm2_bad_convolution_sizes_are_named() {
     assert!(e.contains("lfm2.shortconv.l_cache"), "{e}");
     // A kernel of the wrong width in one layer.
     let p = rewrite(&src, "lfm2-conv-shape", |_, t| {
-        for x in t.iter_mut().filter(|x| x.0 == "blk.3.shortconv.conv.weight") {
+        for x in t
+            .iter_mut()
+            .filter(|x| x.0 == "blk.3.shortconv.conv.weight")
+        {
             x.1 = vec![2, 64];
             x.3.truncate(2 * 64 * 4);
         }

@@ -309,10 +309,22 @@ mod tests {
         assert!(m.tool_calls.is_empty());
         let w = |s| format!("<|tool_call_start|>[{s}]<|tool_call_end|>");
         let cases = [
-            ("special_function(arg1=1)", "special_function", r#"{"arg1": 1}"#),
-            (r#"get_time(city="XYZCITY")"#, "get_time", r#"{"city":"XYZCITY"}"#),
+            (
+                "special_function(arg1=1)",
+                "special_function",
+                r#"{"arg1": 1}"#,
+            ),
+            (
+                r#"get_time(city="XYZCITY")"#,
+                "get_time",
+                r#"{"city":"XYZCITY"}"#,
+            ),
             ("toggle(enabled=True)", "toggle", r#"{"enabled": true}"#),
-            ("set_nullable(value=None)", "set_nullable", r#"{"value": null}"#),
+            (
+                "set_nullable(value=None)",
+                "set_nullable",
+                r#"{"value": null}"#,
+            ),
             (
                 r#"set_config(config={"enabled": True, "count": 3})"#,
                 "set_config",
@@ -347,7 +359,8 @@ mod tests {
         for (call, name, args) in cases {
             assert_eq!(one(&w(call)), (name.to_string(), json(args)), "{call}");
         }
-        let md = "Use this format: [link text](url). Example: [Wikipedia](https://www.wikipedia.org).";
+        let md =
+            "Use this format: [link text](url). Example: [Wikipedia](https://www.wikipedia.org).";
         let m = parsed(md);
         assert_eq!(m.content, md);
         assert!(m.tool_calls.is_empty());
@@ -380,7 +393,9 @@ mod tests {
         );
         assert_eq!(
             a,
-            json(r#"{"a": "single 'q'", "b": -2.5, "c": [1, 2], "d": [], "e": {"k": null}, "f": 1000.0}"#)
+            json(
+                r#"{"a": "single 'q'", "b": -2.5, "c": [1, 2], "d": [], "e": {"k": null}, "f": 1000.0}"#
+            )
         );
         let (n, a) = one("<|tool_call_start|>[ noargs() ]<|tool_call_end|>");
         assert_eq!((n.as_str(), a.as_str()), ("noargs", "{}"));
