@@ -273,7 +273,7 @@ fn call_list(after: &str, partial: bool) -> CallParse {
     let rest = c.rest();
     if rest.starts_with(CLOSE) {
         CallParse::Done(calls, c.i + CLOSE.len())
-    } else if partial && super::scan::is_marker_prefix(rest, CLOSE) || partial && rest.is_empty() {
+    } else if partial && (rest.is_empty() || super::scan::is_marker_prefix(rest, CLOSE)) {
         CallParse::Partial(calls)
     } else {
         CallParse::Done(calls, end)
