@@ -75,6 +75,12 @@ pub enum Preset {
     /// vocabulary 100352, tied output.
     #[value(name = "granite-4.0-h-micro")]
     Granite4HMicro,
+    /// DeepSeek-V2-Lite (deepseek2): 27 layers 2048 wide, 16 heads with
+    /// multi-head latent attention (latent 512, key 128 + rotary 64, value
+    /// 128, no query LoRA), a dense first layer (FFN 10944), then 64
+    /// experts of 1408 (6 used) and 2 shared, vocabulary 102400.
+    #[value(name = "deepseek-v2-lite")]
+    DeepseekV2Lite,
 }
 
 impl Preset {
@@ -88,6 +94,7 @@ impl Preset {
             Preset::Mamba130m => "mamba-130m",
             Preset::Mamba2_370m => "mamba2-370m",
             Preset::Granite4HMicro => "granite-4.0-h-micro",
+            Preset::DeepseekV2Lite => "deepseek-v2-lite",
         }
     }
 
@@ -112,6 +119,19 @@ impl Preset {
                 8192,
                 131_072,
                 true,
+            ),
+            // head_count_kv is written as 1 (the latent); 16 here keeps
+            // the shape's heads valid.
+            Preset::DeepseekV2Lite => (
+                "deepseek2",
+                102_400,
+                2048,
+                27,
+                16,
+                16,
+                10944,
+                163_840,
+                false,
             ),
         };
         let (arch, gen) = preset_arch(arch);
@@ -313,6 +333,7 @@ mod tests {
             Preset::Mamba130m,
             Preset::Mamba2_370m,
             Preset::Granite4HMicro,
+            Preset::DeepseekV2Lite,
         ] {
             p.shape().validate().unwrap();
         }
