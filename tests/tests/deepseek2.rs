@@ -10,7 +10,14 @@
 use llama::context::FlashAttnType;
 use llama::params::{KvOverride, KvOverrideValue};
 use llama::{Context, ContextParams, Model, ModelParams, TensorBuftOverride};
-use tests::{cpu_params, expected, fixtures, greedy, ids, vulkan_device};
+use tests::{
+    cpu_params, expected, fixtures, greedy, ids, max_abs_diff, scratch_dir, teacher_forced_logits,
+    vulkan_device,
+};
+use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
+use xtask::gen_model::types::OutType;
+use xtask::gen_model::vocab::Vocab;
+use xtask::gen_model::{generate_file, ModelSpec, WriteSettings};
 
 const NAMES: [&str; 4] = [
     "tiny-deepseek2-lite-f32",
@@ -326,4 +333,65 @@ fn expert_groups_that_do_not_divide_the_experts_are_errors() {
     )
     .unwrap();
     assert!(e.contains("deepseek2.expert_gating_func"), "{e}");
+}
+
+/// `gen-model --preset deepseek-v2-lite` narrowed to a small width loads
+/// with V2-Lite's layout (latent 4 h, rotary h / 2 for head width h, a
+/// dense first layer, 64 experts of which 6 are used, 2 shared) and gives
+/// the same logits token by token as in one ubatch.
+#[test]
+fn generated_deepseek_v2_lite_loads_and_decodes() {
+    let o = ShapeOverrides {
+        n_vocab: Some(512),
+        n_embd: Some(256),
+        n_layer: Some(3),
+        n_head: Some(4),
+        n_head_kv: Some(4),
+        n_ff: Some(512),
+        n_ctx: Some(256),
+        ..ShapeOverrides::default()
+    };
+    let shape = Shape::resolve(Preset::DeepseekV2Lite, &o).expect("shape");
+    let spec = ModelSpec {
+        experts: None,
+        vocab: Vocab::synthetic_spm(shape.n_vocab).expect("vocabulary"),
+        shape,
+        ty: "q8_0".parse::<OutType>().expect("type").pure(),
+        seed: 11,
+        name: "deepseek2 test".into(),
+        alignment: None,
+    };
+    let path = scratch_dir("gen-deepseek2").join("model.gguf");
+    generate_file(&spec, &WriteSettings::default(), &path).expect("gen-model");
+    let model = Model::load(&path, &cpu_params()).expect("load");
+    let hp = &model.hparams;
+    let m = hp.mla.expect("MLA sizes");
+    assert_eq!(
+        (m.q_lora_rank, m.kv_lora_rank, m.head_k, m.head_v, hp.n_rot),
+        (0, 256, 96, 64, 32)
+    );
+    assert_eq!(
+        (
+            hp.n_expert,
+            hp.n_expert_used(1),
+            hp.n_ff_exp(1),
+            hp.n_ff_shexp
+        ),
+        (64, 6, 96, 192)
+    );
+    assert_eq!(hp.n_layer_dense_lead, 1);
+    let toks: Vec<i32> = (0..24).map(|i| (i * 37 + 5) % 512).collect();
+    let mut ctx = Context::new(&model, ctx_params(64, 24, true)).expect("context");
+    let batched = teacher_forced_logits(&mut ctx, &toks);
+    assert!(batched.iter().all(|x| x.is_finite()), "logits");
+    ctx.kv_clear();
+    let n_vocab = hp.n_vocab;
+    for (i, &t) in toks.iter().enumerate() {
+        ctx.decode(&llama::Batch::get_one(&[t])).expect("decode");
+        let d = max_abs_diff(
+            ctx.logits_ith(-1).expect("logits"),
+            &batched[i * n_vocab..(i + 1) * n_vocab],
+        );
+        assert!(d <= 0.5, "token {i} differs by {d}");
+    }
 }

@@ -80,6 +80,12 @@ pub enum Preset {
     /// and 14, SwiGLU FFNs of 4608, vocabulary 65536, tied output.
     #[value(name = "lfm2-350m")]
     Lfm2_350m,
+    /// DeepSeek-V2-Lite (deepseek2): 27 layers 2048 wide, 16 heads with
+    /// multi-head latent attention (latent 512, key 128 + rotary 64, value
+    /// 128, no query LoRA), a dense first layer (FFN 10944), then 64
+    /// experts of 1408 (6 used) and 2 shared, vocabulary 102400.
+    #[value(name = "deepseek-v2-lite")]
+    DeepseekV2Lite,
 }
 
 impl Preset {
@@ -94,6 +100,7 @@ impl Preset {
             Preset::Mamba2_370m => "mamba2-370m",
             Preset::Granite4HMicro => "granite-4.0-h-micro",
             Preset::Lfm2_350m => "lfm2-350m",
+            Preset::DeepseekV2Lite => "deepseek-v2-lite",
         }
     }
 
@@ -120,6 +127,19 @@ impl Preset {
                 true,
             ),
             Preset::Lfm2_350m => ("lfm2", 65_536, 1024, 16, 16, 8, 4608, 128_000, true),
+            // head_count_kv is written as 1 (the latent); 16 here keeps
+            // the shape's heads valid.
+            Preset::DeepseekV2Lite => (
+                "deepseek2",
+                102_400,
+                2048,
+                27,
+                16,
+                16,
+                10944,
+                163_840,
+                false,
+            ),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {
@@ -321,6 +341,7 @@ mod tests {
             Preset::Mamba2_370m,
             Preset::Granite4HMicro,
             Preset::Lfm2_350m,
+            Preset::DeepseekV2Lite,
         ] {
             p.shape().validate().unwrap();
         }

@@ -1,9 +1,7 @@
 //! Feed-forward variants. An architecture names its variant; a new kind is
 //! one more arm here, chosen per architecture. The mixture of experts is
-//! llama.cpp's `build_moe_ffn` for softmax routing: router logits, softmax,
-//! top-k experts per token, their probabilities (renormalised over the k
-//! when the model says so) weighting the sum of the selected experts'
-//! SwiGLU outputs.
+//! llama.cpp's `build_moe_ffn`: the router's choice (`moe_routing`), then
+//! the selected experts' SwiGLU outputs summed with the router's weights.
 
 use ggml_core::{GluOp, TensorId};
 

@@ -7,6 +7,7 @@
 //! around the blocks (token embeddings, output norm and projection) and the
 //! value scales are shared with [`super::plan`].
 
+mod deepseek2;
 mod gemma2;
 mod gemma3;
 mod granitehybrid;
@@ -76,6 +77,7 @@ static GENERATORS: &[&ArchGen] = &[
     &mamba2::GEN,
     &granitehybrid::GEN,
     &lfm2::GEN,
+    &deepseek2::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
@@ -136,6 +138,16 @@ impl Block<'_> {
     pub fn matrix(&mut self, name: &str, ne0: u32, ne1: u32) {
         let std = 1.0 / (ne0 as f32).sqrt();
         let t = TensorPlan::matrix(self.name(name), ne0, ne1, std);
+        self.out.push(t);
+    }
+
+    /// A weight of the stacked matrices `dims` (one per head or expert,
+    /// `dims[0]` the row length), std 1/sqrt(`fan_in`), typed like a
+    /// projection.
+    pub fn stacked(&mut self, name: &str, dims: &[u32], fan_in: u32) {
+        let std = 1.0 / (fan_in as f32).sqrt();
+        let mut t = TensorPlan::matrix(self.name(name), dims[0], dims[1], std);
+        t.dims = dims.iter().map(|&d| u64::from(d)).collect();
         self.out.push(t);
     }
 
