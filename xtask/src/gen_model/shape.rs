@@ -75,6 +75,12 @@ pub enum Preset {
     /// vocabulary 100352, tied output.
     #[value(name = "granite-4.0-h-micro")]
     Granite4HMicro,
+    /// Qwen3.5 0.8B: 24 layers 1024 wide, gated DeltaNet (16 Q/K and 16 V
+    /// heads of 128, convolution 4) with gated attention (8 heads of 256,
+    /// 2 kv heads, rope over 64 dims) every fourth layer, SwiGLU FFNs of
+    /// 3584, vocabulary 248320, tied output.
+    #[value(name = "qwen3.5-0.8b")]
+    Qwen35_0_8b,
 }
 
 impl Preset {
@@ -88,6 +94,7 @@ impl Preset {
             Preset::Mamba130m => "mamba-130m",
             Preset::Mamba2_370m => "mamba2-370m",
             Preset::Granite4HMicro => "granite-4.0-h-micro",
+            Preset::Qwen35_0_8b => "qwen3.5-0.8b",
         }
     }
 
@@ -113,6 +120,7 @@ impl Preset {
                 131_072,
                 true,
             ),
+            Preset::Qwen35_0_8b => ("qwen35", 248_320, 1024, 24, 8, 2, 3584, 262_144, true),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {

@@ -14,6 +14,7 @@ mod mamba;
 mod mamba2;
 mod phi3;
 mod qwen3;
+mod qwen35;
 pub mod ssm;
 
 use gguf::Metadata;
@@ -74,6 +75,7 @@ static GENERATORS: &[&ArchGen] = &[
     &mamba::GEN,
     &mamba2::GEN,
     &granitehybrid::GEN,
+    &qwen35::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
