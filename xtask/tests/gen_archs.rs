@@ -149,3 +149,8 @@ fn mamba2_loads_and_decodes() {
 fn granitehybrid_loads_and_decodes() {
     check_types("granitehybrid");
 }
+
+#[test]
+fn qwen35_loads_and_decodes() {
+    check_types("qwen35");
+}

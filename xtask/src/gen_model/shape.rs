@@ -86,6 +86,12 @@ pub enum Preset {
     /// experts of 1408 (6 used) and 2 shared, vocabulary 102400.
     #[value(name = "deepseek-v2-lite")]
     DeepseekV2Lite,
+    /// Qwen3.5 0.8B: 24 layers 1024 wide, gated DeltaNet (16 Q/K and 16 V
+    /// heads of 128, convolution 4) with gated attention (8 heads of 256,
+    /// 2 kv heads, rope over 64 dims) every fourth layer, SwiGLU FFNs of
+    /// 3584, vocabulary 248320, tied output.
+    #[value(name = "qwen3.5-0.8b")]
+    Qwen35_0_8b,
 }
 
 impl Preset {
@@ -101,6 +107,7 @@ impl Preset {
             Preset::Granite4HMicro => "granite-4.0-h-micro",
             Preset::Lfm2_350m => "lfm2-350m",
             Preset::DeepseekV2Lite => "deepseek-v2-lite",
+            Preset::Qwen35_0_8b => "qwen3.5-0.8b",
         }
     }
 
@@ -140,6 +147,7 @@ impl Preset {
                 163_840,
                 false,
             ),
+            Preset::Qwen35_0_8b => ("qwen35", 248_320, 1024, 24, 8, 2, 3584, 262_144, true),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {

@@ -16,6 +16,7 @@ mod mamba;
 mod mamba2;
 mod phi3;
 mod qwen3;
+mod qwen35;
 pub mod ssm;
 
 use gguf::Metadata;
@@ -78,6 +79,7 @@ static GENERATORS: &[&ArchGen] = &[
     &granitehybrid::GEN,
     &lfm2::GEN,
     &deepseek2::GEN,
+    &qwen35::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
