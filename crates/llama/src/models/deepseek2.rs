@@ -316,7 +316,7 @@ fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
             b.g.add_op(routed, shared)?
         };
         inp_l = b.g.add_op(out, ffn_inp)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     b.output_head(inp_l, 0.0)
 }

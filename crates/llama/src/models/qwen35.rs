@@ -225,8 +225,7 @@ pub fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         let out = if hp.n_expert > 0 {
             let moe = b.ffn(x, Ffn::MoeSwiglu, il)?;
             let sh = b.shared_expert(x, il)?;
-            let gw = b.weight(FfnGateInpShexp, il)?;
-            let gate = b.g.mul_mat(gw, x)?;
+            let gate = b.linear(x, FfnGateInpShexp, None, il)?;
             let gate = b.g.unary(gate, UnaryOp::Sigmoid)?;
             let sh = b.g.mul(sh, gate)?;
             b.g.add_op(moe, sh)?
@@ -234,7 +233,7 @@ pub fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
             b.ffn(x, Ffn::Swiglu, il)?
         };
         inp_l = b.g.add_op(out, ffn_inp)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     b.output_head(inp_l, 0.0)
 }
