@@ -600,8 +600,11 @@ fn check(graph: &Graph, id: TensorId) -> std::result::Result<(), String> {
         Op::Concat { .. } | Op::SsmConv | Op::SsmScan => check_ssm(graph, id),
         Op::AddId => {
             let (a, b, ids) = (s(0)?, s(1)?, s(2)?);
-            let ok = a.ty == Type::F32 && b.ty == Type::F32 && ids.ty == Type::I32 && d.ty == Type::F32;
-            ensure(ok, || format!("{} + {} by {} -> {}", a.ty, b.ty, ids.ty, d.ty))
+            let ok =
+                a.ty == Type::F32 && b.ty == Type::F32 && ids.ty == Type::I32 && d.ty == Type::F32;
+            ensure(ok, || {
+                format!("{} + {} by {} -> {}", a.ty, b.ty, ids.ty, d.ty)
+            })
         }
         Op::SwigluOai { .. } => {
             let (g, u) = (s(0)?, s(1)?);

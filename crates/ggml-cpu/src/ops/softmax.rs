@@ -64,7 +64,11 @@ pub(crate) fn soft_max(ctx: &NodeCtx<'_>, scale: f32, max_bias: f32) -> Result<(
             let slope = alibi_slope(max_bias, n_head, i[1]);
             let sink = sinks.as_ref().map(|k| k[i[1]]);
             // SAFETY: each result row is written by one task.
-            unsafe { d.write_row(i, &mut s.c, |out| soft_max_row(x, m, scale, slope, sink, out))? };
+            unsafe {
+                d.write_row(i, &mut s.c, |out| {
+                    soft_max_row(x, m, scale, slope, sink, out)
+                })?
+            };
         }
         Ok(())
     })

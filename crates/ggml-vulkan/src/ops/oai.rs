@@ -1,7 +1,7 @@
 //! ADD_ID (per-expert biases, `add_id.comp`) and SWIGLU_OAI (gpt-oss's
 //! clamped SwiGLU, a variant of `glu.comp`).
 
-use ggml_core::{Graph, TensorId, TensorDesc, Type};
+use ggml_core::{Graph, TensorDesc, TensorId, Type};
 
 use super::{strides, Pc4d, ELEMENTWISE_WG};
 use crate::backend::VulkanBackend;
@@ -9,7 +9,12 @@ use crate::error::Result;
 
 /// Whether the device runs ADD_ID of these F32 tensors (the ids' elements
 /// adjacent, as the shader reads them).
-pub(super) fn supports_add_id(a: &TensorDesc, b: &TensorDesc, ids: &TensorDesc, d: &TensorDesc) -> bool {
+pub(super) fn supports_add_id(
+    a: &TensorDesc,
+    b: &TensorDesc,
+    ids: &TensorDesc,
+    d: &TensorDesc,
+) -> bool {
     a.ty == Type::F32
         && b.ty == Type::F32
         && d.ty == Type::F32

@@ -37,5 +37,11 @@ pub(super) fn record(
     };
     pc.0[20] = bs.as_ref().map_or(0, |b| b.off + 1);
     let name = format!("soft_max_{}_{}", tn(a.ty), tn(mask_ty));
-    be.dispatch(&name, [Some(&ba), bm.as_ref(), bs.as_ref()], &bd, &pc.0, rows)
+    be.dispatch(
+        &name,
+        [Some(&ba), bm.as_ref(), bs.as_ref()],
+        &bd,
+        &pc.0,
+        rows,
+    )
 }

@@ -43,7 +43,12 @@ impl Builder<'_> {
         let n_embd = self.g.desc(x).ne[0];
         let n_tokens = self.g.desc(x).ne[1];
         let (n_expert, n_used) = (hp.n_expert, hp.n_expert_used(il));
-        let logits = self.linear(x, TensorKind::FfnGateInp, Some(TensorKind::FfnGateInpBias), il)?;
+        let logits = self.linear(
+            x,
+            TensorKind::FfnGateInp,
+            Some(TensorKind::FfnGateInpBias),
+            il,
+        )?;
         self.g.set_name(logits, format!("ffn_moe_logits-{il}"));
         // [n_used, n_tokens]: the experts of the largest logits, first the
         // largest.
