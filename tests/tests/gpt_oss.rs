@@ -261,3 +261,44 @@ fn zero_experts_are_refused() {
     let e = load_err(&p);
     assert!(e.contains("gpt-oss.expert_count"), "{e}");
 }
+
+/// A GGUF file (version 3, no metadata) of one tensor `name` of type `ty`
+/// (ggml's type id) and row length `ne0`, with `data` after the header.
+fn one_tensor_file(name: &str, ty: u32, ne0: u64, data: &[u8]) -> PathBuf {
+    let mut b = Vec::new();
+    b.extend_from_slice(b"GGUF");
+    b.extend_from_slice(&3u32.to_le_bytes());
+    b.extend_from_slice(&1u64.to_le_bytes()); // tensors
+    b.extend_from_slice(&0u64.to_le_bytes()); // metadata pairs
+    b.extend_from_slice(&(name.len() as u64).to_le_bytes());
+    b.extend_from_slice(name.as_bytes());
+    b.extend_from_slice(&1u32.to_le_bytes()); // dimensions
+    b.extend_from_slice(&ne0.to_le_bytes());
+    b.extend_from_slice(&ty.to_le_bytes());
+    b.extend_from_slice(&0u64.to_le_bytes()); // data offset
+    while b.len() % 32 != 0 {
+        b.push(0);
+    }
+    b.extend_from_slice(data);
+    let dst = scratch_dir(&format!("mxfp4-{ne0}")).join("model.gguf");
+    std::fs::write(&dst, b).expect("write");
+    dst
+}
+
+/// MXFP4 rows hold whole 32-element blocks of 17 bytes: a row of 48
+/// elements is refused, naming the tensor and the block size.
+#[test]
+fn mxfp4_rows_of_partial_blocks_are_named() {
+    const MXFP4: u32 = 39;
+    let p = one_tensor_file("blk.0.ffn_up_exps.weight", MXFP4, 48, &[0u8; 34]);
+    let e = load_err(&p);
+    assert!(
+        e.contains("blk.0.ffn_up_exps.weight") && e.contains("block size 32"),
+        "{e}"
+    );
+    // The same file with whole blocks is a valid GGUF (refused for its
+    // missing architecture, not its tensor).
+    let p = one_tensor_file("blk.0.ffn_up_exps.weight", MXFP4, 64, &[0u8; 34]);
+    let e = load_err(&p);
+    assert!(!e.contains("block size"), "{e}");
+}

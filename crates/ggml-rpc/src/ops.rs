@@ -491,10 +491,14 @@ mod tests {
 
     #[test]
     fn unknown_ops_and_params_are_errors() {
-        assert!(decode(3, &[0; 16])
+        // GGML_OP_ADD1.
+        assert!(decode(4, &[0; 16])
             .unwrap_err()
             .to_string()
-            .contains("op 3"));
+            .contains("op 4"));
+        let mut g = [0; 16];
+        (g[0], g[1]) = (GLU_SWIGLU_OAI, 1);
+        assert!(decode(num::GLU, &g).is_err(), "swapped SWIGLU_OAI");
         assert!(decode(500, &[0; 16]).is_err());
         let mut p = [0; 16];
         p[0] = 17;

@@ -110,9 +110,14 @@ fn out_of_bounds_requests_are_rejected() {
     assert!(run(&mut s, &common::frame(Cmd::GraphCompute, &g.encode())).is_err());
     // An unknown op.
     let mut g = common::add_graph();
-    g.tensors[2].op = 3;
+    g.tensors[2].op = 4;
     let e = run(&mut s, &common::frame(Cmd::GraphCompute, &g.encode())).unwrap_err();
-    assert!(e.contains("op 3 is not supported"), "{e}");
+    assert!(e.contains("op 4 is not supported"), "{e}");
+    // ADD_ID without its ids.
+    let mut g = common::add_graph();
+    g.tensors[2].op = ggml_rpc::ops::num::ADD_ID;
+    let e = run(&mut s, &common::frame(Cmd::GraphCompute, &g.encode())).unwrap_err();
+    assert!(e.contains("ADD_ID") && e.contains("lacks source 2"), "{e}");
     // A huge SET_TENSOR length is refused before reading the body.
     assert!(s.check_len(Cmd::SetTensor, 1 << 40).is_err());
     assert!(s.check_len(Cmd::Hello, 25).is_err());

@@ -1,12 +1,14 @@
 //! Cases of the ops gpt-oss needs: attention sinks in SOFT_MAX and
-//! FLASH_ATTN_EXT (one-row and tiled prompts), ADD_ID and SWIGLU_OAI.
+//! FLASH_ATTN_EXT (one-row and tiled prompts), ADD_ID, SWIGLU_OAI, and
+//! MUL_MAT / MUL_MAT_ID of MXFP4 weights (its experts' type).
 
-use super::cases::ACT;
+use super::cases::{mul_mat_check, ACT};
 use super::{Case, Check, Fill};
 use crate::Type;
 
 /// Every case of this family.
 pub(super) fn oai_cases(v: &mut Vec<Case>) {
+    mxfp4_cases(v);
     for mask in [Type::F32, Type::F16] {
         for (scale, max_bias) in [(1.0f32, 0.0f32), (0.25, 0.0), (0.3, 8.0)] {
             v.push(Case::new(
@@ -92,6 +94,27 @@ pub(super) fn oai_cases(v: &mut Vec<Case>) {
                 let g = c.input("gate", Type::F32, &ne, Fill::Uniform(-12.0, 12.0));
                 let u = c.input("up", Type::F32, &ne, Fill::Uniform(-12.0, 12.0));
                 c.g.swiglu_oai(g, u, alpha, limit)
+            },
+        ));
+    }
+}
+
+/// MXFP4 weights against F32 activations (quantized to Q8_0, as ggml's
+/// dot product takes them), as a matrix and as stacked experts.
+fn mxfp4_cases(v: &mut Vec<Case>) {
+    let ty = Type::MXFP4;
+    for n in [1usize, 4, 18] {
+        v.push(Case::mul_mat(ty, &[96, 13], Type::F32, &[96, n]));
+    }
+    for (n_used, n_tok) in [(1usize, 3usize), (4, 37)] {
+        v.push(Case::new(
+            format!("MUL_MAT_ID {ty} experts [64,19,8] x F32 [64,{n_used},{n_tok}], {n_used} used"),
+            mul_mat_check(ty),
+            move |c| {
+                let w = c.rand("exps", ty, &[64, 19, 8]);
+                let x = c.rand("x", Type::F32, &[64, n_used, n_tok]);
+                let ids = c.input("ids", Type::I32, &[n_used, n_tok], Fill::Index(8));
+                c.g.mul_mat_id(w, x, ids)
             },
         ));
     }

@@ -28,8 +28,7 @@ impl Builder<'_> {
         selected: TensorId,
         il: usize,
     ) -> Result<TensorId> {
-        let w = self.weight(kind, il)?;
-        let y = self.g.mul_mat_id(w, x, selected)?;
+        let y = self.mm_id(kind, il, x, selected)?;
         Ok(match self.weight_opt(bias, il) {
             Some(b) => self.g.add_id(y, b, selected)?,
             None => y,

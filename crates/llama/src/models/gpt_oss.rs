@@ -79,7 +79,7 @@ fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         let x = b.rms_norm(ffn_inp, AttnPostNorm, il)?;
         let moe = b.ffn(x, Ffn::MoeSwigluOai, il)?;
         inp_l = b.g.add_op(moe, ffn_inp)?;
-        b.g.set_name(inp_l, format!("l_out-{il}"));
+        inp_l = b.layer_out(inp_l, il)?;
     }
     b.output_head(inp_l, 0.0)
 }
