@@ -159,7 +159,11 @@ fn sequence_operations(name: &str) {
     b.add(next, 5, &[1], true);
     ctx.decode(&b).expect("both");
     close(ctx.logits_ith(0).expect("seq 0"), &want, "sequence 0");
-    close(ctx.logits_ith(1).expect("seq 1"), &want, "copy of sequence 0");
+    close(
+        ctx.logits_ith(1).expect("seq 1"),
+        &want,
+        "copy of sequence 0",
+    );
     assert!(ctx.seq_rm(0, -1, -1));
     assert!(ctx.seq_rm(1, -1, -1));
     let mut b = Batch::new();
@@ -168,7 +172,11 @@ fn sequence_operations(name: &str) {
     }
     b.add(next, prompt.len() as i32, &[1], true);
     ctx.decode(&b).expect("again");
-    close(ctx.logits_ith(-1).expect("logits"), &want, "a fresh sequence");
+    close(
+        ctx.logits_ith(-1).expect("logits"),
+        &want,
+        "a fresh sequence",
+    );
 }
 
 #[test]

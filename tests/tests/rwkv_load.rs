@@ -64,7 +64,11 @@ fn fixtures_load_with_their_state_sizes() {
         let m = Model::load(&p, &cpu_params()).unwrap_or_else(|e| panic!("{name}: {e}"));
         let hp = &m.hparams;
         assert_eq!(hp.recurrent_layers, vec![true; n_layer], "{name}");
-        assert_eq!((hp.n_embd_r(), hp.n_embd_s()), (2 * 128, 64 * 128), "{name}");
+        assert_eq!(
+            (hp.n_embd_r(), hp.n_embd_s()),
+            (2 * 128, 64 * 128),
+            "{name}"
+        );
         assert_eq!(hp.rwkv.head_size, 64, "{name}");
         assert_eq!(hp.f_norm_eps, 1e-5, "{name}");
     }
@@ -72,14 +76,23 @@ fn fixtures_load_with_their_state_sizes() {
     let m = Model::load(&p, &cpu_params()).expect("load");
     let r = &m.hparams.rwkv;
     assert_eq!(
-        (r.time_mix_extra_dim, r.time_decay_extra_dim, r.rescale_every_n_layers),
+        (
+            r.time_mix_extra_dim,
+            r.time_decay_extra_dim,
+            r.rescale_every_n_layers
+        ),
         (16, 32, 2)
     );
     let Some(p) = model("rwkv7-f32") else { return };
     let m = Model::load(&p, &cpu_params()).expect("load");
     let r = &m.hparams.rwkv;
     assert_eq!(
-        (r.n_lora_decay, r.n_lora_iclr, r.n_lora_value_res_mix, r.n_lora_gate),
+        (
+            r.n_lora_decay,
+            r.n_lora_iclr,
+            r.n_lora_value_res_mix,
+            r.n_lora_gate
+        ),
         (8, 8, 8, 16)
     );
 }
@@ -103,17 +116,24 @@ fn head_sizes_that_do_not_divide_the_width_are_named() {
 
 #[test]
 fn token_shift_counts_other_than_two_are_refused_by_name() {
-    let Some(src) = model("rwkv7-f32") else { return };
+    let Some(src) = model("rwkv7-f32") else {
+        return;
+    };
     let p = rewrite(&src, "rwkv-shift3", |m, _| {
         m.set("rwkv7.token_shift_count", Value::U32(3));
     });
     let e = load_err(&p);
-    assert!(e.contains("rwkv7.token_shift_count") && e.contains("not supported"), "{e}");
+    assert!(
+        e.contains("rwkv7.token_shift_count") && e.contains("not supported"),
+        "{e}"
+    );
 }
 
 #[test]
 fn missing_keys_are_named() {
-    let Some(src) = model("rwkv6-f32") else { return };
+    let Some(src) = model("rwkv6-f32") else {
+        return;
+    };
     for key in [
         "rwkv6.attention.layer_norm_epsilon",
         "rwkv6.time_mix_extra_dim",
@@ -125,7 +145,9 @@ fn missing_keys_are_named() {
         let e = load_err(&p);
         assert!(e.contains(key), "{key}: {e}");
     }
-    let Some(src) = model("rwkv7-f32") else { return };
+    let Some(src) = model("rwkv7-f32") else {
+        return;
+    };
     let key = "rwkv7.attention.decay_lora_rank";
     let p = rewrite(&src, "rwkv-no-decay-rank", |m, _| {
         m.remove(key);
@@ -155,7 +177,9 @@ fn missing_tensors_are_named() {
 
 #[test]
 fn misshapen_tensors_are_named() {
-    let Some(src) = model("rwkv7-f32") else { return };
+    let Some(src) = model("rwkv7-f32") else {
+        return;
+    };
     // A gate projection of rank 8 where the key says 16.
     let p = rewrite(&src, "rwkv-gate-rank", |_, t| {
         for x in t.iter_mut().filter(|x| x.0 == "blk.1.time_mix_g1.weight") {
@@ -164,8 +188,13 @@ fn misshapen_tensors_are_named() {
         }
     });
     let e = load_err(&p);
-    assert!(e.contains("blk.1.time_mix_g1.weight") && e.contains("shape"), "{e}");
-    let Some(src) = model("rwkv6-f32") else { return };
+    assert!(
+        e.contains("blk.1.time_mix_g1.weight") && e.contains("shape"),
+        "{e}"
+    );
+    let Some(src) = model("rwkv6-f32") else {
+        return;
+    };
     // Six fused lerps where RWKV-6 has five.
     let p = rewrite(&src, "rwkv-lerp6", |_, t| {
         for x in t

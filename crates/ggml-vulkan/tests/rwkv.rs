@@ -23,7 +23,11 @@ fn rwkv_cases_of_the_suite_run_on_the_device() {
     let Some(dev) = common::device() else { return };
     let cases: Vec<Case> = conformance::cases()
         .into_iter()
-        .filter(|c| ["RWKV_WKV", "L2_NORM", "UNARY Exp"].iter().any(|f| c.name.contains(f)))
+        .filter(|c| {
+            ["RWKV_WKV", "L2_NORM", "UNARY Exp"]
+                .iter()
+                .any(|f| c.name.contains(f))
+        })
         .collect();
     assert!(cases.len() >= 15, "{} cases", cases.len());
     run(dev, &cases);
@@ -74,5 +78,8 @@ fn wkv_at_the_shader_limits() {
         .collect();
     let s = g.input("s", Type::F32, &[hs * hs, 1]);
     let y = g.rwkv_wkv7(t[0], t[1], t[2], t[3], t[4], t[5], s).unwrap();
-    assert!(!dev.supports_op(&g, y), "head size {hs} is past the shader's");
+    assert!(
+        !dev.supports_op(&g, y),
+        "head size {hs} is past the shader's"
+    );
 }

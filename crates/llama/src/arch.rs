@@ -455,10 +455,24 @@ impl TensorKind {
             TensorKind::AttnNorm2 => vec![n_embd],
             TensorKind::AttnNorm2Bias => vec![n_embd],
             TensorKind::TimeMixLerpX => vec![n_embd, 1, 1],
-            TensorKind::TimeMixLerpFused => vec![n_embd, 1, 1, if r.time_mix_extra_dim > 0 { 5 } else { 6 }],
+            TensorKind::TimeMixLerpFused => {
+                vec![n_embd, 1, 1, if r.time_mix_extra_dim > 0 { 5 } else { 6 }]
+            }
             TensorKind::TimeMixW0 => vec![n_embd],
-            TensorKind::TimeMixW1 => if r.time_mix_extra_dim > 0 { vec![n_embd, 5 * r.time_mix_extra_dim] } else { vec![n_embd, r.n_lora_decay] },
-            TensorKind::TimeMixW2 => if r.time_mix_extra_dim > 0 { vec![r.time_mix_extra_dim, n_embd, 5] } else { vec![r.n_lora_decay, n_embd] },
+            TensorKind::TimeMixW1 => {
+                if r.time_mix_extra_dim > 0 {
+                    vec![n_embd, 5 * r.time_mix_extra_dim]
+                } else {
+                    vec![n_embd, r.n_lora_decay]
+                }
+            }
+            TensorKind::TimeMixW2 => {
+                if r.time_mix_extra_dim > 0 {
+                    vec![r.time_mix_extra_dim, n_embd, 5]
+                } else {
+                    vec![r.n_lora_decay, n_embd]
+                }
+            }
             TensorKind::TimeMixA0 => vec![n_embd],
             TensorKind::TimeMixA1 => vec![n_embd, r.n_lora_iclr],
             TensorKind::TimeMixA2 => vec![r.n_lora_iclr, n_embd],
@@ -711,7 +725,10 @@ mod tests {
         let e = Arch::from_name("rwkv5").unwrap_err().to_string();
         assert!(e.contains("unknown model architecture: 'rwkv5'"), "{e}");
         assert_eq!(TensorKind::AttnQ.name(Some(3)), "blk.3.attn_q.weight");
-        assert_eq!(TensorKind::ChannelMixReceptance as usize + 1, N_TENSOR_KINDS);
+        assert_eq!(
+            TensorKind::ChannelMixReceptance as usize + 1,
+            N_TENSOR_KINDS
+        );
     }
 
     #[test]

@@ -25,10 +25,14 @@ pub(super) fn rwkv_cases(v: &mut Vec<Case>) {
             },
             _ => ACT,
         };
-        v.push(Case::new(format!("UNARY Exp {ty} [37,3,2]"), check, move |c| {
-            let a = c.input("a", ty, &[37, 3, 2], Fill::Uniform(-6.0, 3.0));
-            c.g.unary(a, UnaryOp::Exp)
-        }));
+        v.push(Case::new(
+            format!("UNARY Exp {ty} [37,3,2]"),
+            check,
+            move |c| {
+                let a = c.input("a", ty, &[37, 3, 2], Fill::Uniform(-6.0, 3.0));
+                c.g.unary(a, UnaryOp::Exp)
+            },
+        ));
     }
     v.push(Case::new(
         "UNARY Exp F32 [9,5,4] permuted (1,2,0,3)",
@@ -44,14 +48,22 @@ pub(super) fn rwkv_cases(v: &mut Vec<Case>) {
             c.g.l2_norm(a, 1e-12)
         }));
     }
-    v.push(Case::new("L2_NORM F32 zero rows, eps 1e-6", Check::Exact, |c| {
-        let a = c.input("a", Type::F32, &[16, 3], Fill::Uniform(0.0, 0.0));
-        c.g.l2_norm(a, 1e-6)
-    }));
-    v.push(Case::new("L2_NORM F32 [12,7,3] permuted (0,2,1,3)", ACT, |c| {
-        let a = c.permuted("a", Type::F32, &[12, 7, 3], [0, 2, 1, 3])?;
-        c.g.l2_norm(a, 1e-12)
-    }));
+    v.push(Case::new(
+        "L2_NORM F32 zero rows, eps 1e-6",
+        Check::Exact,
+        |c| {
+            let a = c.input("a", Type::F32, &[16, 3], Fill::Uniform(0.0, 0.0));
+            c.g.l2_norm(a, 1e-6)
+        },
+    ));
+    v.push(Case::new(
+        "L2_NORM F32 [12,7,3] permuted (0,2,1,3)",
+        ACT,
+        |c| {
+            let a = c.permuted("a", Type::F32, &[12, 7, 3], [0, 2, 1, 3])?;
+            c.g.l2_norm(a, 1e-12)
+        },
+    ));
     // (head size, heads, tokens per sequence, sequences)
     let shapes = [
         (64, 2, 1, 1),

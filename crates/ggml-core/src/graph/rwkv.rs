@@ -86,14 +86,25 @@ impl Graph {
 /// RWKV_WKV7 (r, w, k, v, a, b, state): every per-token source [S, H, T],
 /// u [S, H], the states [S * S * H, n_s] with n_s dividing T, the result
 /// [S * H, T + S * n_s].
-pub(super) fn wkv_fits(op: &Op, d: &TensorDesc, s: &[&TensorDesc]) -> std::result::Result<(), String> {
+pub(super) fn wkv_fits(
+    op: &Op,
+    d: &TensorDesc,
+    s: &[&TensorDesc],
+) -> std::result::Result<(), String> {
     let (names, tokens, first): (&[&str], Vec<usize>, usize) = match op {
         Op::RwkvWkv6 => (&["k", "v", "r", "u", "w", "state"], vec![0, 1, 2, 4], 0),
-        _ => (&["r", "w", "k", "v", "a", "b", "state"], vec![0, 1, 2, 3, 4, 5], 2),
+        _ => (
+            &["r", "w", "k", "v", "a", "b", "state"],
+            vec![0, 1, 2, 3, 4, 5],
+            2,
+        ),
     };
     let [hs, nh, nt, one] = s[first].ne;
     if hs == 0 || nh == 0 {
-        return Err(format!("{} {:?} has an empty head", names[first], s[first].ne));
+        return Err(format!(
+            "{} {:?} has an empty head",
+            names[first], s[first].ne
+        ));
     }
     for &i in &tokens {
         if s[i].ne != [hs, nh, nt, one] || one != 1 {
@@ -182,7 +193,11 @@ mod tests {
         }
         edit(&mut g, &mut x);
         let before = g.len();
-        let r = if six { wkv6(&mut g, &x) } else { wkv7(&mut g, &x) };
+        let r = if six {
+            wkv6(&mut g, &x)
+        } else {
+            wkv7(&mut g, &x)
+        };
         let e = r.unwrap_err().to_string();
         assert_eq!(g.len(), before, "a refused node stays out of the graph");
         e
@@ -192,21 +207,52 @@ mod tests {
     fn wkv_shapes_that_do_not_fit_are_errors_naming_the_source() {
         let dims = [8, 2, 4, 2];
         // v with another head size.
-        let e = err(6, dims, |g, x| x[3] = g.input("v", Type::F32, &[4, 2, 4]), false);
-        assert!(e.contains("RWKV_WKV7") && e.contains("v [4, 2, 4, 1]"), "{e}");
+        let e = err(
+            6,
+            dims,
+            |g, x| x[3] = g.input("v", Type::F32, &[4, 2, 4]),
+            false,
+        );
+        assert!(
+            e.contains("RWKV_WKV7") && e.contains("v [4, 2, 4, 1]"),
+            "{e}"
+        );
         // b with another token count.
-        let e = err(6, dims, |g, x| x[5] = g.input("b", Type::F32, &[8, 2, 3]), false);
+        let e = err(
+            6,
+            dims,
+            |g, x| x[5] = g.input("b", Type::F32, &[8, 2, 3]),
+            false,
+        );
         assert!(e.contains("b [8, 2, 3, 1]"), "{e}");
         // States of another head size.
-        let e = err(6, dims, |g, x| x[6] = g.input("s", Type::F32, &[32, 2]), false);
+        let e = err(
+            6,
+            dims,
+            |g, x| x[6] = g.input("s", Type::F32, &[32, 2]),
+            false,
+        );
         assert!(e.contains("state") && e.contains("128"), "{e}");
         // 3 sequences do not divide 4 tokens.
         let e = err(6, [8, 2, 4, 3], |_, _| {}, false);
         assert!(e.contains("n_s = 3"), "{e}");
         // RWKV-6: u with per-token rows.
-        let e = err(5, dims, |g, x| x[3] = g.input("u", Type::F32, &[8, 2, 4]), true);
-        assert!(e.contains("RWKV_WKV6") && e.contains("u [8, 2, 4, 1]"), "{e}");
-        let e = err(5, dims, |g, x| x[4] = g.input("w", Type::F32, &[8, 1, 4]), true);
+        let e = err(
+            5,
+            dims,
+            |g, x| x[3] = g.input("u", Type::F32, &[8, 2, 4]),
+            true,
+        );
+        assert!(
+            e.contains("RWKV_WKV6") && e.contains("u [8, 2, 4, 1]"),
+            "{e}"
+        );
+        let e = err(
+            5,
+            dims,
+            |g, x| x[4] = g.input("w", Type::F32, &[8, 1, 4]),
+            true,
+        );
         assert!(e.contains("w [8, 1, 4, 1]"), "{e}");
     }
 

@@ -90,7 +90,9 @@ impl Wkv {
                 // SAFETY: the contiguous states source holds hs * hs * nh
                 // values per sequence; it does not overlap the result
                 // (overlapping sources are copied before the node runs).
-                st.copy_from_slice(unsafe { floats(state, seq * hs * hs * nh + h * hs * hs, hs * hs) });
+                st.copy_from_slice(unsafe {
+                    floats(state, seq * hs * hs * nh + h * hs * hs, hs * hs)
+                });
                 f(h, st, seq * per..(seq + 1) * per);
             }
             Ok(())
@@ -106,7 +108,9 @@ impl Wkv {
 #[inline]
 unsafe fn out_row<'a>(d: &View, hs: usize, nh: usize, h: usize, t: usize) -> &'a mut [f32] {
     // SAFETY: the caller's contract; the row lies in the output region.
-    unsafe { std::slice::from_raw_parts_mut((d.ptr.get() as *mut f32).add(t * hs * nh + h * hs), hs) }
+    unsafe {
+        std::slice::from_raw_parts_mut((d.ptr.get() as *mut f32).add(t * hs * nh + h * hs), hs)
+    }
 }
 
 /// The recurrence of `Graph::rwkv_wkv6` (sources k, v, r, u, w, state).

@@ -44,7 +44,12 @@ pub(super) fn record_wkv(be: &mut VulkanBackend, graph: &Graph, id: TensorId) ->
     pc.push(bd.off);
     let [hs, nh, nt, _] = k.ne;
     let n_s = state.ne[1];
-    for (v, what) in [(hs, "head size"), (nh, "heads"), (nt, "tokens"), (n_s, "sequences")] {
+    for (v, what) in [
+        (hs, "head size"),
+        (nh, "heads"),
+        (nt, "tokens"),
+        (n_s, "sequences"),
+    ] {
         pc.push(u32_of(v, what)?);
     }
     let srcs: Vec<Option<&_>> = bound.iter().map(Some).collect();

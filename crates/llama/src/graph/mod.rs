@@ -7,8 +7,8 @@
 mod attention;
 mod ffn;
 pub mod inputs;
-mod sandwich;
 mod rwkv;
+mod sandwich;
 mod ssm;
 
 use ggml_core::{Flags, Graph, RopeParams, TensorDesc, TensorId, Type};

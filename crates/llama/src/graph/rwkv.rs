@@ -115,8 +115,12 @@ impl Builder<'_> {
         let n_embd = self.hp.n_embd;
         let row = n_embd * F;
         let last = (n_t - 1) * row;
-        let a = self.g.view_3d(att, [n_embd, 1, n_s], row, row * n_t, last)?;
-        let f = self.g.view_3d(ffn, [n_embd, 1, n_s], row, row * n_t, last)?;
+        let a = self
+            .g
+            .view_3d(att, [n_embd, 1, n_s], row, row * n_t, last)?;
+        let f = self
+            .g
+            .view_3d(ffn, [n_embd, 1, n_s], row, row * n_t, last)?;
         let both = self.g.concat(a, f, 1)?;
         let both = self.g.reshape(both, &[2 * n_embd, n_s])?;
         let all = import_cache(&mut self.g, &layer.r);
@@ -214,8 +218,12 @@ impl Builder<'_> {
             let cur = time_mix(self, att_norm, prev, il)?;
             let ffn_inp = self.g.add_op(cur, inp_l)?;
             self.g.set_name(ffn_inp, format!("ffn_inp-{il}"));
-            let ffn_norm =
-                self.layer_norm(ffn_inp, TensorKind::AttnNorm2, TensorKind::AttnNorm2Bias, il)?;
+            let ffn_norm = self.layer_norm(
+                ffn_inp,
+                TensorKind::AttnNorm2,
+                TensorKind::AttnNorm2Bias,
+                il,
+            )?;
             let prev = self.token_prev(shift.ffn, ffn_norm)?;
             self.token_shift_store(att_norm, ffn_norm, il)?;
             let (ffn_inp, ffn_norm, prev) = if il + 1 == self.hp.n_layer {

@@ -96,11 +96,15 @@ fn time_mix(b: &mut Builder<'_>, x: TensorId, prev: TensorId, il: usize) -> Resu
     let xxx = b.g.add_op(xxx, fused)?;
     let xxx = b.g.mul(xxx, sx)?;
     let xxx = b.g.add_op(xxx, x)?;
-    let part = |b: &mut Builder<'_>, c: usize| {
-        b.g
-            .view_2d(xxx, n_embd, n, n_embd * f, c * n_embd * n * f)
-    };
-    let (xw, xk, xv, xr, xg) = (part(b, 0)?, part(b, 1)?, part(b, 2)?, part(b, 3)?, part(b, 4)?);
+    let part =
+        |b: &mut Builder<'_>, c: usize| b.g.view_2d(xxx, n_embd, n, n_embd * f, c * n_embd * n * f);
+    let (xw, xk, xv, xr, xg) = (
+        part(b, 0)?,
+        part(b, 1)?,
+        part(b, 2)?,
+        part(b, 3)?,
+        part(b, 4)?,
+    );
     let r = b.linear(xr, TimeMixReceptance, None, il)?;
     let k = b.linear(xk, TimeMixKey, None, il)?;
     let v = b.linear(xv, TimeMixValue, None, il)?;
