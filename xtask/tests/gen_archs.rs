@@ -149,3 +149,13 @@ fn mamba2_loads_and_decodes() {
 fn granitehybrid_loads_and_decodes() {
     check_types("granitehybrid");
 }
+
+#[test]
+fn rwkv6_loads_and_decodes() {
+    check_types("rwkv6");
+}
+
+#[test]
+fn rwkv7_loads_and_decodes() {
+    check_types("rwkv7");
+}

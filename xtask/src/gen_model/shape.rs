@@ -75,6 +75,11 @@ pub enum Preset {
     /// vocabulary 100352, tied output.
     #[value(name = "granite-4.0-h-micro")]
     Granite4HMicro,
+    /// RWKV-7 "Goose" 0.4B (World): 24 layers 1024 wide, heads of 64,
+    /// channel mix 4096, low-rank decay 64, learning rate 64, value
+    /// residual 32, gate 128, vocabulary 65536, separate output.
+    #[value(name = "rwkv7-0.4b")]
+    Rwkv7_0_4b,
 }
 
 impl Preset {
@@ -88,6 +93,7 @@ impl Preset {
             Preset::Mamba130m => "mamba-130m",
             Preset::Mamba2_370m => "mamba2-370m",
             Preset::Granite4HMicro => "granite-4.0-h-micro",
+            Preset::Rwkv7_0_4b => "rwkv7-0.4b",
         }
     }
 
@@ -102,6 +108,8 @@ impl Preset {
             // and n_ff are placeholders, written as 0.
             Preset::Mamba130m => ("mamba", 50_280, 768, 24, 1, 1, 1, 1 << 20, true),
             Preset::Mamba2_370m => ("mamba2", 50_288, 1024, 48, 1, 1, 1, 1 << 20, true),
+            // RWKV has no attention heads: placeholders, written as 0.
+            Preset::Rwkv7_0_4b => ("rwkv7", 65_536, 1024, 24, 1, 1, 4096, 1 << 20, false),
             Preset::Granite4HMicro => (
                 "granitehybrid",
                 100_352,
@@ -313,6 +321,7 @@ mod tests {
             Preset::Mamba130m,
             Preset::Mamba2_370m,
             Preset::Granite4HMicro,
+            Preset::Rwkv7_0_4b,
         ] {
             p.shape().validate().unwrap();
         }

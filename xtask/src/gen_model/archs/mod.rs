@@ -14,6 +14,9 @@ mod mamba;
 mod mamba2;
 mod phi3;
 mod qwen3;
+mod rwkv;
+mod rwkv6;
+mod rwkv7;
 pub mod ssm;
 
 use gguf::Metadata;
@@ -74,6 +77,8 @@ static GENERATORS: &[&ArchGen] = &[
     &mamba::GEN,
     &mamba2::GEN,
     &granitehybrid::GEN,
+    &rwkv6::GEN,
+    &rwkv7::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
@@ -112,6 +117,18 @@ impl Block<'_> {
     pub fn raw(&mut self, name: &str, dims: &[u32], init: Init) {
         self.out.push(TensorPlan {
             name: format!("blk.{}.{name}", self.il),
+            dims: dims.iter().map(|&d| u64::from(d)).collect(),
+            ty: gguf::GgmlType::F32,
+            init,
+            wanted: None,
+        });
+    }
+
+    /// An F32 tensor outside the blocks, by its full name
+    /// (`token_embd_norm.weight`), written with this block.
+    pub fn outer(&mut self, name: &str, dims: &[u32], init: Init) {
+        self.out.push(TensorPlan {
+            name: name.to_string(),
             dims: dims.iter().map(|&d| u64::from(d)).collect(),
             ty: gguf::GgmlType::F32,
             init,
