@@ -54,11 +54,7 @@ fn block(b: &mut Block<'_>) {
     b.raw("time_mix_lerp_x.weight", &[e, 1, 1], LERP);
     rwkv::low_rank(b, "time_mix_w1", e, 5 * x);
     let std = 1.0 / (x as f32).sqrt();
-    b.raw(
-        "time_mix_w2.weight",
-        &[x, e, 5],
-        Init { mean: 0.0, std },
-    );
+    b.raw("time_mix_w2.weight", &[x, e, 5], Init { mean: 0.0, std });
     b.raw("time_mix_lerp_fused.weight", &[e, 1, 1, 5], LERP);
     b.raw(
         "time_mix_first.weight",
