@@ -154,3 +154,13 @@ fn granitehybrid_loads_and_decodes() {
 fn qwen35_loads_and_decodes() {
     check_types("qwen35");
 }
+
+#[test]
+fn rwkv6_loads_and_decodes() {
+    check_types("rwkv6");
+}
+
+#[test]
+fn rwkv7_loads_and_decodes() {
+    check_types("rwkv7");
+}

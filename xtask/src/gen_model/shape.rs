@@ -92,6 +92,11 @@ pub enum Preset {
     /// 3584, vocabulary 248320, tied output.
     #[value(name = "qwen3.5-0.8b")]
     Qwen35_0_8b,
+    /// RWKV-7 "Goose" 0.4B (World): 24 layers 1024 wide, heads of 64,
+    /// channel mix 4096, low-rank decay 64, learning rate 64, value
+    /// residual 32, gate 128, vocabulary 65536, separate output.
+    #[value(name = "rwkv7-0.4b")]
+    Rwkv7_0_4b,
 }
 
 impl Preset {
@@ -108,6 +113,7 @@ impl Preset {
             Preset::Lfm2_350m => "lfm2-350m",
             Preset::DeepseekV2Lite => "deepseek-v2-lite",
             Preset::Qwen35_0_8b => "qwen3.5-0.8b",
+            Preset::Rwkv7_0_4b => "rwkv7-0.4b",
         }
     }
 
@@ -122,6 +128,8 @@ impl Preset {
             // and n_ff are placeholders, written as 0.
             Preset::Mamba130m => ("mamba", 50_280, 768, 24, 1, 1, 1, 1 << 20, true),
             Preset::Mamba2_370m => ("mamba2", 50_288, 1024, 48, 1, 1, 1, 1 << 20, true),
+            // RWKV has no attention heads: placeholders, written as 0.
+            Preset::Rwkv7_0_4b => ("rwkv7", 65_536, 1024, 24, 1, 1, 4096, 1 << 20, false),
             Preset::Granite4HMicro => (
                 "granitehybrid",
                 100_352,
@@ -350,6 +358,7 @@ mod tests {
             Preset::Granite4HMicro,
             Preset::Lfm2_350m,
             Preset::DeepseekV2Lite,
+            Preset::Rwkv7_0_4b,
         ] {
             p.shape().validate().unwrap();
         }

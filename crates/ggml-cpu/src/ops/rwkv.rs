@@ -179,10 +179,9 @@ pub(crate) fn wkv7(ctx: &NodeCtx<'_>) -> Result<()> {
                 let sa = dot(at, srow);
                 let vi = vt[i];
                 let mut y = 0f32;
-                for j in 0..hs {
-                    let s = srow[j] * wt[j] + vi * kt[j] + sa * bt[j];
-                    srow[j] = s;
-                    y += s * rt[j];
+                for ((((s, &w), &k), &b), &r) in srow.iter_mut().zip(wt).zip(kt).zip(bt).zip(rt) {
+                    *s = *s * w + vi * k + sa * b;
+                    y += *s * r;
                 }
                 out[i] = y;
             }
@@ -197,8 +196,8 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
     let (ra, rb) = (ca.remainder(), cb.remainder());
     for (x, y) in ca.zip(cb) {
-        for l in 0..8 {
-            acc[l] += x[l] * y[l];
+        for ((a, &p), &q) in acc.iter_mut().zip(x).zip(y) {
+            *a += p * q;
         }
     }
     let mut s: f32 = acc.iter().sum();

@@ -332,6 +332,19 @@ impl<'a> Builder<'a> {
         }
     }
 
+    /// The output projection of the normed hidden state `embd`, with the
+    /// LoRA pairs of `output` unless it is tied to the embeddings (whose
+    /// pairs are shaped for the rows).
+    pub fn output_proj(&mut self, embd: TensorId) -> Result<TensorId> {
+        let weights = self.w;
+        if weights.output.desc.name == weights.tok_embd.desc.name {
+            let out_w = import(&mut self.g, &weights.output);
+            Ok(self.g.mul_mat(out_w, embd)?)
+        } else {
+            self.mm(&weights.output, embd)
+        }
+    }
+
     /// Output norm and projection, with optional final soft-capping
     /// (`tanh(x / c) * c`). Returns (logits, normed hidden state).
     pub fn output_head(&mut self, x: TensorId, softcap: f32) -> Result<(TensorId, TensorId)> {
@@ -339,14 +352,7 @@ impl<'a> Builder<'a> {
         let onorm = import(&mut self.g, &self.w.output_norm);
         let embd = self.g.mul(n, onorm)?;
         self.g.set_name(embd, "result_norm");
-        let weights = self.w;
-        let mut logits = if weights.output.desc.name == weights.tok_embd.desc.name {
-            // Tied to the embeddings, whose pairs are shaped for the rows.
-            let out_w = import(&mut self.g, &weights.output);
-            self.g.mul_mat(out_w, embd)?
-        } else {
-            self.mm(&weights.output, embd)?
-        };
+        let mut logits = self.output_proj(embd)?;
         if softcap != 0.0 {
             logits = self.g.scale(logits, 1.0 / softcap)?;
             logits = self.g.unary(logits, ggml_core::UnaryOp::Tanh)?;

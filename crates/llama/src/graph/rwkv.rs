@@ -240,7 +240,7 @@ impl Builder<'_> {
             if rescale != 0 && (il + 1) % rescale == 0 {
                 cur = self.g.scale(cur, 0.5)?;
             }
-            self.g.set_name(cur, format!("l_out-{il}"));
+            cur = self.layer_out(cur, il)?;
             inp_l = cur;
         }
         self.rwkv_output_head(inp_l)
@@ -256,8 +256,7 @@ impl Builder<'_> {
             embd = self.g.add_op(embd, b)?;
         }
         self.g.set_name(embd, "result_norm");
-        let out_w = import(&mut self.g, &self.w.output);
-        let logits = self.g.mul_mat(out_w, embd)?;
+        let logits = self.output_proj(embd)?;
         self.g.set_name(logits, "result_output");
         Ok((logits, embd))
     }

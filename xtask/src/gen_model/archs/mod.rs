@@ -17,6 +17,9 @@ mod mamba2;
 mod phi3;
 mod qwen3;
 mod qwen35;
+mod rwkv;
+mod rwkv6;
+mod rwkv7;
 pub mod ssm;
 
 use gguf::Metadata;
@@ -80,6 +83,8 @@ static GENERATORS: &[&ArchGen] = &[
     &lfm2::GEN,
     &deepseek2::GEN,
     &qwen35::GEN,
+    &rwkv6::GEN,
+    &rwkv7::GEN,
 ];
 
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
@@ -118,6 +123,18 @@ impl Block<'_> {
     pub fn raw(&mut self, name: &str, dims: &[u32], init: Init) {
         self.out.push(TensorPlan {
             name: format!("blk.{}.{name}", self.il),
+            dims: dims.iter().map(|&d| u64::from(d)).collect(),
+            ty: gguf::GgmlType::F32,
+            init,
+            wanted: None,
+        });
+    }
+
+    /// An F32 tensor outside the blocks, by its full name
+    /// (`token_embd_norm.weight`), written with this block.
+    pub fn outer(&mut self, name: &str, dims: &[u32], init: Init) {
+        self.out.push(TensorPlan {
+            name: name.to_string(),
             dims: dims.iter().map(|&d| u64::from(d)).collect(),
             ty: gguf::GgmlType::F32,
             init,
