@@ -363,3 +363,17 @@ pub fn load_err(path: &Path) -> String {
         Err(e) => e.to_string(),
     }
 }
+
+/// The largest change llama.cpp's own perplexity showed across the
+/// settings recorded in a fixture's `llama_cpp_spread` (0 without any):
+/// the tolerance of quantized fixtures scales with it.
+pub fn llama_cpp_spread(perplexity: &serde_json::Value) -> f64 {
+    perplexity["llama_cpp_spread"]
+        .as_object()
+        .map(|o| {
+            o.values()
+                .filter_map(|v| v.as_f64())
+                .fold(0.0, |a: f64, v| a.max(v.abs()))
+        })
+        .unwrap_or(0.0)
+}

@@ -11,8 +11,8 @@ use llama::context::FlashAttnType;
 use llama::params::{KvOverride, KvOverrideValue};
 use llama::{Context, ContextParams, Model, ModelParams, TensorBuftOverride};
 use tests::{
-    cpu_params, expected, fixtures, greedy, ids, max_abs_diff, scratch_dir, teacher_forced_logits,
-    vulkan_device,
+    cpu_params, expected, fixtures, greedy, ids, llama_cpp_spread, max_abs_diff, scratch_dir,
+    teacher_forced_logits, vulkan_device,
 };
 use xtask::gen_model::shape::{Preset, Shape, ShapeOverrides};
 use xtask::gen_model::types::OutType;
@@ -82,18 +82,6 @@ fn check_greedy(model: &Model, exp: &serde_json::Value, flash: bool, near_tie: f
     );
 }
 
-/// The largest relative PPL change llama.cpp itself shows between settings.
-fn spread(p: &serde_json::Value) -> f64 {
-    p["llama_cpp_spread"]
-        .as_object()
-        .map(|o| {
-            o.values()
-                .filter_map(|v| v.as_f64())
-                .fold(0.0, |a: f64, v| a.max(v.abs()))
-        })
-        .unwrap_or(0.0)
-}
-
 fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, flash: bool, what: &str) {
     let Some(fx) = fixtures() else { return };
     let p = &exp["perplexity"];
@@ -109,7 +97,7 @@ fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, flash: bool, 
     let mut ctx = Context::new(model, ctx_params(n_ctx, n_ctx, flash)).expect("context");
     let res =
         llama::perplexity::perplexity(&mut ctx, &toks, n_ctx, None, |_, _| {}).expect("perplexity");
-    let tol = rel_tol.max(1.5 * spread(p));
+    let tol = rel_tol.max(1.5 * llama_cpp_spread(p));
     let rel = (res.ppl - want).abs() / want;
     eprintln!(
         "{what}: PPL {:.6e} vs llama.cpp {want:.6e} (rel {rel:.2e}, tol {tol:.2e})",

@@ -13,7 +13,7 @@ use gguf::{GgufFile, GgufWriter, Metadata, TensorInfo, Value};
 use llama::context::FlashAttnType;
 use llama::params::TensorBuftOverride;
 use llama::{Context, ContextParams, Model, ModelParams};
-use tests::{cpu_params, expected, fixtures, greedy, ids, scratch_dir};
+use tests::{cpu_params, expected, fixtures, greedy, ids, llama_cpp_spread, scratch_dir};
 
 fn ctx_params(n_ctx: usize, fa: bool) -> ContextParams {
     ContextParams {
@@ -53,19 +53,6 @@ fn check_greedy(model: &Model, exp: &serde_json::Value, fa: bool, what: &str) {
     );
 }
 
-/// The largest of llama.cpp's own perplexity moves under other settings
-/// (threads, batch, flash attention): the noise floor of a comparison.
-fn spread(p: &serde_json::Value) -> f64 {
-    p["llama_cpp_spread"]
-        .as_object()
-        .map(|o| {
-            o.values()
-                .filter_map(|v| v.as_f64())
-                .fold(0.0, |a: f64, v| a.max(v.abs()))
-        })
-        .unwrap_or(0.0)
-}
-
 fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, fa: bool, what: &str) {
     let Some(fx) = fixtures() else { return };
     let p = &exp["perplexity"];
@@ -80,7 +67,7 @@ fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, fa: bool, wha
     let tol = if fa {
         rel_tol
     } else {
-        rel_tol.max(1.5 * spread(p))
+        rel_tol.max(1.5 * llama_cpp_spread(p))
     };
     let rel = (res.ppl - want).abs() / want;
     eprintln!(

@@ -6,7 +6,7 @@
 
 use llama::context::FlashAttnType;
 use llama::{Batch, Context, ContextParams, Model, ModelParams};
-use tests::{argmax, cpu_params, expected, fixtures, greedy, ids};
+use tests::{argmax, cpu_params, expected, fixtures, greedy, ids, llama_cpp_spread};
 
 fn ctx_params(n_ctx: usize, n_batch: usize, n_seq_max: usize) -> ContextParams {
     ContextParams {
@@ -55,17 +55,6 @@ fn check_greedy(model: &Model, exp: &serde_json::Value, n_ubatch: usize, what: &
     );
 }
 
-fn spread(p: &serde_json::Value) -> f64 {
-    p["llama_cpp_spread"]
-        .as_object()
-        .map(|o| {
-            o.values()
-                .filter_map(|v| v.as_f64())
-                .fold(0.0, |a: f64, v| a.max(v.abs()))
-        })
-        .unwrap_or(0.0)
-}
-
 fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, what: &str) {
     let Some(fx) = fixtures() else { return };
     let p = &exp["perplexity"];
@@ -76,7 +65,7 @@ fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, what: &str) {
     let mut ctx = Context::new(model, ctx_params(n_ctx, n_ctx, 1)).expect("context");
     let res =
         llama::perplexity::perplexity(&mut ctx, &toks, n_ctx, None, |_, _| {}).expect("perplexity");
-    let tol = rel_tol.max(1.5 * spread(p));
+    let tol = rel_tol.max(1.5 * llama_cpp_spread(p));
     let rel = (res.ppl - want).abs() / want;
     eprintln!(
         "{what}: PPL {:.6e} vs llama.cpp {want:.6e} (rel {rel:.2e}, tol {tol:.2e})",

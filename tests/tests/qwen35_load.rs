@@ -7,46 +7,13 @@
 
 use std::path::{Path, PathBuf};
 
-use gguf::{GgufFile, GgufWriter, Metadata, TensorInfo, Value};
+use gguf::{Metadata, Value};
 use llama::Model;
-use tests::{cpu_params, fixtures, scratch_dir};
+use tests::{cpu_params, fixtures, load_err};
 
-/// A tensor to write: name, dims, raw bytes.
-type Tensor = (String, Vec<u64>, gguf::GgmlType, Vec<u8>);
-
-/// Copies `src` to a scratch file after `edit` changes its metadata;
-/// returns the new path.
+/// Copies `src` to a scratch file after `edit` changes its metadata.
 fn rewrite(src: &Path, name: &str, edit: impl FnOnce(&mut Metadata)) -> PathBuf {
-    let f = GgufFile::open(src).expect("open");
-    let mut meta = f.metadata().clone();
-    let tensors: Vec<Tensor> = f
-        .tensors()
-        .iter()
-        .map(|t| {
-            let d = f.tensor_data(t).expect("data").to_vec();
-            (t.name.clone(), t.dims.to_vec(), t.ty, d)
-        })
-        .collect();
-    edit(&mut meta);
-    let dst = scratch_dir(name).join("model.gguf");
-    let infos: Vec<TensorInfo> = tensors
-        .iter()
-        .map(|(n, dims, ty, _)| TensorInfo::new(n.clone(), *ty, dims).expect("info"))
-        .collect();
-    let file = std::fs::File::create(&dst).expect("create");
-    let mut w = GgufWriter::new(file, &meta, &infos).expect("writer");
-    for (n, _, _, d) in &tensors {
-        w.write_tensor(n, d).expect("write");
-    }
-    w.finish().expect("finish");
-    dst
-}
-
-fn load_err(path: &Path) -> String {
-    match Model::load(path, &cpu_params()) {
-        Ok(_) => panic!("{} loaded", path.display()),
-        Err(e) => e.to_string(),
-    }
+    tests::rewrite(src, name, |m, _| edit(m))
 }
 
 fn model(name: &str) -> Option<PathBuf> {

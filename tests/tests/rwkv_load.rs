@@ -4,49 +4,11 @@
 //! misshapen tensor, a missing key) are clear errors naming the key or
 //! tensor.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use gguf::{GgufFile, GgufWriter, Metadata, TensorInfo, Value};
+use gguf::Value;
 use llama::Model;
-use tests::{cpu_params, fixtures, scratch_dir};
-
-/// A tensor to write: name, dims, raw bytes.
-type Tensor = (String, Vec<u64>, gguf::GgmlType, Vec<u8>);
-
-/// Copies `src` to a scratch file after `edit` changes its metadata and
-/// tensors; returns the new path.
-fn rewrite(src: &Path, name: &str, edit: impl FnOnce(&mut Metadata, &mut Vec<Tensor>)) -> PathBuf {
-    let f = GgufFile::open(src).expect("open");
-    let mut meta = f.metadata().clone();
-    let mut tensors: Vec<Tensor> = f
-        .tensors()
-        .iter()
-        .map(|t| {
-            let d = f.tensor_data(t).expect("data").to_vec();
-            (t.name.clone(), t.dims.to_vec(), t.ty, d)
-        })
-        .collect();
-    edit(&mut meta, &mut tensors);
-    let dst = scratch_dir(name).join("model.gguf");
-    let infos: Vec<TensorInfo> = tensors
-        .iter()
-        .map(|(n, dims, ty, _)| TensorInfo::new(n.clone(), *ty, dims).expect("info"))
-        .collect();
-    let file = std::fs::File::create(&dst).expect("create");
-    let mut w = GgufWriter::new(file, &meta, &infos).expect("writer");
-    for (n, _, _, d) in &tensors {
-        w.write_tensor(n, d).expect("write");
-    }
-    w.finish().expect("finish");
-    dst
-}
-
-fn load_err(path: &Path) -> String {
-    match Model::load(path, &cpu_params()) {
-        Ok(_) => panic!("{} loaded", path.display()),
-        Err(e) => e.to_string(),
-    }
-}
+use tests::{cpu_params, fixtures, load_err, rewrite};
 
 fn model(name: &str) -> Option<PathBuf> {
     Some(fixtures()?.join(format!("models/tiny-{name}.gguf")))
