@@ -1,6 +1,7 @@
-//! Recurrent (Mamba-2, RWKV-6, RWKV-7) and hybrid models behind 4 slots:
-//! 8 greedy requests sent at once each get the answer they get alone, and
-//! a slot that finished leaves no state behind for the next request.
+//! Recurrent (Mamba-2, RWKV-6, RWKV-7) and hybrid (Granite 4, LFM2,
+//! Qwen3.5) models behind 4 slots: 8 greedy requests sent at once each get
+//! the answer they get alone, and a slot that finished leaves no state
+//! behind for the next request.
 
 mod common;
 
@@ -79,4 +80,14 @@ async fn rwkv7_parallel_requests() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn rwkv6_parallel_requests() {
     parallel_equals_solo("tiny-rwkv6-f32.gguf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn qwen35_parallel_requests() {
+    parallel_equals_solo("tiny-qwen35-f32.gguf").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn qwen35moe_parallel_requests() {
+    parallel_equals_solo("tiny-qwen35moe-f32.gguf").await;
 }
