@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::reference::{recorded, streamed_text};
+use common::reference::{assert_recorded_reply, recorded, streamed_text};
 use common::{post, start};
 use serde_json::{json, Value};
 
@@ -45,24 +45,7 @@ async fn completions_under_a_grammar_equal_llama_cpp() {
     let cases = cases();
     assert!(cases.len() >= 5);
     for (grammar, prompt, n, want, eog) in &cases {
-        let body = json!({"prompt": prompt, "n_predict": n, "temperature": 0, "grammar": grammar});
-        let r = post(a, "/completion", &body).await;
-        assert_eq!(r.status, 200, "{}", r.text());
-        let v = r.json();
-        assert_eq!(v["content"].as_str().unwrap(), want, "{grammar}");
-        assert_eq!(
-            v["stop_type"],
-            if *eog { "eos" } else { "limit" },
-            "{grammar}"
-        );
-
-        let body = json!({"prompt": prompt, "max_tokens": n, "temperature": 0,
-                          "grammar": grammar, "stream": true});
-        let ev = post(a, "/v1/completions", &body).await.events();
-        let text = streamed_text(&ev, |c| {
-            c["choices"].get(0)?["text"].as_str().map(String::from)
-        });
-        assert_eq!(&text, want, "{grammar}");
+        assert_recorded_reply(a, "grammar", &json!(grammar), (prompt, *n, want, *eog)).await;
     }
     srv.stop().await.unwrap();
 }

@@ -204,6 +204,42 @@ fn foreign_and_damaged_states_are_refused() {
     assert!(e.to_string().contains("slot.bin"), "{e}");
 }
 
+/// Random damage anywhere in a state (flipped, dropped or added bytes):
+/// every load is refused with a state error or succeeds, never panics, and
+/// the context still decodes afterwards.
+#[test]
+fn randomly_damaged_states_never_panic() {
+    let Some(fx) = fixtures() else { return };
+    for file in ["tiny-f32.gguf", "tiny-mamba-f32.gguf"] {
+        let m = load_on_cpu(&fx.join("models").join(file));
+        let mut ctx = Context::new(&m, params(1, FlashAttnType::Disabled)).unwrap();
+        let toks = prompt(&m, 12);
+        decode(&mut ctx, 0, 0, &toks);
+        let state = ctx.state_seq_get_data(0, &toks).unwrap();
+        let mut rng = test_support::Rng(41);
+        for _ in 0..500 {
+            let mut bad = state.clone();
+            for _ in 0..rng.range(1, 5) {
+                let at = rng.below(bad.len());
+                match rng.below(4) {
+                    0 => bad[at] ^= 1 << rng.below(8),
+                    1 => bad[at] = 0xff,
+                    2 => {
+                        bad.remove(at);
+                    }
+                    _ => bad.insert(at, rng.next_u32() as u8),
+                }
+            }
+            match ctx.state_seq_set_data(0, &bad) {
+                Ok(_) | Err(LlamaError::State(_)) => {}
+                Err(e) => panic!("{file}: not a state error: {e}"),
+            }
+        }
+        let _ = ctx.seq_rm(0, -1, -1);
+        decode(&mut ctx, 0, 0, &toks);
+    }
+}
+
 #[test]
 fn a_state_larger_than_the_cache_is_refused() {
     let Some(fx) = fixtures() else { return };

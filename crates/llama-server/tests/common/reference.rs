@@ -2,7 +2,9 @@
 //! data) turned into what a server request must reply, and the text of a
 //! streamed reply.
 
-use serde_json::Value;
+use serde_json::{json, Value};
+
+use super::post;
 
 /// One recorded greedy run: the prompt, the token budget, the text
 /// generated after the echoed prompt, and whether an end-of-generation
@@ -44,4 +46,31 @@ pub fn streamed_text(events: &[String], pick: impl Fn(&Value) -> Option<String>)
         .iter()
         .filter_map(|e| pick(&serde_json::from_str(e).unwrap()))
         .collect()
+}
+
+/// Sends a recorded run's prompt with `field: value` (a grammar, a schema)
+/// to `/completion` and, streamed, to `/v1/completions`: both must give
+/// the recorded text, and the first the recorded stop.
+pub async fn assert_recorded_reply(
+    addr: std::net::SocketAddr,
+    field: &str,
+    value: &Value,
+    run: (&str, u64, &str, bool),
+) {
+    let (prompt, n, want, eog) = run;
+    let mut body = json!({"prompt": prompt, "n_predict": n, "temperature": 0});
+    body[field] = value.clone();
+    let r = post(addr, "/completion", &body).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let v = r.json();
+    assert_eq!(v["content"].as_str().unwrap(), want, "{value}");
+    assert_eq!(v["stop_type"], if eog { "eos" } else { "limit" }, "{value}");
+
+    let mut body = json!({"prompt": prompt, "max_tokens": n, "temperature": 0, "stream": true});
+    body[field] = value.clone();
+    let ev = post(addr, "/v1/completions", &body).await.events();
+    let text = streamed_text(&ev, |c| {
+        c["choices"].get(0)?["text"].as_str().map(String::from)
+    });
+    assert_eq!(text, want, "{value}");
 }

@@ -428,4 +428,45 @@ mod tests {
         }
         assert_eq!(last_calls, 2);
     }
+
+    /// Mutated and cut call lists, streamed or not, never panic: each
+    /// parse ends with some content and well-formed calls or none.
+    #[test]
+    fn hostile_call_lists_do_not_panic() {
+        let seeds = [
+            "<|tool_call_start|>[get_weather(city=\"Paris\", days=3)]<|tool_call_end|>",
+            "<|tool_call_start|>[a.b(x=[1, 2.5, {'k': (True, None)}]), c()]<|tool_call_end|>done",
+        ];
+        let alphabet: Vec<char> = "()[]{}=,'\"\\.:_ aZ09-+eE<|>\u{e9}\u{1F600}"
+            .chars()
+            .collect();
+        let mut rng = test_support::Rng(7);
+        for i in 0..20_000 {
+            let mut text: Vec<char> = seeds[i % seeds.len()].chars().collect();
+            for _ in 0..rng.range(1, 6) {
+                let at = rng.below(text.len() + 1);
+                match rng.below(3) {
+                    0 if at < text.len() => {
+                        text.remove(at);
+                    }
+                    1 if at < text.len() => text[at] = alphabet[rng.below(alphabet.len())],
+                    _ => text.insert(at, alphabet[rng.below(alphabet.len())]),
+                }
+            }
+            let cut = rng.below(text.len() + 1);
+            let text: String = text[..cut].iter().collect();
+            for partial in [false, true] {
+                let mut m = ParsedMessage::default();
+                parse(&text, partial, &mut m);
+                for c in &m.tool_calls {
+                    if !partial {
+                        assert!(
+                            serde_json::from_str::<serde_json::Value>(&c.arguments).is_ok(),
+                            "{text:?}: {c:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
