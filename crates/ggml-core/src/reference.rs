@@ -27,6 +27,8 @@ mod oai;
 mod routing;
 mod rwkv;
 mod ssm;
+#[cfg(test)]
+mod test_run;
 
 /// Computes `nodes` of `graph` in order.
 pub fn compute(graph: &Graph, nodes: &[TensorId]) -> Result<()> {

@@ -96,34 +96,9 @@ pub(super) fn wkv7(graph: &Graph, id: TensorId, src: &[TensorId]) -> Result<()> 
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::{BufferType, Placement};
     use crate::graph::{Graph, TensorId};
-    use crate::host::{HostBufferType, HOST_ALIGNMENT};
-    use crate::{reference, Type};
-
-    fn run(g: &mut Graph, data: &[(TensorId, Vec<f32>)], out: TensorId) -> Vec<f32> {
-        let buft = HostBufferType::new("test", HOST_ALIGNMENT, usize::MAX);
-        let ids: Vec<TensorId> = g.ids().filter(|&i| g.node(i).view.is_none()).collect();
-        let sizes: Vec<usize> = ids.iter().map(|&i| g.desc(i).nbytes().max(1)).collect();
-        let buf = buft
-            .alloc_buffer(sizes.iter().map(|s| s + 64).sum())
-            .unwrap();
-        let mut at = 0;
-        for (&i, &s) in ids.iter().zip(&sizes) {
-            g.node_mut(i).at = Some(Placement {
-                buffer: buf.clone(),
-                offset: at,
-            });
-            at += s.div_ceil(64) * 64;
-        }
-        for (i, v) in data {
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            let p = g.placement(*i).unwrap();
-            p.buffer.set_tensor(p.offset, &bytes).unwrap();
-        }
-        reference::compute_graph(g).unwrap();
-        reference::read_f32(g, out).unwrap()
-    }
+    use crate::reference::test_run::run;
+    use crate::Type;
 
     #[test]
     fn wkv6_worked_by_hand() {

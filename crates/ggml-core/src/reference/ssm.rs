@@ -107,39 +107,9 @@ pub(super) fn ssm_scan(graph: &Graph, id: TensorId, src: &[TensorId]) -> Result<
 
 #[cfg(test)]
 mod tests {
-    use crate::backend::{BufferType, Placement};
-    use crate::graph::{Graph, TensorId};
-    use crate::host::{HostBufferType, HOST_ALIGNMENT};
+    use crate::graph::Graph;
+    use crate::reference::test_run::{f32_bytes as f, run_bytes as run};
     use crate::{reference, Type};
-
-    /// Places every node of `g` in one host buffer and writes `data` into
-    /// the leaves it names.
-    fn run(g: &mut Graph, data: &[(TensorId, Vec<u8>)], out: TensorId) -> Vec<f32> {
-        let buft = HostBufferType::new("test", HOST_ALIGNMENT, usize::MAX);
-        let ids: Vec<TensorId> = g.ids().filter(|&i| g.node(i).view.is_none()).collect();
-        let sizes: Vec<usize> = ids.iter().map(|&i| g.desc(i).nbytes().max(1)).collect();
-        let buf = buft
-            .alloc_buffer(sizes.iter().map(|s| s + 64).sum())
-            .unwrap();
-        let mut at = 0;
-        for (&i, &s) in ids.iter().zip(&sizes) {
-            g.node_mut(i).at = Some(Placement {
-                buffer: buf.clone(),
-                offset: at,
-            });
-            at += s.div_ceil(64) * 64;
-        }
-        for (i, bytes) in data {
-            let p = g.placement(*i).unwrap();
-            p.buffer.set_tensor(p.offset, bytes).unwrap();
-        }
-        reference::compute_graph(g).unwrap();
-        reference::read_f32(g, out).unwrap()
-    }
-
-    fn f(v: &[f32]) -> Vec<u8> {
-        v.iter().flat_map(|x| x.to_le_bytes()).collect()
-    }
 
     #[test]
     fn a_scan_worked_by_hand() {
