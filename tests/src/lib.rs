@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 pub use test_support::fixtures;
 
+pub mod fixture_check;
+
 /// The parsed `expected/<name>.json`.
 pub fn expected(fx: &Path, name: &str) -> serde_json::Value {
     let p = fx.join("expected").join(format!("{name}.json"));
