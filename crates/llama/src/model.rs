@@ -134,6 +134,8 @@ pub struct Model {
     pub memory_plan: BTreeMap<String, usize>,
     /// Number of parameters.
     pub n_elements: u64,
+    /// Number of tensors in the file(s).
+    pub n_tensors: usize,
     /// Bytes of tensor data.
     pub size_bytes: u64,
     /// Time spent loading.
@@ -242,7 +244,9 @@ impl Model {
 
         let mut n_elements = 0u64;
         let mut size_bytes = 0u64;
+        let mut n_tensors = 0usize;
         for (_, info) in files.tensors() {
+            n_tensors += 1;
             n_elements += info.n_elements();
             size_bytes += info.size;
         }
@@ -262,6 +266,7 @@ impl Model {
             buffers: Vec::new(),
             memory_plan: BTreeMap::new(),
             n_elements,
+            n_tensors,
             size_bytes,
             load_time: Duration::ZERO,
             stats: LoadStats::default(),

@@ -100,6 +100,11 @@ pub enum Preset {
 }
 
 impl Preset {
+    /// Every preset, in the order `--help` lists them.
+    pub fn all() -> &'static [Preset] {
+        <Preset as clap::ValueEnum>::value_variants()
+    }
+
     /// The name as given on the command line.
     pub fn name(self) -> &'static str {
         match self {

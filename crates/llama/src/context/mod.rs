@@ -983,7 +983,9 @@ fn scheduler(model: &Model, p: &ContextParams, planning: bool) -> Result<(Schedu
     } else {
         GRAPH_NODES_PER_LAYER
     };
-    let graph_size = GRAPH_NODES_BASE + per_layer * hp.n_layer;
+    // Never below llama.cpp's bound of eight nodes per weight tensor: some
+    // layers (RWKV-7's time mix over a batch) take more than the estimate.
+    let graph_size = (GRAPH_NODES_BASE + per_layer * hp.n_layer).max(8 * model.n_tensors);
     let mut sched = Scheduler::new(backends, Some(bufts), graph_size, parallel, p.op_offload)?;
     sched.set_planning(planning);
     Ok((sched, cpu_backend))
