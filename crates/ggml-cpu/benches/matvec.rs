@@ -51,6 +51,8 @@ const CASES: &[(Type, usize, usize, &str)] = &[
     (Type::Q6_K, 2048, 32_000, "output of a 2048-wide model"),
     (Type::Q6_K, 2048, 640, "gemma3-270m ffn_down"),
     (Type::Q4_0, 2048, 8192, "a Q4_0 ffn_up"),
+    (Type::Q8_0, 1024, 4608, "lfm2-350m ffn_gate / ffn_up"),
+    (Type::Q8_0, 1024, 4384, "mamba2-370m in_proj"),
 ];
 
 /// Weight bytes of the in-cache variant of each case.

@@ -11,9 +11,11 @@ use ggml_core::graph::{Graph, Revision, TensorId};
 use ggml_core::{Error, Op, Result, TensorDesc, Type};
 use smallvec::SmallVec;
 
+use crate::fuse::{self, Fusion, Stored};
 use crate::matmul;
 use crate::ops;
 use crate::pool;
+use crate::profile;
 use crate::repack::{self, RepackBuffer, REPACK_NAME};
 use crate::simd::Gemm;
 use crate::tensor::{AlignedBytes, View};
@@ -58,6 +60,8 @@ pub(crate) fn split_pays(work: usize, serial: usize) -> bool {
 pub(crate) struct Workspace {
     /// Activation rows converted to a weight type's partner.
     pub act: Vec<u8>,
+    /// SET_ROWS nodes whose rows a fused node stored in this run.
+    pub stored: Stored,
     /// Activation columns prepared for a panel kernel.
     pub prep: Vec<u8>,
 }
@@ -94,6 +98,8 @@ pub(crate) struct NodeCtx<'g> {
     /// For MUL_MAT / MUL_MAT_ID weights stored repacked (`CPU_REPACK`): the panel kernel
     /// whose layout they have.
     pub packed: Option<&'static Gemm>,
+    /// What the node does differently in a fused list.
+    pub fusion: Option<&'g Fusion>,
 }
 
 impl NodeCtx<'_> {
@@ -136,13 +142,15 @@ fn row_local(op: &Op) -> bool {
 /// the graph alone (memory, checks, kernel layout), not on the data, so
 /// that a graph computed again unchanged (see [`Plans`]) skips it.
 pub(crate) struct Resolved {
-    dst: View,
-    src: Srcs<View>,
+    pub(crate) dst: View,
+    pub(crate) src: Srcs<View>,
     alias: Srcs<bool>,
     /// Sources that overlap the result in a way that is not a plain
     /// in-place update: copied before each run.
     copy: Srcs<bool>,
     packed: Option<&'static Gemm>,
+    /// Set by [`fuse::plan`] for nodes of a fused pattern.
+    pub(crate) fusion: Option<Fusion>,
 }
 
 /// Checks node `id` and resolves its memory; `None` when there is nothing
@@ -192,11 +200,15 @@ pub(crate) fn resolve(graph: &Graph, id: TensorId) -> Result<Option<Resolved>> {
         alias,
         copy,
         packed,
+        fusion: None,
     }))
 }
 
 /// Computes node `id`, resolved as `r` for this graph.
 pub(crate) fn run(graph: &Graph, id: TensorId, r: &Resolved, ws: &mut Workspace) -> Result<()> {
+    if matches!(r.fusion, Some(Fusion::StoredBy)) && ws.stored.take(id) {
+        return Ok(());
+    }
     // Owned copies of the sources marked to copy; they must outlive the
     // kernel call.
     let mut copies: Vec<AlignedBytes> = Vec::new();
@@ -215,6 +227,7 @@ pub(crate) fn run(graph: &Graph, id: TensorId, r: &Resolved, ws: &mut Workspace)
         src,
         alias: &r.alias,
         packed: r.packed,
+        fusion: r.fusion.as_ref(),
     };
     let res = dispatch(&ctx, ws);
     drop(copies);
@@ -260,6 +273,7 @@ impl Plans {
                 list.push((id, r));
             }
         }
+        fuse::plan(graph, &mut list);
         if self.lists.len() >= MAX_LISTS {
             self.lists.clear();
         }
@@ -269,8 +283,17 @@ impl Plans {
 
 /// Computes the resolved nodes `list` of `graph` in order.
 fn run_list(graph: &Graph, list: &[(TensorId, Resolved)], ws: &mut Workspace) -> Result<()> {
+    ws.stored.clear();
+    if !profile::enabled() {
+        for (id, r) in list {
+            run(graph, *id, r, ws)?;
+        }
+        return Ok(());
+    }
     for (id, r) in list {
+        let t0 = std::time::Instant::now();
         run(graph, *id, r, ws)?;
+        profile::record(graph, *id, t0.elapsed());
     }
     Ok(())
 }
@@ -357,7 +380,7 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         } => ops::flash_attn::flash_attn_ext(ctx, *scale, *max_bias, *softcap),
         Op::Concat { dim } => ops::ssm::concat(ctx, *dim),
         Op::SsmConv => ops::ssm::ssm_conv(ctx),
-        Op::SsmScan => ops::ssm::ssm_scan(ctx),
+        Op::SsmScan => ops::ssm::ssm_scan(ctx, ws),
         Op::L2Norm { eps } => ops::rwkv::l2_norm(ctx, *eps),
         Op::RwkvWkv6 => ops::rwkv::wkv6(ctx),
         Op::RwkvWkv7 => ops::rwkv::wkv7(ctx),

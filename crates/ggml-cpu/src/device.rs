@@ -250,3 +250,9 @@ impl Backend for CpuBackend {
         }
     }
 }
+
+impl Drop for CpuBackend {
+    fn drop(&mut self) {
+        crate::profile::print_and_reset();
+    }
+}

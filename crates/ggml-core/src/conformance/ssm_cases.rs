@@ -21,6 +21,7 @@ pub(super) fn ssm_cases(v: &mut Vec<Case>) {
     conv_cases(v);
     scan_cases(v);
     mixer_cases(v);
+    store_cases(v);
 }
 
 fn concat_cases(v: &mut Vec<Case>) {
@@ -299,4 +300,72 @@ fn mixer(c: &mut CaseGraph<'_>, sc: Scan) -> Result<TensorId> {
         (d_inner + gs) * 4,
     )?;
     c.g.ssm_scan(s, x, dt, a, b, cc, ids)
+}
+
+/// Where the stored states go, for [`store_cases`].
+#[derive(Clone, Copy, Debug)]
+enum Cells {
+    /// Each sequence's own source cell (the usual step).
+    Same,
+    /// Cells drawn apart from the sources: other cells, or another
+    /// sequence's source.
+    Drawn,
+}
+
+/// The scan's final states stored into the cache it reads by a SET_ROWS
+/// (as the recurrent memory stores them; backends may fuse the two),
+/// compared on y and the whole cache after the store.
+fn store_cases(v: &mut Vec<Case>) {
+    for (n_t, n_s, slots, cells) in [
+        (1, 1, 2, Cells::Same),
+        (1, 3, 4, Cells::Same),
+        (5, 2, 3, Cells::Same),
+        (1, 1, 3, Cells::Drawn),
+        (1, 3, 4, Cells::Drawn),
+        (4, 3, 3, Cells::Drawn),
+    ] {
+        let sc = Scan {
+            d_state: 16,
+            head_dim: 8,
+            n_head: 4,
+            n_group: 2,
+            n_t,
+            n_s,
+            slots,
+            mamba1: false,
+            dt: (-1.0, 1.0),
+        };
+        v.push(Case::new(
+            format!(
+                "SSM_SCAN Mamba-2 states stored by SET_ROWS into {cells:?} cells, {n_t} tokens x {n_s} seqs from {slots} slots"
+            ),
+            SCAN,
+            move |c| store(c, sc, cells),
+        ));
+    }
+}
+
+fn store(c: &mut CaseGraph<'_>, sc: Scan, cells: Cells) -> Result<TensorId> {
+    let state = sc.d_state * sc.head_dim * sc.n_head;
+    let cache = c.rand("cache", Type::F32, &[state, sc.slots]);
+    let ids = c.input("ids", Type::I32, &[sc.n_s], Fill::Distinct(sc.slots));
+    let dst = match cells {
+        Cells::Same => ids,
+        Cells::Drawn => c.input("dst", Type::I32, &[sc.n_s], Fill::Distinct(sc.slots)),
+    };
+    let a = c.input("A", Type::F32, &[1, sc.n_head], Fill::Uniform(-2.0, -0.05));
+    let x = c.rand("x", Type::F32, &[sc.head_dim, sc.n_head, sc.n_t, sc.n_s]);
+    let dt = c.rand("dt", Type::F32, &[sc.n_head, sc.n_t, sc.n_s]);
+    let b = c.rand("B", Type::F32, &[sc.d_state, sc.n_group, sc.n_t, sc.n_s]);
+    let cc = c.rand("C", Type::F32, &[sc.d_state, sc.n_group, sc.n_t, sc.n_s]);
+    let s4 =
+        c.g.reshape(cache, &[sc.d_state, sc.head_dim, sc.n_head, sc.slots])?;
+    let out = c.g.ssm_scan(s4, x, dt, a, b, cc, ids)?;
+    let y_len = sc.head_dim * sc.n_head * sc.n_t * sc.n_s;
+    let states = c.g.view_2d(out, state, sc.n_s, state * 4, y_len * 4)?;
+    let stored = c.g.set_rows(cache, states, dst)?;
+    let y = c.g.view_1d(out, y_len, 0)?;
+    let y = c.g.cont(y)?;
+    let all = c.g.reshape(stored, &[state * sc.slots])?;
+    c.g.concat(y, all, 0)
 }

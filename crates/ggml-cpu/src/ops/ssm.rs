@@ -6,7 +6,9 @@
 
 use ggml_core::Result;
 
-use crate::compute::{par_rows, NodeCtx};
+use crate::compute::{par_rows, NodeCtx, Workspace};
+use crate::fuse::Fusion;
+use crate::ops::read_index;
 use crate::simd;
 use crate::tensor::View;
 
@@ -142,7 +144,7 @@ pub(crate) fn ssm_conv(ctx: &NodeCtx<'_>) -> Result<()> {
 /// The scan of `Graph::ssm_scan`: a unit is one head of one sequence,
 /// whose rows carry their states through the tokens in the result's state
 /// region, so that neither the cache nor another unit is written.
-pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
+pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     let [s0, x, dt, a, b, c, ids] = [0, 1, 2, 3, 4, 5, 6].map(|i| &ctx.src[i]);
     let d = &ctx.dst;
     let [d_state, head_dim, n_head, n_slots] = s0.ne;
@@ -152,6 +154,19 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
     let y_len = head_dim * n_head * n_t * n_s;
     let k = simd::kernels();
     let work = head_dim * n_t * d_state * if mamba1 { 8 } else { 3 };
+    // Fused with the SET_ROWS that stores the final states (see
+    // `fuse`): the cache rows each sequence's state goes to, when the
+    // indices allow writing them in place.
+    let store = match ctx.fusion {
+        Some(Fusion::StoreStates {
+            cache,
+            dst_rows,
+            set_rows,
+        }) => in_place_rows(ids, dst_rows, n_s, n_slots.min(cache.ne[1]))
+            .map(|rows| (cache, rows, *set_rows)),
+        _ => None,
+    };
+    let state = d_state * head_dim * n_head;
     par_rows(n_s * n_head, work, |units, _| {
         for u in units {
             let (seq, h) = (u / n_head, u % n_head);
@@ -163,22 +178,38 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
                     "state slot {slot} of sequence {seq} is out of range 0..{n_slots}"
                 )));
             }
-            let head = y_len + d_state * head_dim * (h + n_head * seq);
-            // SAFETY: the head's state rows (head_dim rows of d_state f32
-            // values) are inside the dense 1-d result and written by this
-            // unit only.
-            let states = unsafe {
-                std::slice::from_raw_parts_mut(
-                    (d.ptr.get() as *mut f32).add(head),
-                    d_state * head_dim,
-                )
+            let head_ptr = match &store {
+                // SAFETY: row rows[seq] of the dense F32 cache (checked in
+                // range by `in_place_rows`), the head's part of it.
+                Some((cache, rows, _)) => unsafe {
+                    (cache.ptr.get() as *mut f32).add(rows[seq] * state + d_state * head_dim * h)
+                },
+                // SAFETY: the head's part of the states after y in the
+                // dense 1-d result.
+                None => unsafe {
+                    (d.ptr.get() as *mut f32).add(y_len + d_state * head_dim * (h + n_head * seq))
+                },
             };
-            for (i, row) in states.chunks_exact_mut(d_state).enumerate() {
-                // SAFETY: the cache's row (i, h, slot) of d_state values,
-                // only read; it does not overlap the result (overlapping
-                // sources are copied before the node runs).
-                row.copy_from_slice(unsafe { floats(at(s0, [0, i, h, slot as usize]), d_state) });
+            let from = at(s0, [0, 0, h, slot as usize]) as *const f32;
+            if store.is_none() || !std::ptr::eq(head_ptr, from) {
+                for i in 0..head_dim {
+                    // SAFETY: row i of the head's state (written by this
+                    // unit only: another sequence's cell, or the result)
+                    // and the cache's row (i, h, slot), only read, which
+                    // it does not overlap: the result does not overlap the
+                    // sources (else they were copied), and a stored row is
+                    // no sequence's source cell but its own
+                    // (`in_place_rows`).
+                    unsafe {
+                        std::slice::from_raw_parts_mut(head_ptr.add(i * d_state), d_state)
+                            .copy_from_slice(floats(at(s0, [0, i, h, slot as usize]), d_state))
+                    };
+                }
             }
+            // SAFETY: the head's head_dim rows of d_state f32 values,
+            // written by this unit only (its cache row part, or its part of
+            // the result).
+            let states = unsafe { std::slice::from_raw_parts_mut(head_ptr, d_state * head_dim) };
             // SAFETY: A's row h: d_state values for Mamba-1, one for Mamba-2.
             let a_row = unsafe { floats(at(a, [0, h, 0, 0]), a.ne[0]) };
             // Token by token, every row of the head: B and C of the token
@@ -211,5 +242,39 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>) -> Result<()> {
             }
         }
         Ok(())
-    })
+    })?;
+    if let Some((_, _, set_rows)) = store {
+        ws.stored.mark(set_rows);
+    }
+    Ok(())
+}
+
+/// The cache rows each of the `n_s` sequences' final states go to (the
+/// indices of the fused SET_ROWS), when the scan can write them in place:
+/// every source cell (`ids`) and target row inside `0..n_rows`, the targets
+/// distinct, and no sequence's target another sequence's source (which
+/// that sequence may still be reading). `None` leaves the work to the
+/// unfused nodes, which also report bad indices.
+fn in_place_rows(ids: &View, dst_rows: &View, n_s: usize, n_rows: usize) -> Option<Vec<usize>> {
+    let mut src = Vec::with_capacity(n_s);
+    let mut dst = Vec::with_capacity(n_s);
+    for s in 0..n_s {
+        // SAFETY: element s of the I32 ids and of the target indices (n_s
+        // long, checked when the fusion was planned), inside their views.
+        let (a, b) = unsafe {
+            (
+                read_index(ids, [s, 0, 0, 0]),
+                read_index(dst_rows, [s, 0, 0, 0]),
+            )
+        };
+        let inside = |v: i64| usize::try_from(v).ok().filter(|&v| v < n_rows);
+        src.push(inside(a)?);
+        dst.push(inside(b)?);
+    }
+    for (s, &t) in dst.iter().enumerate() {
+        if dst[..s].contains(&t) || src.iter().enumerate().any(|(o, &f)| o != s && f == t) {
+            return None;
+        }
+    }
+    Some(dst)
 }
