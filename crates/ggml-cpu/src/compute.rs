@@ -206,8 +206,10 @@ pub(crate) fn resolve(graph: &Graph, id: TensorId) -> Result<Option<Resolved>> {
 
 /// Computes node `id`, resolved as `r` for this graph.
 pub(crate) fn run(graph: &Graph, id: TensorId, r: &Resolved, ws: &mut Workspace) -> Result<()> {
-    if matches!(r.fusion, Some(Fusion::StoredBy)) && ws.stored.take(id) {
-        return Ok(());
+    match r.fusion {
+        Some(Fusion::Skip) => return Ok(()),
+        Some(Fusion::StoredBy) if ws.stored.take(id) => return Ok(()),
+        _ => {}
     }
     // Owned copies of the sources marked to copy; they must outlive the
     // kernel call.
@@ -384,7 +386,7 @@ fn dispatch(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         Op::L2Norm { eps } => ops::rwkv::l2_norm(ctx, *eps),
         Op::RwkvWkv6 => ops::rwkv::wkv6(ctx),
         Op::RwkvWkv7 => ops::rwkv::wkv7(ctx),
-        Op::GatedDeltaNet => ops::delta_net::gated_delta_net(ctx),
+        Op::GatedDeltaNet => ops::delta_net::gated_delta_net(ctx, ws),
         Op::AddId => ops::oai::add_id(ctx),
         Op::SwigluOai { alpha, limit } => ops::oai::swiglu_oai(ctx, *alpha, *limit),
         Op::None | Op::View | Op::Reshape | Op::Permute(_) | Op::Transpose => Ok(()),

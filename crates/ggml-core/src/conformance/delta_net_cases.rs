@@ -54,6 +54,59 @@ pub(super) fn delta_net_cases(v: &mut Vec<Case>) {
         GDN,
         |c| strided(c, 16, 2, 4, 6, 2),
     ));
+    for (n_t, n_s, cells, same) in [
+        (1, 1, 2, true),
+        (1, 3, 4, true),
+        (4, 2, 3, true),
+        (1, 1, 3, false),
+        (1, 3, 4, false),
+        (3, 3, 3, false),
+    ] {
+        let into = if same { "their own" } else { "drawn" };
+        v.push(Case::new(
+            format!(
+                "GATED_DELTA_NET S 16 states gathered by GET_ROWS from a cache of {cells} cells and stored by SET_ROWS into {into} cells, {n_t} tokens x {n_s} seqs"
+            ),
+            GDN,
+            move |c| cached(c, n_t, n_s, cells, same),
+        ));
+    }
+}
+
+/// The states of `n_s` sequences gathered from a cache of `cells` rows,
+/// run through the delta rule and stored back into the cache (into the
+/// cells they came from, or into drawn ones), as the recurrent memory does
+/// (backends may fuse the three): compared on the outputs and the whole
+/// cache after the store.
+fn cached(c: &mut CaseGraph, n_t: usize, n_s: usize, cells: usize, same: bool) -> Result<TensorId> {
+    let (s, h_k, h_v) = (16, 2, 4);
+    let state = s * s * h_v;
+    let q = unit_rows(c, "q", &[s, h_k, n_t, n_s])?;
+    let k = unit_rows(c, "k", &[s, h_k, n_t, n_s])?;
+    let v = c.rand("v", Type::F32, &[s, h_v, n_t, n_s]);
+    let (g, b) = gates(c, &[1, h_v, n_t, n_s], &[1, h_v, n_t, n_s]);
+    let cache = c.input(
+        "cache",
+        Type::F32,
+        &[state, cells],
+        Fill::Uniform(-0.5, 0.5),
+    );
+    let src = c.input("src", Type::I32, &[n_s], Fill::Distinct(cells));
+    let dst = if same {
+        src
+    } else {
+        c.input("dst", Type::I32, &[n_s], Fill::Distinct(cells))
+    };
+    let st = c.g.get_rows(cache, src)?;
+    let st = c.g.reshape(st, &[s, s, h_v, n_s])?;
+    let r = c.g.gated_delta_net(q, k, v, g, b, st)?;
+    let n_out = s * h_v * n_t * n_s;
+    let states = c.g.view_2d(r, state, n_s, state * 4, n_out * 4)?;
+    let stored = c.g.set_rows(cache, states, dst)?;
+    let o = c.g.view_1d(r, n_out, 0)?;
+    let o = c.g.cont(o)?;
+    let all = c.g.reshape(stored, &[state * cells])?;
+    c.g.concat(o, all, 0)
 }
 
 /// Unit-norm rows as the graph feeds q and k (L2-normalised), so the

@@ -7,8 +7,7 @@
 use ggml_core::Result;
 
 use crate::compute::{par_rows, NodeCtx, Workspace};
-use crate::fuse::Fusion;
-use crate::ops::read_index;
+use crate::fuse::{store_rows, Fusion, Rows};
 use crate::simd;
 use crate::tensor::View;
 
@@ -158,15 +157,18 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
     // `fuse`): the cache rows each sequence's state goes to, when the
     // indices allow writing them in place.
     let store = match ctx.fusion {
-        Some(Fusion::StoreStates {
-            cache,
-            dst_rows,
-            set_rows,
-        }) => in_place_rows(ids, dst_rows, n_s, n_slots.min(cache.ne[1]))
-            .map(|rows| (cache, rows, *set_rows)),
+        Some(Fusion::States(io)) => io.store.as_ref().and_then(|(rows, set_rows)| {
+            let src = Rows {
+                cache: rows.cache.clone(),
+                index: ids.clone(),
+            };
+            src.read(n_s)
+                .ok()
+                .and_then(|src| store_rows(rows, Some(&src), n_s))
+                .map(|dst| (rows, dst, *set_rows))
+        }),
         _ => None,
     };
-    let state = d_state * head_dim * n_head;
     par_rows(n_s * n_head, work, |units, _| {
         for u in units {
             let (seq, h) = (u / n_head, u % n_head);
@@ -179,11 +181,9 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
                 )));
             }
             let head_ptr = match &store {
-                // SAFETY: row rows[seq] of the dense F32 cache (checked in
-                // range by `in_place_rows`), the head's part of it.
-                Some((cache, rows, _)) => unsafe {
-                    (cache.ptr.get() as *mut f32).add(rows[seq] * state + d_state * head_dim * h)
-                },
+                // Row dst[seq] of the dense F32 cache (in range: checked by
+                // `store_rows`), the head's part of it.
+                Some((rows, dst, _)) => rows.ptr(dst[seq], d_state * head_dim * h),
                 // SAFETY: the head's part of the states after y in the
                 // dense 1-d result.
                 None => unsafe {
@@ -198,8 +198,7 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
                     // and the cache's row (i, h, slot), only read, which
                     // it does not overlap: the result does not overlap the
                     // sources (else they were copied), and a stored row is
-                    // no sequence's source cell but its own
-                    // (`in_place_rows`).
+                    // no sequence's source cell but its own (`store_rows`).
                     unsafe {
                         std::slice::from_raw_parts_mut(head_ptr.add(i * d_state), d_state)
                             .copy_from_slice(floats(at(s0, [0, i, h, slot as usize]), d_state))
@@ -247,34 +246,4 @@ pub(crate) fn ssm_scan(ctx: &NodeCtx<'_>, ws: &mut Workspace) -> Result<()> {
         ws.stored.mark(set_rows);
     }
     Ok(())
-}
-
-/// The cache rows each of the `n_s` sequences' final states go to (the
-/// indices of the fused SET_ROWS), when the scan can write them in place:
-/// every source cell (`ids`) and target row inside `0..n_rows`, the targets
-/// distinct, and no sequence's target another sequence's source (which
-/// that sequence may still be reading). `None` leaves the work to the
-/// unfused nodes, which also report bad indices.
-fn in_place_rows(ids: &View, dst_rows: &View, n_s: usize, n_rows: usize) -> Option<Vec<usize>> {
-    let mut src = Vec::with_capacity(n_s);
-    let mut dst = Vec::with_capacity(n_s);
-    for s in 0..n_s {
-        // SAFETY: element s of the I32 ids and of the target indices (n_s
-        // long, checked when the fusion was planned), inside their views.
-        let (a, b) = unsafe {
-            (
-                read_index(ids, [s, 0, 0, 0]),
-                read_index(dst_rows, [s, 0, 0, 0]),
-            )
-        };
-        let inside = |v: i64| usize::try_from(v).ok().filter(|&v| v < n_rows);
-        src.push(inside(a)?);
-        dst.push(inside(b)?);
-    }
-    for (s, &t) in dst.iter().enumerate() {
-        if dst[..s].contains(&t) || src.iter().enumerate().any(|(o, &f)| o != s && f == t) {
-            return None;
-        }
-    }
-    Some(dst)
 }
