@@ -40,18 +40,41 @@ async fn four_at_once(addr: std::net::SocketAddr, extra: &Value) -> Vec<Value> {
     out
 }
 
-/// The greedy replies of a plain server with 4 slots.
+/// The greedy replies of a plain server with 4 slots, with the two most
+/// probable tokens at each step.
 async fn plain_replies() -> Option<Vec<Value>> {
     let srv = start("stories260K.gguf", "-c 1024 -np 4").await?;
-    let r = four_at_once(srv.addr, &json!({})).await;
+    let r = four_at_once(srv.addr, &json!({"n_probs": 2})).await;
     srv.stop().await.unwrap();
     Some(r)
 }
 
+/// Greedy replies are the same with and without speculation, up to a
+/// near tie: batches of other shapes (a slot's token with its proposal,
+/// other slots' cells in between) round the cached keys and values a
+/// little differently, which may tip two nearly equal best logits the
+/// other way, as in llama.cpp; from there on the replies part. Any other
+/// difference fails.
 fn same_tokens(spec: &[Value], plain: &[Value], what: &str) {
     for (i, (s, p)) in spec.iter().zip(plain).enumerate() {
-        assert_eq!(s["tokens"], p["tokens"], "{what}: prompt {i}");
-        assert_eq!(s["content"], p["content"], "{what}: prompt {i}");
+        let (st, pt) = (
+            s["tokens"].as_array().unwrap(),
+            p["tokens"].as_array().unwrap(),
+        );
+        let Some(j) = st.iter().zip(pt).position(|(a, b)| a != b) else {
+            assert_eq!(st.len(), pt.len(), "{what}: prompt {i}");
+            assert_eq!(s["content"], p["content"], "{what}: prompt {i}");
+            continue;
+        };
+        let top = &p["completion_probabilities"][j]["top_logprobs"];
+        let lp = |k: usize| top[k]["logprob"].as_f64().unwrap();
+        // Seen: 0.0017 apart after 32 tokens of such rounding.
+        let near_tie = top[1]["id"] == st[j] && (lp(0) - lp(1)).abs() < 1e-2;
+        assert!(
+            near_tie,
+            "{what}: prompt {i} parts at token {j} without a near tie: {} vs {} ({top})",
+            s["content"], p["content"]
+        );
     }
 }
 

@@ -80,6 +80,9 @@ pub(super) struct Engine<'m> {
     adapters: &'m LoadedAdapters,
     /// The slots' proposers, with speculative decoding.
     spec: Option<Speculation<'m>>,
+    /// The memory cannot drop its last positions: slots keep context
+    /// checkpoints of their prompts.
+    checkpointing: bool,
 }
 
 /// Serves tasks until every sender is gone.
@@ -130,7 +133,9 @@ pub(super) fn serve(
         pieces: None,
         adapters,
         spec,
+        checkpointing: false,
     };
+    eng.checkpointing = eng.ctx.mem.rs().is_some();
     eng.publish();
     shared.ready.store(true, Ordering::Release);
     llama::info!(
@@ -282,10 +287,12 @@ impl<'m> Engine<'m> {
             // request's prefix.
             let same_adapters = self.caches[free].lora == lora;
             self.caches[free].lora = lora.clone();
+            let held = &mut self.caches[free];
             let reuse = prompt_cache::prepare(
                 &mut self.ctx,
                 free,
-                &mut self.caches[free].tokens,
+                &mut held.tokens,
+                &held.checkpoints,
                 &req.prompt,
                 req.cache_prompt && same_adapters,
                 self.cache_cfg.cache_reuse,
@@ -335,6 +342,7 @@ impl<'m> Engine<'m> {
         // Removing a whole sequence always succeeds.
         let _ = self.ctx.seq_rm(slot as i32, -1, -1);
         self.caches[slot].tokens.clear();
+        self.caches[slot].checkpoints.clear();
     }
 
     /// Whether a slot runs a task.
@@ -444,7 +452,13 @@ impl<'m> Engine<'m> {
             if a.next.is_some() || left == 0 || budget == 0 {
                 continue;
             }
-            let n = left.min(budget);
+            let mut n = left.min(budget);
+            // A prompt chunk ends where the slot takes its checkpoint.
+            if let Some(at) = prompt_cache::checkpoint_at(a.req.prompt.len()) {
+                if self.checkpointing && a.n_prompt_done < at && a.n_prompt_done + n > at {
+                    n = at - a.n_prompt_done;
+                }
+            }
             budget -= n;
             entries.push(Entry {
                 slot: s,
@@ -636,8 +650,35 @@ impl<'m> Engine<'m> {
                 }
             }
         }
+        if self.checkpointing {
+            for e in entries.iter().filter(|e| !e.gen) {
+                self.checkpoint(e.slot);
+            }
+        }
         for (slot, row) in rows {
             self.sample(slot, row);
+        }
+    }
+
+    /// Takes the slot's context checkpoint when its prompt is read up to
+    /// the checkpoint's place.
+    fn checkpoint(&mut self, slot: usize) {
+        let Some(a) = self.slots[slot].as_ref() else {
+            return;
+        };
+        if prompt_cache::checkpoint_at(a.req.prompt.len()) != Some(a.n_prompt_done) {
+            return;
+        }
+        let c = &mut self.caches[slot];
+        match self.ctx.state_seq_get_data(slot as i32, &c.tokens) {
+            Ok(data) => prompt_cache::add_checkpoint(
+                &mut c.checkpoints,
+                prompt_cache::Checkpoint {
+                    n_tokens: c.tokens.len(),
+                    data,
+                },
+            ),
+            Err(e) => llama::warn!("slot {slot}: no context checkpoint: {e}"),
         }
     }
 
