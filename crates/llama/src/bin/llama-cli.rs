@@ -212,10 +212,10 @@ fn run() -> Result<()> {
     };
     if spec_type != SpecType::None {
         let mut proposer = match &draft_model {
-            Some(dm) => Proposer::Model(Drafter::new(
+            Some(dm) => Proposer::Model(Box::new(Drafter::new(
                 Context::new(dm.as_ref(), args.ctx_params.clone())?,
                 spec.params,
-            )),
+            ))),
             None => Proposer::Ngram(spec.ngram),
         };
         let stats = speculative::generate(

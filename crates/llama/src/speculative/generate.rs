@@ -11,8 +11,8 @@ use crate::sampling::SamplerChain;
 
 /// Who proposes the tokens.
 pub enum Proposer<'m> {
-    /// A draft model.
-    Model(Drafter<'m>),
+    /// A draft model (boxed: its context is large).
+    Model(Box<Drafter<'m>>),
     /// Prompt lookup in the history.
     Ngram(NgramParams),
 }
