@@ -51,6 +51,9 @@ pub struct HttpConfig {
     pub n_predict: i64,
     /// `--spm-infill`: suffix before prefix in `/infill` prompts.
     pub spm_infill: bool,
+    /// The server's draft settings, the defaults of a request's
+    /// `speculative.n_max`, `.n_min` and `.p_min`.
+    pub draft: llama::speculative::DraftParams,
 }
 
 /// State of the handlers.

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use llama::chat::tools::ReasoningFormat;
 use llama::cli::CommonArgs;
+use llama::speculative::SpecArgs;
 use llama::{LlamaError, PoolingType, Result};
 
 use crate::engine::CacheConfig;
@@ -45,6 +46,9 @@ pub struct ServerArgs {
     pub slot_save_path: Option<PathBuf>,
     /// `--spm-infill`: `/infill` prompts in suffix-prefix-middle order.
     pub spm_infill: bool,
+    /// Speculative decoding: `-md`, `--draft-max`, `--draft-min`,
+    /// `--draft-p-min`, `-ngld`, `-devd`, `--spec-type`, ...
+    pub spec: SpecArgs,
 }
 
 /// Usage text.
@@ -79,13 +83,26 @@ server:
   --slot-save-path DIR      directory for /slots/{id}?action=save|restore
   --spm-infill              /infill prompts in suffix-prefix-middle order
 
+speculative decoding (each slot drafts for itself; greedy replies are unchanged):
+  -md, --model-draft FILE   draft model (same vocabulary as the model)
+  --draft-max N             most tokens drafted per step (default 3)
+  --draft-min N             fewer drafted tokens are not used (default 0)
+  --draft-p-min P           stop drafting at a token less probable than P (default 0)
+  -ngld, --n-gpu-layers-draft N  draft model layers on GPUs (default: as -ngl)
+  -devd, --device-draft LIST  devices of the draft model (default: as -dev)
+  --spec-type TYPE          none, draft-simple (the default with -md) or ngram-simple
+                            (prompt lookup, no draft model)
+  --spec-ngram-simple-size-n N  n-gram looked up (default 12)
+  --spec-ngram-simple-size-m N  most tokens proposed after a match (default 48)
+
 model, context and sampling flags are those of llama-cli (-ngl, -lm, -t, -b, -ub,
 -ctk, -ctv, -dev, --temp, --top-k, --top-p, --min-p, -s, ...).";
 
 impl ServerArgs {
     /// Parses `args` (without the program name).
     pub fn parse(args: impl IntoIterator<Item = String>) -> Result<ServerArgs> {
-        let common = CommonArgs::parse(args)?;
+        let mut common = CommonArgs::parse(args)?;
+        let spec = SpecArgs::take(&mut common.rest)?;
         let mut a = ServerArgs {
             host: "127.0.0.1".into(),
             port: 8080,
@@ -104,6 +121,7 @@ impl ServerArgs {
             },
             slot_save_path: None,
             spm_infill: false,
+            spec,
             common: CommonArgs {
                 rest: Vec::new(),
                 ..common.clone()
@@ -253,6 +271,16 @@ mod tests {
         );
         assert_eq!(c.common.n_keep, -1);
         assert_eq!(c.slot_save_path.as_deref(), Some(dir.as_path()));
+        let d = parse(
+            "-m x.gguf -md d.gguf --draft-max 6 --draft-min 1 --draft-p-min 0.25 -ngld 0 -np 2",
+        )
+        .unwrap();
+        assert_eq!(d.spec.model.as_deref(), Some("d.gguf"));
+        assert_eq!((d.spec.params.n_max, d.spec.params.n_min), (6, 1));
+        assert_eq!(d.spec.params.p_min, 0.25);
+        assert_eq!((d.spec.n_gpu_layers, d.n_parallel), (Some(0), 2));
+        let g = parse("-m x.gguf --spec-type ngram-simple --spec-ngram-simple-size-n 4").unwrap();
+        assert_eq!(g.spec.ngram.size_n, 4);
         for bad in [
             "-np 0",
             "--port x",
@@ -265,6 +293,10 @@ mod tests {
             "-sps 2",
             "--cache-reuse -1",
             "--slot-save-path /nonexistent/dir",
+            "--draft-max -2",
+            "--draft-p-min 1.5",
+            "--spec-type draft-simple",
+            "--spec-type ngram-cache",
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }

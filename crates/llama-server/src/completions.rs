@@ -203,6 +203,14 @@ fn start(
     let n_discard = b.i64("n_discard")?.unwrap_or(0);
     let n_discard = usize::try_from(n_discard)
         .map_err(|_| ApiError::field("n_discard", "'n_discard' must be 0 or more"))?;
+    let draft = request::draft_params(&b, app.config.draft)?;
+    let id_slot = request::id_slot(&b, app.engine.n_parallel)?;
+    if id_slot.is_some() && opts.n > 1 {
+        return Err(ApiError::field(
+            "id_slot",
+            "'id_slot' names one slot; several choices ('n') need several",
+        ));
+    }
     let id = new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" });
     let mut runs = Vec::with_capacity(opts.n);
     for i in 0..opts.n {
@@ -222,6 +230,8 @@ fn start(
             cache_prompt,
             n_keep,
             n_discard,
+            draft,
+            id_slot,
         };
         let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
         runs.push(Running {
@@ -296,8 +306,18 @@ fn usage(n_prompt: usize, done: &Done) -> Value {
 
 /// llama.cpp's `timings`: `cache_n` prompt tokens reused, `prompt_n`
 /// decoded; the first generated token comes from the prompt's logits, so
-/// the per-token generation figures count the others.
+/// the per-token generation figures count the others. With speculation,
+/// `draft_n` tokens were proposed and `draft_n_accepted` kept.
 fn timings(done: &Done) -> Value {
+    let mut v = base_timings(done);
+    if done.n_draft > 0 {
+        v["draft_n"] = done.n_draft.into();
+        v["draft_n_accepted"] = done.n_draft_accepted.into();
+    }
+    v
+}
+
+fn base_timings(done: &Done) -> Value {
     let prompt_n = done.n_prompt - done.n_cache;
     let gen_steps = done.n_gen.saturating_sub(1);
     let per = |n: usize, ms: f64| if ms > 0.0 { n as f64 * 1e3 / ms } else { 0.0 };

@@ -53,6 +53,7 @@ impl Server {
             embeddings: args.embeddings,
             adapters: args.common.adapters.clone(),
             cache: args.cache.clone(),
+            spec: args.spec.clone(),
         });
         let alias = args.alias.clone().unwrap_or_else(|| {
             Path::new(&args.common.model).file_name().map_or_else(
@@ -76,6 +77,7 @@ impl Server {
                 n_batch: args.common.ctx_params.n_batch,
                 n_predict: args.common.n_predict,
                 spm_infill: args.spm_infill,
+                draft: args.spec.params,
             },
         );
         let (tx, rx) = oneshot::channel::<()>();

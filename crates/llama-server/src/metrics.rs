@@ -27,6 +27,12 @@ pub struct Metrics {
     pub requests: AtomicU64,
     /// Slots running a task now.
     pub processing: AtomicU64,
+    /// Tokens proposed by speculation and verified.
+    pub spec_draft_tokens: AtomicU64,
+    /// Proposed tokens the model agreed with.
+    pub spec_accepted_tokens: AtomicU64,
+    /// Verifications of a proposal.
+    pub spec_drafts: AtomicU64,
 }
 
 impl Metrics {
@@ -50,7 +56,7 @@ impl Metrics {
         let n_decode = g(&self.n_decode);
         let rate = |n: u64, s: f64| if s > 0.0 { n as f64 / s } else { 0.0 };
         // llama.cpp's names, help texts and order: counters, then gauges.
-        let rows: [(&str, &str, &str, f64); 12] = [
+        let rows: [(&str, &str, &str, f64); 15] = [
             (
                 "prompt_tokens_total",
                 "counter",
@@ -92,6 +98,24 @@ impl Metrics {
                 "counter",
                 "Largest observed sequence length (prompt + generation)",
                 g(&self.n_tokens_max) as f64,
+            ),
+            (
+                "spec_decode_num_draft_tokens_total",
+                "counter",
+                "Speculative: Total draft tokens generated",
+                g(&self.spec_draft_tokens) as f64,
+            ),
+            (
+                "spec_decode_num_accepted_tokens_total",
+                "counter",
+                "Speculative: Total draft tokens accepted by the target model",
+                g(&self.spec_accepted_tokens) as f64,
+            ),
+            (
+                "spec_decode_num_drafts_total",
+                "counter",
+                "Speculative: Total speculative decoding verification steps",
+                g(&self.spec_drafts) as f64,
             ),
             (
                 "prompt_tokens_seconds",

@@ -79,6 +79,62 @@ impl Body {
     }
 }
 
+/// The draft settings of a request: `speculative.n_max`, `.n_min` (at
+/// least 0; `n_min` at most `n_max`) and `.p_min` (in [0, 1]), over the
+/// server's.
+pub fn draft_params(
+    b: &Body,
+    defaults: llama::speculative::DraftParams,
+) -> Result<llama::speculative::DraftParams, ApiError> {
+    let mut d = defaults;
+    let count = |field: &str| -> Result<Option<usize>, ApiError> {
+        match b.i64(field)? {
+            None => Ok(None),
+            Some(x) => usize::try_from(x)
+                .map(Some)
+                .map_err(|_| ApiError::field(field, format!("'{field}' must be 0 or more"))),
+        }
+    };
+    if let Some(n) = count("speculative.n_max")? {
+        d.n_max = n;
+    }
+    if let Some(n) = count("speculative.n_min")? {
+        d.n_min = n;
+    }
+    if let Some(p) = b.f32("speculative.p_min")? {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(ApiError::field(
+                "speculative.p_min",
+                "'speculative.p_min' must be in [0, 1]",
+            ));
+        }
+        d.p_min = p;
+    }
+    d.n_min = d.n_min.min(d.n_max);
+    Ok(d)
+}
+
+/// `id_slot`: the slot a request asks for (-1 or absent: any), checked
+/// against the `n_slots` slots.
+pub fn id_slot(b: &Body, n_slots: usize) -> Result<Option<usize>, ApiError> {
+    match b.i64("id_slot")? {
+        None | Some(-1) => Ok(None),
+        Some(x) => usize::try_from(x)
+            .ok()
+            .filter(|&s| s < n_slots)
+            .map(Some)
+            .ok_or_else(|| {
+                ApiError::field(
+                    "id_slot",
+                    format!(
+                        "'id_slot' {x} is out of range: the server has {n_slots} slots (0 to {}), or -1 for any",
+                        n_slots.saturating_sub(1)
+                    ),
+                )
+            }),
+    }
+}
+
 /// Generation settings common to the completion endpoints.
 #[derive(Debug, Clone)]
 pub struct GenOptions {

@@ -103,7 +103,8 @@ async fn cache_reuse_shifts_chunks_after_a_difference() {
 }
 
 /// A recurrent memory reuses a cache that is an exact prefix of the new
-/// prompt and decodes again otherwise; replies equal those without cache.
+/// prompt and decodes again otherwise (when no context checkpoint fits);
+/// replies equal those without cache.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_recurrent_memory_reuses_exact_prefixes_only() {
     let Some(srv) = start("tiny-mamba-f32.gguf", "-c 512 -np 1").await else {
@@ -135,6 +136,42 @@ async fn a_recurrent_memory_reuses_exact_prefixes_only() {
         .json();
     assert_eq!(v3["timings"]["cache_n"], 0);
     srv.stop().await.unwrap();
+}
+
+/// A recurrent memory that cannot drop the tail of its state restores the
+/// context checkpoint taken 4 tokens before the end of an earlier prompt:
+/// a prompt that differs in its last tokens, and the same prompt again,
+/// decode only from there and answer as without the cache.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recurrent_memory_restores_its_context_checkpoint() {
+    for model in ["tiny-mamba-f32.gguf", "tiny-rwkv6-f32.gguf"] {
+        let Some(srv) = start(model, "-c 512 -np 1").await else {
+            return;
+        };
+        let a = srv.addr;
+        let p: Vec<i32> = (0..60).map(|i| (i * 7 + 3) % 200).collect();
+        let v1 = post(a, "/completion", &completion(json!(p), 6, true))
+            .await
+            .json();
+        assert_eq!(v1["timings"]["cache_n"], 0);
+        let mut other = p[..58].to_vec();
+        other.extend([1, 2, 3]);
+        for (prompt, what) in [(other, "another ending"), (p.clone(), "the same prompt")] {
+            let v = post(a, "/completion", &completion(json!(prompt), 6, true))
+                .await
+                .json();
+            // 56: the first prompt's checkpoint; 57: the second's.
+            let n = v["timings"]["cache_n"].as_u64().unwrap();
+            assert!((56..=57).contains(&n), "{model}, {what}: {v}");
+            let fresh = post(a, "/completion", &completion(json!(prompt), 6, false))
+                .await
+                .json();
+            assert_eq!(v["tokens"], fresh["tokens"], "{model}, {what}");
+            // The fresh request left its own checkpoint (same tokens).
+            post(a, "/completion", &completion(json!(p), 6, false)).await;
+        }
+        srv.stop().await.unwrap();
+    }
 }
 
 /// On `model`: a second prompt sharing a long prefix with the first
@@ -169,8 +206,10 @@ async fn other_memories_answer_the_same_with_the_cache() {
     if let Some(n) = same_reply_with_the_cache("tiny-gemma3-f32.gguf").await {
         assert_eq!(n, 120);
     }
+    // The hybrid memory cannot drop the first prompt's last tokens: it
+    // restores the checkpoint taken 4 tokens before that prompt's end.
     if let Some(n) = same_reply_with_the_cache("tiny-granitehybrid-f32.gguf").await {
-        assert_eq!(n, 0);
+        assert_eq!(n, 120);
     }
     if let Some(n) = same_reply_with_the_cache("tiny-f32.gguf").await {
         assert_eq!(n, 120);

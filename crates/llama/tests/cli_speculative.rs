@@ -1,6 +1,6 @@
-//! llama-cli with a draft model: greedy output identical to decoding
-//! without one; a draft of another vocabulary and a recurrent target are
-//! refused with clear errors.
+//! llama-cli with a draft model or prompt lookup: greedy output identical
+//! to decoding without them; a draft of another vocabulary, a recurrent
+//! target and bad settings are refused with clear errors.
 
 mod common;
 
@@ -59,6 +59,47 @@ fn greedy_output_is_the_same_with_a_draft() {
 }
 
 #[test]
+fn greedy_output_is_the_same_with_prompt_lookup() {
+    if fixtures().is_none() {
+        return;
+    }
+    let plain = run("stories260K.gguf", &["--log-disable"]);
+    assert!(plain.status.success());
+    for (n, m) in [("2", "8"), ("3", "4"), ("12", "48")] {
+        let spec = run(
+            "stories260K.gguf",
+            &[
+                "--spec-type",
+                "ngram-simple",
+                "--spec-ngram-simple-size-n",
+                n,
+                "--spec-ngram-simple-size-m",
+                m,
+            ],
+        );
+        assert!(
+            spec.status.success(),
+            "{}",
+            String::from_utf8_lossy(&spec.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&spec.stdout),
+            String::from_utf8_lossy(&plain.stdout),
+            "n {n} m {m}"
+        );
+        let log = String::from_utf8_lossy(&spec.stderr);
+        let line = log
+            .lines()
+            .find(|l| l.contains("speculative:"))
+            .unwrap_or_else(|| panic!("{log}"));
+        // The tiny model repeats itself: short n-grams find matches.
+        if n == "2" {
+            assert!(!line.contains(" 0 tokens drafted"), "{line}");
+        }
+    }
+}
+
+#[test]
 fn incompatible_drafts_and_recurrent_targets_are_refused() {
     if fixtures().is_none() {
         return;
@@ -76,6 +117,25 @@ fn incompatible_drafts_and_recurrent_targets_are_refused() {
         &["-md", "model:stories260K.gguf", "--draft-p-min", "2"],
     );
     assert!(!r.status.success());
+    let r = run("tiny-mamba-f32.gguf", &["--spec-type", "ngram-simple"]);
+    assert!(!r.status.success());
+    let err = String::from_utf8_lossy(&r.stderr);
+    assert!(err.contains("recurrent"), "{err}");
+    for bad in [
+        &["--spec-type", "ngram-mod"][..],
+        &["--spec-type", "draft-simple"],
+        &[
+            "--spec-type",
+            "ngram-simple",
+            "--spec-ngram-simple-size-n",
+            "0",
+        ],
+    ] {
+        let r = run("stories260K.gguf", bad);
+        assert!(!r.status.success(), "{bad:?}");
+        let err = String::from_utf8_lossy(&r.stderr);
+        assert!(err.contains("ngram") || err.contains("draft"), "{err}");
+    }
 }
 
 /// llama.cpp's rule: the same type, near sizes and the same token text

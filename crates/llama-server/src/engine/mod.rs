@@ -4,6 +4,7 @@
 pub mod prompt_cache;
 mod slot_actions;
 mod slots;
+mod speculation;
 pub mod task;
 pub mod text;
 
@@ -35,6 +36,8 @@ pub struct EngineConfig {
     pub adapters: llama::adapter::AdapterArgs,
     /// How slots keep and reuse their prompts.
     pub cache: CacheConfig,
+    /// Speculative decoding (a draft model or prompt lookup).
+    pub spec: llama::speculative::SpecArgs,
 }
 
 /// Prompt cache and context shift settings.
@@ -81,6 +84,8 @@ pub struct SlotInfo {
     pub n_decoded: usize,
     /// Tokens the slot holds in the KV cache (kept between requests).
     pub n_cached: usize,
+    /// Whether the slot decodes speculatively (a draft model or lookup).
+    pub speculative: bool,
 }
 
 /// State shared by the engine thread and the HTTP handlers.
@@ -196,8 +201,12 @@ fn run(config: EngineConfig, shared: Arc<Shared>, rx: Receiver<Task>) {
             .map(|(a, s)| (a.path().to_string(), if adapters.apply { *s } else { 0.0 }))
             .collect(),
     );
+    let draft = match config.spec.load_draft(&model, &config.model_params) {
+        Ok(d) => d,
+        Err(e) => return fail(e.to_string()),
+    };
     shared.model.set(model.clone()).ok();
-    if let Err(e) = slots::serve(&model, &config, &shared, &adapters, rx) {
-        fail(format!("failed to create the context: {e}"));
+    if let Err(e) = slots::serve(&model, draft.as_deref(), &config, &shared, &adapters, rx) {
+        fail(format!("failed to start serving: {e}"));
     }
 }

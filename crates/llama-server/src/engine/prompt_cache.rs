@@ -9,8 +9,11 @@
 //! Limits by memory: an attention cache drops any suffix; a sliding-window
 //! cache smaller than the context cannot give back positions it already
 //! reused (the prompt is then decoded again); a recurrent or hybrid memory
-//! cannot drop its last positions, so it reuses only a cache that is an
-//! exact prefix of the new prompt, and never shifts chunks.
+//! cannot drop its last positions, so it reuses a cache that is an exact
+//! prefix of the new prompt, or else the longest context checkpoint (the
+//! sequence's whole state a few tokens before the end of an earlier
+//! prompt, llama.cpp's `--ctx-checkpoints` idea) that the new prompt
+//! starts with; it never shifts chunks.
 
 use std::time::Instant;
 
@@ -27,6 +30,41 @@ pub struct SlotCache {
     /// The LoRA scales (by adapter id) its cells were computed under:
     /// cells of other adapters are never reused.
     pub lora: Vec<f32>,
+    /// Snapshots of the sequence for memories that cannot drop their last
+    /// positions, oldest first.
+    pub checkpoints: Vec<Checkpoint>,
+}
+
+/// Most checkpoints a slot keeps; a new one pushes out the oldest.
+pub const MAX_CHECKPOINTS: usize = 4;
+
+/// A checkpoint is taken this many tokens before the end of a prompt, so
+/// that the same prompt again still has tokens to decode for its logits.
+pub const CHECKPOINT_OFFSET: usize = 4;
+
+/// The whole state of a slot's sequence after its first `n_tokens` tokens
+/// (`Context::state_seq_get_data`, which holds the tokens too).
+#[derive(Clone, Debug)]
+pub struct Checkpoint {
+    /// Tokens the state holds.
+    pub n_tokens: usize,
+    /// The state.
+    pub data: Vec<u8>,
+}
+
+/// Where a prompt of `len` tokens gets its checkpoint (None: too short).
+pub fn checkpoint_at(len: usize) -> Option<usize> {
+    (len > 2 * CHECKPOINT_OFFSET).then(|| len - CHECKPOINT_OFFSET)
+}
+
+/// Keeps `ck`, dropping a checkpoint of the same length and the oldest
+/// beyond `MAX_CHECKPOINTS`.
+pub fn add_checkpoint(list: &mut Vec<Checkpoint>, ck: Checkpoint) {
+    list.retain(|c| c.n_tokens != ck.n_tokens);
+    list.push(ck);
+    if list.len() > MAX_CHECKPOINTS {
+        list.remove(0);
+    }
 }
 
 impl Default for SlotCache {
@@ -35,6 +73,7 @@ impl Default for SlotCache {
             tokens: Vec::new(),
             last_used: Instant::now(),
             lora: Vec::new(),
+            checkpoints: Vec::new(),
         }
     }
 }
@@ -124,11 +163,13 @@ pub struct Reuse {
 /// Makes the KV cache of `seq` hold the longest part of `prompt` it can
 /// keep from `cache` (its tokens), and removes the rest; `cache` becomes
 /// the kept tokens. At least one prompt token is left to decode (its
-/// logits start generation).
+/// logits start generation). A memory that cannot keep the common prefix
+/// restores the newest of `checkpoints` the prompt starts with.
 pub fn prepare(
     ctx: &mut Context<'_>,
     seq: usize,
     cache: &mut Vec<Token>,
+    checkpoints: &[Checkpoint],
     prompt: &[Token],
     cache_prompt: bool,
     min_chunk: usize,
@@ -160,24 +201,67 @@ pub fn prepare(
     if n_past >= prompt.len() && n_past > 0 {
         n_past = prompt.len() - 1;
     }
+    // What a checkpoint may cover: tokens the prompt shares with the cache.
+    let matched = if n_shifted == 0 { n_past } else { 0 };
+    let mut start_over = false;
     if !ctx.seq_rm(s, n_past as i32, -1) {
-        // The memory cannot drop those positions: start over.
-        llama::info!(
-            "slot {seq}: the memory cannot drop positions from {n_past} on; decoding the prompt again"
-        );
-        let _ = ctx.seq_rm(s, -1, -1);
-        n_past = 0;
-        n_shifted = 0;
-    }
-    if ctx.mem.seq_pos_max(s) + 1 != n_past as i32 {
+        // The memory cannot drop those positions.
+        start_over = true;
+    } else if ctx.mem.seq_pos_max(s) + 1 != n_past as i32 {
         // What the memory holds does not end where the tokens say (a
-        // recurrent state past n_past): start over.
+        // recurrent state past n_past).
+        start_over = true;
+    }
+    if start_over {
         let _ = ctx.seq_rm(s, -1, -1);
-        n_past = 0;
         n_shifted = 0;
+        n_past = match restore_checkpoint(ctx, s, checkpoints, &prompt[..matched]) {
+            Some(n) => {
+                llama::info!("slot {seq}: restored the context checkpoint of {n} tokens");
+                n
+            }
+            None => {
+                llama::info!(
+                    "slot {seq}: the memory cannot keep {matched} tokens and no checkpoint fits; decoding the prompt again"
+                );
+                0
+            }
+        };
+        cache.clear();
+        cache.extend_from_slice(&prompt[..n_past]);
+        return Reuse { n_past, n_shifted };
     }
     cache.truncate(n_past);
     Reuse { n_past, n_shifted }
+}
+
+/// Restores into the empty sequence `s` the longest checkpoint that holds
+/// a non-empty prefix of `shared`; its length. A checkpoint that does not
+/// load, or holds other tokens, is passed over.
+fn restore_checkpoint(
+    ctx: &mut Context<'_>,
+    s: i32,
+    checkpoints: &[Checkpoint],
+    shared: &[Token],
+) -> Option<usize> {
+    let mut order: Vec<&Checkpoint> = checkpoints.iter().collect();
+    order.sort_by_key(|c| std::cmp::Reverse(c.n_tokens));
+    for ck in order {
+        if ck.n_tokens == 0 || ck.n_tokens > shared.len() {
+            continue;
+        }
+        match ctx.state_seq_set_data(s, &ck.data) {
+            Ok(tokens) if tokens == shared[..ck.n_tokens] => {
+                if ctx.mem.seq_pos_max(s) + 1 == ck.n_tokens as i32 {
+                    return Some(ck.n_tokens);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => llama::warn!("a context checkpoint did not load: {e}"),
+        }
+        let _ = ctx.seq_rm(s, -1, -1);
+    }
+    None
 }
 
 #[cfg(test)]
@@ -199,6 +283,7 @@ mod tests {
             tokens,
             last_used: t0 + Duration::from_secs(age),
             lora: Vec::new(),
+            checkpoints: Vec::new(),
         };
         let a = c(vec![1, 2, 3, 4], 5);
         let b = c(vec![1, 2, 9, 9], 1);
@@ -210,6 +295,25 @@ mod tests {
         // Similarity off.
         assert_eq!(pick_slot(&free, &[1, 2, 3, 4, 5], 0.0), Some(2));
         assert_eq!(pick_slot(&[], &[1], 0.1), None);
+    }
+
+    #[test]
+    fn checkpoints_sit_before_the_prompt_end_and_are_bounded() {
+        assert_eq!(checkpoint_at(8), None);
+        assert_eq!(checkpoint_at(9), Some(5));
+        assert_eq!(checkpoint_at(124), Some(120));
+        let mut list = Vec::new();
+        for n in [10, 20, 30, 20, 40, 50, 60] {
+            add_checkpoint(
+                &mut list,
+                Checkpoint {
+                    n_tokens: n,
+                    data: vec![n as u8],
+                },
+            );
+        }
+        let kept: Vec<usize> = list.iter().map(|c| c.n_tokens).collect();
+        assert_eq!(kept, vec![20, 40, 50, 60]);
     }
 
     #[test]

@@ -15,6 +15,7 @@ use llama::sampling::SamplerChain;
 use llama::{Batch, Context, ContextParams, Model, Token};
 
 use super::prompt_cache::{self, SlotCache};
+use super::speculation::{Speculation, Want};
 use super::task::{Done, Event, Finish, GenRequest, Probs, Task, TaskKind, TokenProb};
 use super::text::TextState;
 use super::{CacheConfig, EngineConfig, Shared, SlotInfo};
@@ -40,6 +41,12 @@ struct Active {
     t_prompt: Option<Instant>,
     /// Scales of the LoRA adapters for this task (by id).
     lora: Vec<f32>,
+    /// Tokens proposed to follow `next`, decoded with it.
+    draft: Vec<Token>,
+    /// Proposed tokens verified so far.
+    n_draft: usize,
+    /// Proposed tokens accepted so far.
+    n_draft_accepted: usize,
 }
 
 /// Part of a batch: `n` tokens of one slot, the last one with logits when
@@ -71,11 +78,17 @@ pub(super) struct Engine<'m> {
     pieces: Option<Arc<TokenPieces>>,
     /// The adapters loaded with the model.
     adapters: &'m LoadedAdapters,
+    /// The slots' proposers, with speculative decoding.
+    spec: Option<Speculation<'m>>,
+    /// The memory cannot drop its last positions: slots keep context
+    /// checkpoints of their prompts.
+    checkpointing: bool,
 }
 
 /// Serves tasks until every sender is gone.
 pub(super) fn serve(
     model: &Model,
+    draft_model: Option<&Model>,
     config: &EngineConfig,
     shared: &Shared,
     adapters: &LoadedAdapters,
@@ -106,6 +119,7 @@ pub(super) fn serve(
     }
     let n_ctx_slot = ctx.n_ctx() / np;
     shared.n_ctx_slot.store(n_ctx_slot, Ordering::Release);
+    let spec = Speculation::new(&config.spec, draft_model, &ctx, &config.ctx_params, np)?;
     let mut eng = Engine {
         model,
         ctx,
@@ -118,7 +132,10 @@ pub(super) fn serve(
         shared,
         pieces: None,
         adapters,
+        spec,
+        checkpointing: false,
     };
+    eng.checkpointing = eng.ctx.mem.rs().is_some();
     eng.publish();
     shared.ready.store(true, Ordering::Release);
     llama::info!(
@@ -190,6 +207,7 @@ impl<'m> Engine<'m> {
     /// Moves waiting tasks into free slots.
     fn assign(&mut self) {
         self.drop_cancelled_waiting();
+        let mut for_busy = VecDeque::new();
         while self.slots.iter().any(Option::is_none) {
             let Some(task) = self.waiting.pop_front() else {
                 break;
@@ -198,15 +216,38 @@ impl<'m> Engine<'m> {
                 continue;
             };
             let req = GenRequest::clone(req);
-            let free: Vec<(usize, &SlotCache)> = (0..self.slots.len())
-                .filter(|&i| self.slots[i].is_none())
-                .map(|i| (i, &self.caches[i]))
-                .collect();
-            let Some(free) =
-                prompt_cache::pick_slot(&free, &req.prompt, self.cache_cfg.slot_prompt_similarity)
-            else {
-                self.waiting.push_front(task);
-                break;
+            let free = match req.id_slot {
+                Some(s) if s >= self.slots.len() => {
+                    task.out
+                        .send(Event::Error(format!(
+                            "id_slot {s} is out of range: the server has {} slots",
+                            self.slots.len()
+                        )))
+                        .ok();
+                    continue;
+                }
+                // The slot asked for is busy: the task waits for it (as
+                // llama.cpp defers it) while others take free slots.
+                Some(s) if self.slots[s].is_some() => {
+                    for_busy.push_back(task);
+                    continue;
+                }
+                Some(s) => s,
+                None => {
+                    let free: Vec<(usize, &SlotCache)> = (0..self.slots.len())
+                        .filter(|&i| self.slots[i].is_none())
+                        .map(|i| (i, &self.caches[i]))
+                        .collect();
+                    let Some(free) = prompt_cache::pick_slot(
+                        &free,
+                        &req.prompt,
+                        self.cache_cfg.slot_prompt_similarity,
+                    ) else {
+                        self.waiting.push_front(task);
+                        break;
+                    };
+                    free
+                }
             };
             if req.prompt.is_empty() || req.prompt.len() >= self.n_ctx_slot {
                 task.out
@@ -246,10 +287,12 @@ impl<'m> Engine<'m> {
             // request's prefix.
             let same_adapters = self.caches[free].lora == lora;
             self.caches[free].lora = lora.clone();
+            let held = &mut self.caches[free];
             let reuse = prompt_cache::prepare(
                 &mut self.ctx,
                 free,
-                &mut self.caches[free].tokens,
+                &mut held.tokens,
+                &held.checkpoints,
                 &req.prompt,
                 req.cache_prompt && same_adapters,
                 self.cache_cfg.cache_reuse,
@@ -273,7 +316,14 @@ impl<'m> Engine<'m> {
                 t_start: Instant::now(),
                 t_prompt: None,
                 lora,
+                draft: Vec::new(),
+                n_draft: 0,
+                n_draft_accepted: 0,
             });
+        }
+        // Tasks waiting for a busy slot keep their place in the queue.
+        while let Some(t) = for_busy.pop_back() {
+            self.waiting.push_front(t);
         }
         self.shared
             .n_deferred
@@ -292,6 +342,7 @@ impl<'m> Engine<'m> {
         // Removing a whole sequence always succeeds.
         let _ = self.ctx.seq_rm(slot as i32, -1, -1);
         self.caches[slot].tokens.clear();
+        self.caches[slot].checkpoints.clear();
     }
 
     /// Whether a slot runs a task.
@@ -375,21 +426,25 @@ impl<'m> Engine<'m> {
                 }
             }
         }
+        // One batch of at most n_batch tokens: every generating slot's
+        // sampled token (with its proposal, where one fits), then chunks of
+        // the prompts being read.
         let mut entries = Vec::new();
-        let mut budget = self.ctx.params.n_ubatch.max(1);
-        for (s, a) in self.slots.iter().enumerate() {
-            if let Some(a) = a {
-                if a.next.is_some() {
-                    entries.push(Entry {
-                        slot: s,
-                        first: 0,
-                        n: 1,
-                        gen: true,
-                        logits: true,
-                    });
-                    budget -= 1;
-                }
-            }
+        let mut budget = self.ctx.params.n_batch.max(1);
+        let generating: Vec<usize> = (0..self.slots.len())
+            .filter(|&s| self.slots[s].as_ref().is_some_and(|a| a.next.is_some()))
+            .collect();
+        budget = budget.saturating_sub(generating.len());
+        self.propose(&generating, &mut budget);
+        for &s in &generating {
+            let n_draft = self.slots[s].as_ref().map_or(0, |a| a.draft.len());
+            entries.push(Entry {
+                slot: s,
+                first: 0,
+                n: 1 + n_draft,
+                gen: true,
+                logits: true,
+            });
         }
         for (s, a) in self.slots.iter().enumerate() {
             let Some(a) = a else { continue };
@@ -397,7 +452,13 @@ impl<'m> Engine<'m> {
             if a.next.is_some() || left == 0 || budget == 0 {
                 continue;
             }
-            let n = left.min(budget);
+            let mut n = left.min(budget);
+            // A prompt chunk ends where the slot takes its checkpoint.
+            if let Some(at) = prompt_cache::checkpoint_at(a.req.prompt.len()) {
+                if self.checkpointing && a.n_prompt_done < at && a.n_prompt_done + n > at {
+                    n = at - a.n_prompt_done;
+                }
+            }
             budget -= n;
             entries.push(Entry {
                 slot: s,
@@ -436,6 +497,55 @@ impl<'m> Engine<'m> {
         }
     }
 
+    /// Asks the proposers of the `generating` slots for the tokens after
+    /// their sampled ones, within each slot's context and `n_predict` and
+    /// the batch's `budget`.
+    fn propose(&mut self, generating: &[usize], budget: &mut usize) {
+        let Some(spec) = self.spec.as_mut() else {
+            return;
+        };
+        let mut asked = Vec::new();
+        for &s in generating {
+            let Some(a) = self.slots[s].as_ref() else {
+                continue;
+            };
+            // llama.cpp's room: the proposal leaves a cell free.
+            let mut limit = self.n_ctx_slot.saturating_sub(a.n_past + 2);
+            if a.req.n_predict >= 0 {
+                let left = (a.req.n_predict as usize).saturating_sub(a.n_gen);
+                limit = limit.min(left.saturating_sub(1));
+            }
+            limit = limit.min(spec.cap(&a.req.draft));
+            if limit > 0 {
+                // The history is the slot's cached tokens and the sampled one.
+                self.caches[s].tokens.extend(a.next);
+                asked.push((s, limit, a.req.draft));
+            }
+        }
+        if asked.is_empty() {
+            return;
+        }
+        let wants: Vec<Want<'_>> = asked
+            .iter()
+            .map(|&(slot, limit, params)| Want {
+                slot,
+                history: &self.caches[slot].tokens,
+                limit,
+                params,
+            })
+            .collect();
+        let proposals = spec.propose(&wants, self.n_ctx_slot);
+        drop(wants);
+        for (&(s, _, _), mut d) in asked.iter().zip(proposals) {
+            self.caches[s].tokens.pop();
+            d.truncate(*budget);
+            *budget -= d.len();
+            if let Some(a) = self.slots[s].as_mut() {
+                a.draft = d;
+            }
+        }
+    }
+
     /// Applies the loaded adapters at `scales` (by id) and the control
     /// vector to the context.
     fn use_adapters(&mut self, scales: &[f32]) -> llama::Result<()> {
@@ -465,6 +575,9 @@ impl<'m> Engine<'m> {
             if e.gen {
                 let tok = a.next.unwrap_or_default();
                 batch.add(tok, a.n_past as i32, &seq, true);
+                for (i, &t) in a.draft.iter().enumerate() {
+                    batch.add(t, (a.n_past + 1 + i) as i32, &seq, true);
+                }
             } else {
                 for i in 0..e.n {
                     let last = i + 1 == e.n;
@@ -477,7 +590,9 @@ impl<'m> Engine<'m> {
                 }
             }
             if e.logits {
-                rows.push((e.slot, batch.tokens.len() - 1));
+                // A slot's first row with logits.
+                let n_rows = if e.gen { e.n } else { 1 };
+                rows.push((e.slot, batch.tokens.len() - n_rows));
             }
         }
         if batch.tokens.is_empty() {
@@ -485,6 +600,19 @@ impl<'m> Engine<'m> {
         }
         let t0 = Instant::now();
         if let Err(err) = self.ctx.decode(&batch) {
+            if entries.iter().any(|e| e.gen && e.n > 1) {
+                // Try again without the proposals first.
+                let plain: Vec<Entry> = entries
+                    .iter()
+                    .map(|&e| if e.gen { Entry { n: 1, ..e } } else { e })
+                    .collect();
+                for e in &plain {
+                    if let Some(a) = self.slots[e.slot].as_mut() {
+                        a.draft.clear();
+                    }
+                }
+                return self.run(&plain);
+            }
             let total: usize = entries.iter().map(|e| e.n).sum();
             if total > 1 {
                 let (a, b) = split(entries);
@@ -511,6 +639,7 @@ impl<'m> Engine<'m> {
                 let cached = &mut self.caches[e.slot].tokens;
                 if e.gen {
                     cached.extend(a.next);
+                    cached.extend_from_slice(&a.draft);
                     a.next = None;
                 } else {
                     cached.extend_from_slice(&a.req.prompt[e.first..e.first + e.n]);
@@ -521,30 +650,99 @@ impl<'m> Engine<'m> {
                 }
             }
         }
+        if self.checkpointing {
+            for e in entries.iter().filter(|e| !e.gen) {
+                self.checkpoint(e.slot);
+            }
+        }
         for (slot, row) in rows {
             self.sample(slot, row);
         }
     }
 
-    /// Samples a slot's next token from batch row `row` and reports it.
+    /// Takes the slot's context checkpoint when its prompt is read up to
+    /// the checkpoint's place.
+    fn checkpoint(&mut self, slot: usize) {
+        let Some(a) = self.slots[slot].as_ref() else {
+            return;
+        };
+        if prompt_cache::checkpoint_at(a.req.prompt.len()) != Some(a.n_prompt_done) {
+            return;
+        }
+        let c = &mut self.caches[slot];
+        match self.ctx.state_seq_get_data(slot as i32, &c.tokens) {
+            Ok(data) => prompt_cache::add_checkpoint(
+                &mut c.checkpoints,
+                prompt_cache::Checkpoint {
+                    n_tokens: c.tokens.len(),
+                    data,
+                },
+            ),
+            Err(e) => llama::warn!("slot {slot}: no context checkpoint: {e}"),
+        }
+    }
+
+    /// Samples a slot's tokens from batch rows `row..`: with a proposal,
+    /// those the slot's sampler agrees with and one more (the rejected
+    /// ones leave the cache); reports them in order.
     fn sample(&mut self, slot: usize, row: usize) {
         let Some(a) = self.slots[slot].as_mut() else {
             return;
         };
-        let logits = match self.ctx.logits_ith(row as i32) {
-            Ok(l) => l,
+        let draft = std::mem::take(&mut a.draft);
+        let ctx = &self.ctx;
+        let read = move |i: usize| ctx.logits_ith((row + i) as i32);
+        let ids = match llama::speculative::sample_and_accept(&mut a.sampler, &draft, read) {
+            Ok(ids) => ids,
             Err(e) => return self.fail(slot, e.to_string()),
         };
-        let tok = a.sampler.sample(logits);
-        let probs = (a.req.n_probs > 0).then(|| top_probs(self.model, logits, tok, a.req.n_probs));
-        if tok >= 0 {
-            if let Err(e) = a.sampler.try_accept(tok) {
-                return self.fail(slot, e.to_string());
+        if !draft.is_empty() {
+            let n_accepted = ids.len() - 1;
+            a.n_draft += draft.len();
+            a.n_draft_accepted += n_accepted;
+            let m = &self.shared.metrics;
+            m.spec_draft_tokens
+                .fetch_add(draft.len() as u64, Ordering::Relaxed);
+            m.spec_accepted_tokens
+                .fetch_add(n_accepted as u64, Ordering::Relaxed);
+            m.spec_drafts.fetch_add(1, Ordering::Relaxed);
+            let keep = a.n_past - (draft.len() - n_accepted);
+            a.n_past = keep;
+            self.caches[slot].tokens.truncate(keep);
+            if !self.ctx.seq_rm(slot as i32, keep as i32, -1) {
+                return self.fail(slot, "the memory cannot drop rejected drafts".into());
             }
         }
+        let n = ids.len();
+        for (i, tok) in ids.into_iter().enumerate() {
+            if !self.emit(slot, tok, row + i, i + 1 == n) {
+                return;
+            }
+        }
+    }
+
+    /// Reports a slot's sampled token `tok` (of batch row `row`); the
+    /// `last` one becomes the slot's next token to decode, the others are
+    /// in the cache already. False when the slot's task ended.
+    fn emit(&mut self, slot: usize, tok: Token, row: usize, last: bool) -> bool {
+        let Some(a) = self.slots[slot].as_mut() else {
+            return false;
+        };
+        let probs = if a.req.n_probs > 0 {
+            match self.ctx.logits_ith(row as i32) {
+                Ok(l) => Some(top_probs(self.model, l, tok, a.req.n_probs)),
+                Err(e) => {
+                    self.fail(slot, e.to_string());
+                    return false;
+                }
+            }
+        } else {
+            None
+        };
         let vocab = &self.model.vocab;
         if tok < 0 || (vocab.is_eog(tok) && !a.req.ignore_eos) {
-            return self.finish(slot, Finish::Eos, None);
+            self.finish(slot, Finish::Eos, None);
+            return false;
         }
         a.n_gen += 1;
         let stop = a.text.push(&vocab.token_to_piece(tok, false));
@@ -555,17 +753,23 @@ impl<'m> Engine<'m> {
             probs: probs.into_iter().collect(),
         };
         if a.task.out.send(event).is_err() {
-            return self.free(slot);
+            self.free(slot);
+            return false;
         }
         if let Some(word) = stop {
-            return self.finish(slot, Finish::Word, Some(word));
+            self.finish(slot, Finish::Word, Some(word));
+            return false;
         }
         let limit = a.req.n_predict >= 0 && a.n_gen as i64 >= a.req.n_predict;
-        let full = !self.cache_cfg.context_shift && a.n_past + 1 >= self.n_ctx_slot;
+        let full = last && !self.cache_cfg.context_shift && a.n_past + 1 >= self.n_ctx_slot;
         if limit || full {
-            return self.finish(slot, Finish::Length, None);
+            self.finish(slot, Finish::Length, None);
+            return false;
         }
-        a.next = Some(tok);
+        if last {
+            a.next = Some(tok);
+        }
+        true
     }
 
     fn finish(&mut self, slot: usize, finish: Finish, stop_word: Option<String>) {
@@ -595,6 +799,8 @@ impl<'m> Engine<'m> {
             stop_word,
             t_prompt_ms: (t_prompt - a.t_start).as_secs_f64() * 1e3,
             t_gen_ms: (now - t_prompt).as_secs_f64() * 1e3,
+            n_draft: a.n_draft,
+            n_draft_accepted: a.n_draft_accepted,
         };
         let m = &self.shared.metrics;
         m.prompt_tokens
@@ -679,6 +885,7 @@ impl<'m> Engine<'m> {
                 n_past: a.as_ref().map_or(0, |a| a.n_past),
                 n_decoded: a.as_ref().map_or(0, |a| a.n_gen),
                 n_cached: self.caches[id].tokens.len(),
+                speculative: self.spec.is_some(),
             })
             .collect();
         *self.shared.slots.lock().unwrap_or_else(|e| e.into_inner()) = infos;

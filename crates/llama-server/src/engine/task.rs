@@ -32,6 +32,10 @@ pub struct GenRequest {
     pub n_keep: i64,
     /// Tokens dropped per context shift (0: half of those after `n_keep`).
     pub n_discard: usize,
+    /// The draft settings of this request (`speculative.n_max`, ...).
+    pub draft: llama::speculative::DraftParams,
+    /// The slot asked for (`id_slot`); None: any free one.
+    pub id_slot: Option<usize>,
 }
 
 /// Work for the engine.
@@ -155,6 +159,10 @@ pub struct Done {
     pub t_prompt_ms: f64,
     /// Milliseconds generating.
     pub t_gen_ms: f64,
+    /// Tokens proposed by speculation and verified by the model.
+    pub n_draft: usize,
+    /// Proposed tokens the model agreed with.
+    pub n_draft_accepted: usize,
 }
 
 /// Events of a task, in order.

@@ -7,7 +7,7 @@ use std::time::Instant;
 use llama::chat::{self, ChatTemplate};
 use llama::cli::{print_devices, CommonArgs};
 use llama::sampling::SamplerChain;
-use llama::speculative::{check_vocab_compatible, DraftParams, Drafter};
+use llama::speculative::{self, Drafter, Proposer, SpecArgs, SpecType};
 use llama::{Batch, Context, LlamaError, Model, Result};
 
 const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
@@ -25,6 +25,11 @@ const HELP: &str = "usage: llama-cli -m MODEL [-p PROMPT | -f FILE] [options]
   --draft-min N             fewer drafted tokens are not used (default 0)
   --draft-p-min P           stop drafting at a token less probable than P (default 0)
   -ngld, --n-gpu-layers-draft N  draft model layers on GPUs (default: as -ngl)
+  -devd, --device-draft LIST  devices of the draft model (default: as -dev)
+  --spec-type TYPE          none, draft-simple (the default with -md) or ngram-simple
+                            (prompt lookup, no draft model)
+  --spec-ngram-simple-size-n N  n-gram looked up (default 12)
+  --spec-ngram-simple-size-m N  most tokens proposed after a match (default 48)
   -b, --batch-size N        logical batch size (default 2048)
   -ub, --ubatch-size N      physical batch size (default 512)
   -t, --threads N           threads (-tb for batches)
@@ -94,7 +99,8 @@ fn run() -> Result<()> {
     let mut args = args;
     let fit_print = take_flag(&mut args.rest, "--fit-print");
     let chat = chat_flags(&mut args.rest)?;
-    let spec = spec_flags(&mut args.rest)?;
+    let spec = SpecArgs::take(&mut args.rest)?;
+    let spec_type = spec.kind()?;
     args.reject_rest()?;
     if args.list_devices {
         print_devices();
@@ -126,9 +132,9 @@ fn run() -> Result<()> {
     let conversation = args
         .conversation
         .unwrap_or(own_template.is_some() || chat.template.is_some());
-    if spec.model.is_some() && (conversation || args.context_shift) {
+    if spec_type != SpecType::None && (conversation || args.context_shift) {
         return Err(LlamaError::NotSupported(format!(
-            "speculative decoding (-md) {}",
+            "speculative decoding {}",
             if conversation {
                 "in conversation mode (use -no-cnv)"
             } else {
@@ -184,24 +190,13 @@ fn run() -> Result<()> {
     }
     out.flush().ok();
 
-    let drafter = match &spec.model {
-        Some(path) => {
-            if ctx.mem.rs().is_some() {
-                return Err(LlamaError::NotSupported(
-                    "speculative decoding with a recurrent target model (it cannot drop rejected drafts)".into(),
-                ));
-            }
-            let mut dp = args.model_params.clone();
-            dp.progress_callback = None;
-            if let Some(n) = spec.n_gpu_layers {
-                dp.n_gpu_layers = n;
-            }
-            let dm = Model::load(path, &dp)?;
-            check_vocab_compatible(vocab, &dm.vocab)?;
-            Some((dm, spec.params))
-        }
-        None => None,
-    };
+    if spec_type != SpecType::None && ctx.mem.rs().is_some() {
+        return Err(LlamaError::NotSupported(
+            "speculative decoding with a recurrent target model (it cannot drop rejected drafts)"
+                .into(),
+        ));
+    }
+    let draft_model = spec.load_draft(&model, &args.model_params)?;
     let t_start = Instant::now();
     let mut n_past = 0usize;
     for chunk in tokens.chunks(ctx.params.n_batch) {
@@ -215,19 +210,27 @@ fn run() -> Result<()> {
     } else {
         args.n_keep as usize + usize::from(vocab.add_bos())
     };
-    if let Some((dm, dparams)) = &drafter {
-        let dctx = Context::new(dm, args.ctx_params.clone())?;
-        let mut drafter = Drafter::new(dctx, *dparams);
-        let (n_past, accepted) = speculative_loop(
+    if spec_type != SpecType::None {
+        let mut proposer = match &draft_model {
+            Some(dm) => Proposer::Model(Box::new(Drafter::new(
+                Context::new(dm.as_ref(), args.ctx_params.clone())?,
+                spec.params,
+            ))),
+            None => Proposer::Ngram(spec.ngram),
+        };
+        let stats = speculative::generate(
             &mut ctx,
-            &mut drafter,
+            &mut proposer,
             &mut sampler,
             &tokens,
             args.n_predict,
-            &mut out,
+            |t| {
+                out.write_all(&vocab.token_to_piece(t, false)).ok();
+                out.flush().ok();
+            },
         )?;
         writeln!(out).ok();
-        let drafted = drafter.n_drafted;
+        let (drafted, accepted) = (stats.n_drafted, stats.n_accepted);
         llama::info!(
             "speculative: {drafted} tokens drafted, {accepted} accepted ({:.1}%)",
             if drafted > 0 {
@@ -236,7 +239,7 @@ fn run() -> Result<()> {
                 0.0
             }
         );
-        print_perf(&model, &ctx, t_start.elapsed(), n_past);
+        print_perf(&model, &ctx, t_start.elapsed(), stats.n_past);
         return Ok(());
     }
     let mut n_gen = 0i64;
@@ -288,90 +291,6 @@ fn run() -> Result<()> {
     Ok(())
 }
 
-/// Generation with a draft model: the draft proposes, the target decodes
-/// the last token and the proposals in one batch and keeps those its
-/// sampler agrees with (the rest leave its cache). Stops at the end of
-/// generation, `n_predict` tokens or a full context (no context shift).
-/// Returns the target's tokens in the cache and the drafts accepted.
-fn speculative_loop(
-    ctx: &mut Context<'_>,
-    drafter: &mut Drafter<'_>,
-    sampler: &mut SamplerChain,
-    prompt: &[i32],
-    n_predict: i64,
-    out: &mut impl Write,
-) -> Result<(usize, usize)> {
-    let vocab = &ctx.model().vocab;
-    let n_ctx = ctx.n_ctx();
-    let mut history = prompt.to_vec();
-    let mut n_past = prompt.len();
-    let mut n_gen = 0i64;
-    let mut accepted = 0usize;
-    let mut next = sampler.sample(ctx.logits_ith(-1)?);
-    loop {
-        sampler.try_accept(next)?;
-        if vocab.is_eog(next) {
-            break;
-        }
-        out.write_all(&vocab.token_to_piece(next, false)).ok();
-        out.flush().ok();
-        n_gen += 1;
-        if (n_predict >= 0 && n_gen >= n_predict) || n_past + 1 >= n_ctx {
-            break;
-        }
-        history.push(next);
-        let left = if n_predict >= 0 {
-            (n_predict - n_gen) as usize
-        } else {
-            usize::MAX
-        };
-        let room = n_ctx.saturating_sub(n_past + 2);
-        let draft = drafter.draft(&history, left.min(room))?;
-        let mut b = Batch::new();
-        b.add(next, n_past as i32, &[0], true);
-        for (i, &t) in draft.iter().enumerate() {
-            b.add(t, (n_past + 1 + i) as i32, &[0], true);
-        }
-        ctx.decode(&b)?;
-        n_past += 1;
-        let mut stop = false;
-        let mut i = 0;
-        loop {
-            let t = sampler.sample(ctx.logits_ith(i as i32)?);
-            if i < draft.len() && t == draft[i] {
-                sampler.try_accept(t)?;
-                accepted += 1;
-                history.push(t);
-                n_past += 1;
-                i += 1;
-                if vocab.is_eog(t) {
-                    stop = true;
-                    break;
-                }
-                out.write_all(&vocab.token_to_piece(t, false)).ok();
-                n_gen += 1;
-                if n_predict >= 0 && n_gen >= n_predict {
-                    stop = true;
-                    break;
-                }
-                continue;
-            }
-            next = t;
-            break;
-        }
-        // The rejected drafts leave the target's cache.
-        if !ctx.seq_rm(0, n_past as i32, -1) {
-            return Err(LlamaError::Decode(
-                "the memory cannot drop rejected drafts".into(),
-            ));
-        }
-        if stop {
-            break;
-        }
-    }
-    Ok((n_past, accepted))
-}
-
 /// Prints the timings as llama.cpp's `llama_perf_context_print` does.
 fn print_perf(model: &Model, ctx: &Context, total: std::time::Duration, n_past: usize) {
     let p = ctx.perf;
@@ -421,58 +340,6 @@ struct ChatFlags {
 }
 
 /// Takes `--chat-template` and `--jinja`/`--no-jinja` out of `rest`.
-/// Speculative decoding flags.
-struct SpecFlags {
-    model: Option<String>,
-    params: DraftParams,
-    n_gpu_layers: Option<i32>,
-}
-
-fn spec_flags(rest: &mut Vec<String>) -> Result<SpecFlags> {
-    let mut f = SpecFlags {
-        model: None,
-        params: DraftParams::default(),
-        n_gpu_layers: None,
-    };
-    let mut kept = Vec::new();
-    let mut it = std::mem::take(rest).into_iter();
-    while let Some(a) = it.next() {
-        let mut val = |what: &str| {
-            it.next()
-                .ok_or_else(|| LlamaError::InvalidParam(format!("{a} needs a value ({what})")))
-        };
-        let bad = |v: &str, what: &str| {
-            LlamaError::InvalidParam(format!("invalid value '{v}' for {a}: expected {what}"))
-        };
-        match a.as_str() {
-            "-md" | "--model-draft" => f.model = Some(val("file")?),
-            "--draft-max" | "--draft" | "--draft-n" => {
-                let v = val("int")?;
-                f.params.n_max = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
-            }
-            "--draft-min" | "--draft-n-min" => {
-                let v = val("int")?;
-                f.params.n_min = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
-            }
-            "--draft-p-min" => {
-                let v = val("probability")?;
-                f.params.p_min = v
-                    .parse::<f32>()
-                    .ok()
-                    .filter(|p| (0.0..=1.0).contains(p))
-                    .ok_or_else(|| bad(&v, "a number in [0, 1]"))?;
-            }
-            "-ngld" | "--gpu-layers-draft" | "--n-gpu-layers-draft" => {
-                let v = val("int")?;
-                f.n_gpu_layers = Some(v.parse().map_err(|_| bad(&v, "an integer"))?);
-            }
-            _ => kept.push(a),
-        }
-    }
-    *rest = kept;
-    Ok(f)
-}
-
 fn chat_flags(rest: &mut Vec<String>) -> Result<ChatFlags> {
     let mut f = ChatFlags {
         template: None,
