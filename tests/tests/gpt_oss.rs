@@ -152,6 +152,129 @@ fn gpt_oss_q8_0_vulkan_cpu_moe() {
     on_vulkan("tiny-gpt-oss-q8_0", 99, true);
 }
 
+/// llama.cpp's greedy bytes (llama-completion, 32 tokens at temperature 0
+/// after "Once upon a time", the same with -t 1 or 2, -b 1 and -fa off)
+/// on the F32 fixture quantized by its llama-quantize to MXFP4_MOE (MXFP4
+/// experts, every other matrix Q8_0), which `llama::quantize` writes byte
+/// for byte.
+const MXFP4_MOE_GREEDY_HEX: &str = "ef9d208e20736177196d76657220766572795d4763d4d412656e41206c6974746c65206d207520736f3a206b2076657279e280932062652076657279a59d20766572795a6b65";
+
+/// The F32 fixture quantized to MXFP4_MOE by the llama crate's quantizer
+/// (into a scratch folder of the caller's `name`).
+fn mxfp4_moe_model(name: &str) -> Option<PathBuf> {
+    let src = gpt_oss()?;
+    let dst = scratch_dir(name).join("model.gguf");
+    let params = llama::quantize::QuantizeParams {
+        nthread: 2,
+        ..llama::quantize::QuantizeParams::new(llama::quantize::ftype::ft::MOSTLY_MXFP4_MOE)
+    };
+    llama::quantize::quantize(&src, &dst, &params, &mut std::io::sink()).expect("quantize");
+    let f = GgufFile::open(&dst).expect("open");
+    let mxfp4 = f
+        .tensors()
+        .iter()
+        .filter(|t| t.ty == gguf::GgmlType::MXFP4)
+        .map(|t| t.name.clone())
+        .collect::<Vec<_>>();
+    assert_eq!(mxfp4.len(), 6, "{mxfp4:?}");
+    assert!(
+        mxfp4.iter().all(|n| n.contains("_exps.weight")),
+        "{mxfp4:?}"
+    );
+    Some(dst)
+}
+
+/// Greedy ids and, at each step, the margin of the best logit over the
+/// second, decoding `prompt` then `n` tokens.
+fn greedy_margins(model: &Model, prompt: &[i32], n: usize, fa: bool) -> (Vec<i32>, Vec<f32>) {
+    let mut ctx = Context::new(model, ctx_params(512, fa)).expect("context");
+    ctx.decode(&llama::Batch::get_one(prompt))
+        .expect("prompt decode");
+    let (mut ids, mut margins) = (Vec::new(), Vec::new());
+    for i in 0..n {
+        let l = ctx.logits_ith(-1).expect("logits");
+        let best = tests::argmax(l);
+        let second = l
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != best)
+            .map(|(_, &v)| v)
+            .fold(f32::NEG_INFINITY, f32::max);
+        margins.push(l[best] - second);
+        ids.push(best as i32);
+        let mut b = llama::Batch::new();
+        b.add(best as i32, (prompt.len() + i) as i32, &[0], true);
+        ctx.decode(&b).expect("decode");
+    }
+    (ids, margins)
+}
+
+/// The hex of the bytes of `ids`.
+fn hex_of(model: &Model, ids: &[i32]) -> String {
+    ids.iter()
+        .flat_map(|&t| model.vocab.token_to_piece(t, false))
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A step whose best logit leads the second by less than this, with
+/// flash attention on or off, is a near-tie: another backend's rounding
+/// may pick the other token there.
+const NEAR_TIE: f32 = 0.05;
+
+#[test]
+fn gpt_oss_mxfp4_moe_cpu() {
+    let Some(path) = mxfp4_moe_model("gpt-oss-mxfp4-cpu") else {
+        return;
+    };
+    let model = Model::load(&path, &cpu_params()).expect("load");
+    let prompt = model.vocab.tokenize("Once upon a time", true, false);
+    for fa in [true, false] {
+        let (ids, _) = greedy_margins(&model, &prompt, 32, fa);
+        assert_eq!(
+            hex_of(&model, &ids),
+            MXFP4_MOE_GREEDY_HEX,
+            "MXFP4_MOE on the CPU, flash attention {fa}"
+        );
+    }
+}
+
+/// Every layer offloaded, so that the GPU's shaders read the MXFP4
+/// experts: llama.cpp's greedy tokens up to the first near-tie of the
+/// CPU's path (which is llama.cpp's), with flash attention on and off.
+#[test]
+fn gpt_oss_mxfp4_moe_vulkan_all_layers() {
+    let Some(gpu) = tests::vulkan_device() else {
+        return;
+    };
+    let Some(path) = mxfp4_moe_model("gpt-oss-mxfp4-vulkan") else {
+        return;
+    };
+    let cpu = Model::load(&path, &cpu_params()).expect("load");
+    let prompt = cpu.vocab.tokenize("Once upon a time", true, false);
+    let (want, on) = greedy_margins(&cpu, &prompt, 32, true);
+    let (_, off) = greedy_margins(&cpu, &prompt, 32, false);
+    assert_eq!(hex_of(&cpu, &want), MXFP4_MOE_GREEDY_HEX);
+    let clear = (0..want.len())
+        .find(|&i| on[i].min(off[i]) < NEAR_TIE)
+        .unwrap_or(want.len());
+    assert!(clear >= 24, "a near-tie at step {clear} already");
+    let gpu_model = Model::load(&path, &gpu_params(&gpu, 99, false)).expect("load");
+    for fa in [true, false] {
+        let (got, _) = greedy_margins(&gpu_model, &prompt, 32, fa);
+        eprintln!(
+            "MXFP4_MOE on Vulkan, flash attention {fa}: {} of {} tokens as llama.cpp (near-tie from step {clear})",
+            got.iter().zip(&want).take_while(|(a, b)| a == b).count(),
+            want.len()
+        );
+        assert_eq!(
+            got[..clear],
+            want[..clear],
+            "MXFP4_MOE on Vulkan, flash attention {fa}: greedy ids before step {clear}"
+        );
+    }
+}
+
 /// A tensor to write: name, dims, raw bytes.
 type Tensor = (String, Vec<u64>, gguf::GgmlType, Vec<u8>);
 

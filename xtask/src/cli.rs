@@ -165,9 +165,10 @@ pub struct GenModelArgs {
     pub tied_output: Option<bool>,
     /// File type, as llama-quantize names them: f32 f16 bf16 q4_0 q4_1 q5_0
     /// q5_1 q8_0 q2_k q3_k_s q3_k_m q3_k_l q4_k_s q4_k_m q5_k_s q5_k_m q6_k
-    /// iq4_nl (q3_k, q4_k, q5_k: the _m ones). Quantized types give each
-    /// weight llama-quantize's type for it (Q4_K_M: Q6_K output and some
-    /// attn_v and ffn_down; Q4_0: Q6_K output); norms and biases stay F32.
+    /// iq4_nl mxfp4_moe (q3_k, q4_k, q5_k: the _m ones). Quantized types
+    /// give each weight llama-quantize's type for it (Q4_K_M: Q6_K output
+    /// and some attn_v and ffn_down; Q4_0: Q6_K output; MXFP4_MOE: MXFP4
+    /// experts, every other matrix Q8_0); norms and biases stay F32.
     #[arg(long = "type", default_value = "f32")]
     pub ty: OutType,
     /// Every 2-D weight in the type's base type, as `llama-quantize --pure`

@@ -164,3 +164,43 @@ fn rwkv6_loads_and_decodes() {
 fn rwkv7_loads_and_decodes() {
     check_types("rwkv7");
 }
+
+/// gpt-oss in F32, Q8_0 and MXFP4_MOE (llama-quantize's mixture: MXFP4
+/// experts, Q8_0 for every other matrix, F32 biases, sinks and router).
+#[test]
+fn gpt_oss_loads_and_decodes() {
+    for ty in ["f32", "q8_0", "mxfp4_moe"] {
+        check(parse_arch("gpt-oss").unwrap(), ty);
+    }
+    let dir = common::temp_dir("gen-gpt-oss-types");
+    let path = dir.join("m.gguf");
+    let spec = common::spec(
+        Preset::Stories260k,
+        shape(parse_arch("gpt-oss").unwrap()),
+        "mxfp4_moe",
+        3,
+    );
+    generate_file(&spec, &WriteSettings::default(), &path).expect("generate");
+    let f = gguf::GgufFile::open(&path).expect("open");
+    for t in f.tensors() {
+        let want = if t.name.contains("_exps.weight") {
+            gguf::GgmlType::MXFP4
+        } else if t.dims.len() >= 2
+            && t.name.ends_with(".weight")
+            && !t.name.contains("ffn_gate_inp")
+        {
+            gguf::GgmlType::Q8_0
+        } else {
+            gguf::GgmlType::F32
+        };
+        assert_eq!(t.ty, want, "{}", t.name);
+    }
+    // Three expert matrices per layer, stacked over 32 experts.
+    let exps: Vec<_> = f
+        .tensors()
+        .iter()
+        .filter(|t| t.ty == gguf::GgmlType::MXFP4)
+        .collect();
+    assert_eq!(exps.len(), 9);
+    assert!(exps.iter().all(|t| t.dims.len() == 3 && t.dims[2] == 32));
+}

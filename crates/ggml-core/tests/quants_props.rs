@@ -120,7 +120,6 @@ fn dot_types() -> impl Iterator<Item = Type> {
         Type::IQ1_M,
         Type::TQ1_0,
         Type::TQ2_0,
-        Type::MXFP4,
     ])
 }
 

@@ -2,7 +2,7 @@
 // one element type chosen by a define:
 //   A_F32, A_F16, A_BF16             -> QK == 1, a_elem(i)
 //   A_Q4_0 ... A_Q6_K, A_IQ4_NL,
-//   A_IQ4_XS                         -> QK elements per block,
+//   A_IQ4_XS, A_MXFP4                -> QK elements per block,
 //                                       dequant4(block, e): elements e..e+3
 //                                       (e a multiple of 4) of one block;
 //                                       also split in two: dq_scale(block, e),
@@ -28,8 +28,9 @@ layout(binding = 0, scalar) readonly buffer BufA { uint16_t data_a[]; };
 float a_elem(uint i) { return uintBitsToFloat(uint(data_a[i]) << 16); }
 
 #else
-// Quantized: every block size is even, so the same memory is also read as
-// 16-bit words to fetch four packed bytes in two loads.
+// Quantized: every block size but MXFP4's (17 bytes, read byte by byte) is
+// even, so the same memory is also read as 16-bit words to fetch four
+// packed bytes in two loads.
 layout(binding = 0, scalar) readonly buffer BufA16 { uint16_t data_a16[]; };
 #endif
 
@@ -235,25 +236,51 @@ vec2 dq_scale(uint ib, uint e) {
     return vec2(float(data_a[ib].d) * float(int(ls) - 32), 0.0);
 }
 
+#elif defined(A_MXFP4)
+#define QK 32
+#define BLOCK_BYTES 17u
+struct Block { uint8_t e; uint8_t qs[16]; };
+layout(binding = 0, scalar) readonly buffer BufA { Block data_a[]; };
+// The E8M0 scale, halved as ggml stores the FP4 values doubled: 2^(e - 128)
+// (subnormal for e < 2).
+vec2 dq_scale(uint ib, uint e) {
+    const uint x = uint(data_a[ib].e);
+    const uint bits = x < 2u ? (0x00200000u << x) : ((x - 1u) << 23);
+    return vec2(uintBitsToFloat(bits), 0.0);
+}
+// Four bytes of qs from `off` (the block is odd-sized: bytes one by one).
+uint qs4(uint ib, uint off) {
+    return uint(data_a[ib].qs[off]) | (uint(data_a[ib].qs[off + 1u]) << 8) |
+           (uint(data_a[ib].qs[off + 2u]) << 16) | (uint(data_a[ib].qs[off + 3u]) << 24);
+}
+
 #else
 #error "no A type defined"
 #endif
 
-#if defined(A_IQ4_NL) || defined(A_IQ4_XS)
-// The 16 IQ4_NL levels (-127, -104, ..., 113) as signed bytes, four per
-// word: a lookup is a select among four words and a shift, not an indexed
-// array (which some compilers turn into a chain of branches).
+#if defined(A_IQ4_NL) || defined(A_IQ4_XS) || defined(A_MXFP4)
+// The 16 levels as signed bytes, four per word: a lookup is a select among
+// four words and a shift, not an indexed array (which some compilers turn
+// into a chain of branches).
+#if defined(A_MXFP4)
+// The FP4 (E2M1) values doubled: 0, 1, 2, 3, 4, 6, 8, 12 and their negatives.
+const uvec4 KVALUES = uvec4(0x03020100u, 0x0c080604u, 0xfdfeff00u, 0xf4f8fafcu);
+#else
+// IQ4_NL's levels -127, -104, ..., 113.
 const uvec4 KVALUES = uvec4(0xbfad9881u, 0xf6eaddcfu, 0x26190d01u, 0x71594535u);
+#endif
 float kvalue(uint i) {
     return float(int(KVALUES[i >> 2] << (24u - 8u * (i & 3u))) >> 24);
 }
 vec4 dq4(uint ib, uint e, vec2 s) {
-#if defined(A_IQ4_NL)
-    const uint at = 2u + (e & 15u);
+#if defined(A_MXFP4)
+    const uint v = qs4(ib, e & 15u);
+#elif defined(A_IQ4_NL)
+    const uint v = BYTES4(ib, 2u + (e & 15u));
 #else
-    const uint at = 8u + 16u * (e >> 5) + (e & 15u);
+    const uint v = BYTES4(ib, 8u + 16u * (e >> 5) + (e & 15u));
 #endif
-    const uvec4 q = uvec4(nibbles(BYTES4(ib, at), ((e >> 4) & 1u) * 4u));
+    const uvec4 q = uvec4(nibbles(v, ((e >> 4) & 1u) * 4u));
     return s.x * vec4(kvalue(q.x), kvalue(q.y), kvalue(q.z), kvalue(q.w));
 }
 #endif

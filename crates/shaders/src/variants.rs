@@ -23,6 +23,7 @@ pub const A_TYPES: &[(&str, &str)] = &[
     ("q6_k", "A_Q6_K"),
     ("iq4_nl", "A_IQ4_NL"),
     ("iq4_xs", "A_IQ4_XS"),
+    ("mxfp4", "A_MXFP4"),
     ("bf16", "A_BF16"),
 ];
 

@@ -86,6 +86,11 @@ pub enum Preset {
     /// experts of 1408 (6 used) and 2 shared, vocabulary 102400.
     #[value(name = "deepseek-v2-lite")]
     DeepseekV2Lite,
+    /// gpt-oss-20b: 24 layers 2880 wide, 64 query heads and 8 kv heads of
+    /// 64, sliding windows of 128 on every other layer, 32 experts of 2880
+    /// (4 used), vocabulary 201088.
+    #[value(name = "gpt-oss-20b")]
+    GptOss20b,
     /// Qwen3.5 0.8B: 24 layers 1024 wide, gated DeltaNet (16 Q/K and 16 V
     /// heads of 128, convolution 4) with gated attention (8 heads of 256,
     /// 2 kv heads, rope over 64 dims) every fourth layer, SwiGLU FFNs of
@@ -117,6 +122,7 @@ impl Preset {
             Preset::Granite4HMicro => "granite-4.0-h-micro",
             Preset::Lfm2_350m => "lfm2-350m",
             Preset::DeepseekV2Lite => "deepseek-v2-lite",
+            Preset::GptOss20b => "gpt-oss-20b",
             Preset::Qwen35_0_8b => "qwen3.5-0.8b",
             Preset::Rwkv7_0_4b => "rwkv7-0.4b",
         }
@@ -161,6 +167,7 @@ impl Preset {
                 false,
             ),
             Preset::Qwen35_0_8b => ("qwen35", 248_320, 1024, 24, 8, 2, 3584, 262_144, true),
+            Preset::GptOss20b => ("gpt-oss", 201_088, 2880, 24, 64, 8, 2880, 131_072, false),
         };
         let (arch, gen) = preset_arch(arch);
         Shape {
@@ -336,9 +343,10 @@ impl Shape {
         super::archs::ssm::validate(self)
     }
 
-    /// Dimension of one attention head.
+    /// Dimension of one attention head: `n_embd / n_head`, or the width
+    /// the architecture fixes (see [`super::archs::head_dim`]).
     pub fn head_dim(&self) -> u32 {
-        self.n_embd / self.n_head
+        super::archs::head_dim(self).unwrap_or(self.n_embd / self.n_head)
     }
 
     /// Width of the key and value projections.
@@ -363,10 +371,13 @@ mod tests {
             Preset::Granite4HMicro,
             Preset::Lfm2_350m,
             Preset::DeepseekV2Lite,
+            Preset::GptOss20b,
             Preset::Rwkv7_0_4b,
         ] {
             p.shape().validate().unwrap();
         }
+        let g = Preset::GptOss20b.shape();
+        assert_eq!((g.head_dim(), g.n_embd_kv()), (64, 512));
         let q = Preset::Qwen2_0_5b.shape();
         assert_eq!((q.head_dim(), q.n_embd_kv()), (64, 128));
         assert!(q.qkv_bias && q.tied_output);

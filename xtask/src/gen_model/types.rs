@@ -50,6 +50,7 @@ const TYPES: &[(&str, GgmlType, u32)] = &[
     ("q5_k", GgmlType::Q5_K, ftype::MOSTLY_Q5_K_M),
     ("q6_k", GgmlType::Q6_K, ftype::MOSTLY_Q6_K),
     ("iq4_nl", GgmlType::IQ4_NL, ftype::MOSTLY_IQ4_NL),
+    ("mxfp4_moe", GgmlType::MXFP4, ftype::MOSTLY_MXFP4_MOE),
     ("q3_k_s", GgmlType::Q3_K, ftype::MOSTLY_Q3_K_S),
     ("q3_k_m", GgmlType::Q3_K, ftype::MOSTLY_Q3_K_M),
     ("q3_k_l", GgmlType::Q3_K, ftype::MOSTLY_Q3_K_L),
@@ -131,6 +132,7 @@ mod tests {
             ("q5_k", GgmlType::Q5_K, 17),
             ("q6_k", GgmlType::Q6_K, 18),
             ("iq4_nl", GgmlType::IQ4_NL, 25),
+            ("mxfp4_moe", GgmlType::MXFP4, 38),
         ] {
             let t: OutType = name.parse().unwrap();
             assert_eq!((t.name, t.ty, t.file_type), (name, ty, file_type));

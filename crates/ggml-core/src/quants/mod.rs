@@ -65,6 +65,7 @@ pub const MATMUL_TYPES: &[Type] = &[
     Type::Q6_K,
     Type::IQ4_NL,
     Type::IQ4_XS,
+    Type::MXFP4,
 ];
 
 /// Bytes of a row of `n` elements of `ty`; fails when `n` is not a multiple

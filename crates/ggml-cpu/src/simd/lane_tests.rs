@@ -179,3 +179,88 @@ fn avx2_row_kernels_give_the_bits_of_their_lane_model() {
     }
     assert!(checked > 0);
 }
+
+/// ggml's AVX2 MXFP4 dot (`ggml_vec_dot_mxfp4_q8_0`) as a scalar model:
+/// the even and the odd blocks of each pair in two sets of eight lanes,
+/// one fused multiply-add of `dy * dx` and the lane's integer sum per
+/// block, the two sets added lane by lane and summed as `hsum`, then a
+/// last odd block added as `sum + (dy * dx) * sumi`.
+fn model_mxfp4_ggml(n: usize, x: &[u8], y: &[u8]) -> f32 {
+    let mut acc = [[0f32; 8]; 2];
+    let mut q = [0i8; 32];
+    let nb = n / 32;
+    let pairs = nb - nb % 2;
+    for ib in 0..pairs {
+        let dx = scalar::dec_mxfp4(&x[ib * 17..(ib + 1) * 17], &mut q);
+        let yb = &y[ib * 34..(ib + 1) * 34];
+        let d = scalar::f16_at(yb, 0) * dx;
+        for (i, a) in acc[ib % 2].iter_mut().enumerate() {
+            let s: i32 = (4 * i..4 * i + 4)
+                .map(|j| i32::from(q[j]) * i32::from(yb[2 + j] as i8))
+                .sum();
+            *a = d.mul_add(s as f32, *a);
+        }
+    }
+    let both: [f32; 8] = std::array::from_fn(|i| acc[0][i] + acc[1][i]);
+    let mut sum = hsum(&both);
+    if pairs < nb {
+        let dx = scalar::dec_mxfp4(&x[pairs * 17..(pairs + 1) * 17], &mut q);
+        let yb = &y[pairs * 34..(pairs + 1) * 34];
+        let s: i32 = (0..32)
+            .map(|j| i32::from(q[j]) * i32::from(yb[2 + j] as i8))
+            .sum();
+        sum += (scalar::f16_at(yb, 0) * dx) * s as f32;
+    }
+    sum
+}
+
+/// The MXFP4 kernels of AVX2 and AVX-512 give the bits of ggml's AVX2
+/// kernel (which ggml also runs on AVX-512 CPUs), for every tile, with
+/// even and odd block counts, and with scales across the E8M0 range.
+#[test]
+fn mxfp4_kernels_give_the_bits_of_ggml_avx2() {
+    let ty = Type::MXFP4;
+    let mut checked = 0;
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        if !available_isas().contains(&isa) {
+            continue;
+        }
+        let f = kernels_for(isa).unwrap().dot(ty).unwrap();
+        for n in [32, 64, 96, 160, 2880, 35 * 32] {
+            let mut rng = Rng(n as u64 * 7 + 3);
+            let mut xs: Vec<Vec<u8>> = (0..MAX_ROWS).map(|_| quantize(ty, &rng.vec(n))).collect();
+            // Scales far from 1 as well (the quantizer's are near 2^-3).
+            for (r, x) in xs.iter_mut().enumerate().skip(2) {
+                for (b, blk) in x.chunks_exact_mut(17).enumerate() {
+                    blk[0] = (90 + 13 * r + 7 * b) as u8 % 200 + 20;
+                }
+            }
+            let ys: Vec<Vec<u8>> = (0..MAX_COLS)
+                .map(|_| quantize(Type::Q8_0, &rng.vec(n)))
+                .collect();
+            for rows in [1, MAX_ROWS] {
+                for cols in 1..=MAX_COLS {
+                    let xr: Vec<&[u8]> = xs[..rows].iter().map(|v| &v[..]).collect();
+                    let yr: Vec<&[u8]> = ys[..cols].iter().map(|v| &v[..]).collect();
+                    let mut out = vec![0f32; rows * cols];
+                    f(n, &xr, &yr, &mut out);
+                    for r in 0..rows {
+                        for c in 0..cols {
+                            let want = model_mxfp4_ggml(n, &xs[r], &ys[c]);
+                            assert_eq!(
+                                out[r * cols + c].to_bits(),
+                                want.to_bits(),
+                                "{isa:?} n={n} tile {rows}x{cols} ({r},{c}): {} vs {want}",
+                                out[r * cols + c]
+                            );
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    if available_isas().contains(&Isa::Avx2) {
+        assert!(checked > 0);
+    }
+}

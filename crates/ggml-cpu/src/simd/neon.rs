@@ -10,7 +10,7 @@
 
 use std::arch::aarch64::*;
 
-use ggml_core::quants::KVALUES_IQ4NL;
+use ggml_core::quants::{self, KVALUES_IQ4NL, KVALUES_MXFP4};
 use ggml_core::Type;
 
 use super::{by_tile, check_tile, Kernels};
@@ -23,6 +23,7 @@ pub(super) fn install(k: &mut Kernels) {
     k.set(Type::Q5_0, q5_0_row);
     k.set(Type::Q8_0, q8_0_row);
     k.set(Type::IQ4_NL, iq4_nl_row);
+    k.set(Type::MXFP4, mxfp4_row);
 }
 
 #[inline]
@@ -148,6 +149,21 @@ unsafe fn dec_iq4_nl(b: &[u8]) -> Levels {
     }
 }
 
+/// # Safety
+/// `b` must hold a 17-byte block.
+#[inline]
+#[target_feature(enable = "neon")]
+unsafe fn dec_mxfp4(b: &[u8]) -> Levels {
+    // SAFETY: 16 bytes of nibbles at offset 1 (caller); a 16-entry table.
+    unsafe {
+        let v = vld1q_u8(b.as_ptr().add(1));
+        let t = vld1q_s8(KVALUES_MXFP4.as_ptr());
+        let lo = vqtbl1q_s8(t, vandq_u8(v, vdupq_n_u8(0x0f)));
+        let hi = vqtbl1q_s8(t, vshrq_n_u8(v, 4));
+        (quants::e8m0_to_fp32_half(b[0]), lo, hi)
+    }
+}
+
 /// Four i32 lanes summing the 32 products of two blocks' levels.
 #[inline]
 #[target_feature(enable = "neon")]
@@ -214,3 +230,4 @@ q8_0_kernel!(q4_0_tile, q4_0_row, 18, dec_q4_0);
 q8_0_kernel!(q5_0_tile, q5_0_row, 22, dec_q5_0);
 q8_0_kernel!(q8_0_tile, q8_0_row, 34, dec_q8_0);
 q8_0_kernel!(iq4_nl_tile, iq4_nl_row, 18, dec_iq4_nl);
+q8_0_kernel!(mxfp4_tile, mxfp4_row, 17, dec_mxfp4);

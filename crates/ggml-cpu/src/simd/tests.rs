@@ -44,6 +44,8 @@ pub(super) fn unit_scales(ty: Type, row: &mut [u8]) {
             Type::Q3_K => b[108..110].copy_from_slice(&ONE),
             Type::Q6_K => b[208..210].copy_from_slice(&ONE),
             Type::Q8_K => b[0..4].copy_from_slice(&1f32.to_le_bytes()),
+            // E8M0 128 is 2^0 (the scale is stored halved, the levels doubled).
+            Type::MXFP4 => b[0] = 128,
             _ => {}
         }
     }

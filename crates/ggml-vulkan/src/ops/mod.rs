@@ -44,6 +44,7 @@ pub(crate) fn type_name(ty: Type) -> Option<&'static str> {
         Type::Q6_K => "q6_k",
         Type::IQ4_NL => "iq4_nl",
         Type::IQ4_XS => "iq4_xs",
+        Type::MXFP4 => "mxfp4",
         Type::BF16 => "bf16",
         _ => return None,
     })

@@ -26,6 +26,9 @@ pub struct JinjaTemplate {
     pub supports_thinking: bool,
     /// What the template does with tools and calls, and their format.
     pub tool_caps: super::tools::TemplateCaps,
+    /// gpt-oss's harmony template, given its messages as llama.cpp gives
+    /// them (see [`super::harmony`]).
+    pub harmony: bool,
 }
 
 /// Extra variables for a rendering (`chat_template_kwargs`).
@@ -106,6 +109,7 @@ impl JinjaTemplate {
             supports_system: true,
             supports_thinking: false,
             tool_caps: super::tools::TemplateCaps::default(),
+            harmony: super::harmony::is_harmony(source),
         };
         const PROBE: &str = "<system probe 7f3a>";
         let probe = [Message::new("system", PROBE), Message::new("user", "u")];
@@ -134,6 +138,22 @@ impl JinjaTemplate {
     /// Renders `messages` (and `tools` when given) with
     /// `add_generation_prompt` and the extra variables `kwargs`.
     pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+        tools: Option<&serde_json::Value>,
+        kwargs: Option<&Kwargs>,
+    ) -> Result<String, ChatError> {
+        let mut out = self.render_merged(messages, add_generation_prompt, tools, kwargs)?;
+        if self.harmony && !add_generation_prompt {
+            super::harmony::end_instead_of_return(&mut out);
+        }
+        Ok(out)
+    }
+
+    /// [`JinjaTemplate::render`] before the harmony ending, with system
+    /// messages merged where the template has none.
+    fn render_merged(
         &self,
         messages: &[Message],
         add_generation_prompt: bool,
@@ -200,10 +220,13 @@ impl JinjaTemplate {
             .env
             .get_template(NAME)
             .map_err(|e| ChatError::Template(format!("{e:#}")))?;
-        let msgs: Vec<serde_json::Value> = messages
+        let mut msgs: Vec<serde_json::Value> = messages
             .iter()
             .map(|m| m.to_template_json(object_arguments))
             .collect();
+        if self.harmony {
+            msgs.iter_mut().for_each(super::harmony::adjust_message);
+        }
         let mut ctx = Kwargs::new();
         ctx.insert("messages".into(), msgs.into());
         ctx.insert("add_generation_prompt".into(), add_generation_prompt.into());

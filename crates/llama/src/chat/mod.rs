@@ -6,6 +6,7 @@
 
 mod builtin;
 pub mod conversation;
+mod harmony;
 mod jinja;
 mod tojson;
 pub mod tools;

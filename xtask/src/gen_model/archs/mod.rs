@@ -10,6 +10,7 @@
 mod deepseek2;
 mod gemma2;
 mod gemma3;
+pub mod gpt_oss;
 mod granitehybrid;
 mod lfm2;
 mod mamba;
@@ -82,6 +83,7 @@ static GENERATORS: &[&ArchGen] = &[
     &granitehybrid::GEN,
     &lfm2::GEN,
     &deepseek2::GEN,
+    &gpt_oss::GEN,
     &qwen35::GEN,
     &rwkv6::GEN,
     &rwkv7::GEN,
@@ -90,6 +92,12 @@ static GENERATORS: &[&ArchGen] = &[
 /// The generator entry of `arch`, or `None` when gen-model cannot write it.
 pub fn generator(arch: Arch) -> Option<&'static ArchGen> {
     GENERATORS.iter().copied().find(|g| g.name == arch.name())
+}
+
+/// The head width of `shape` where its architecture fixes one apart from
+/// `n_embd / n_head` (gpt-oss's heads are 64 wide at any width).
+pub fn head_dim(shape: &Shape) -> Option<u32> {
+    (shape.arch.name() == gpt_oss::GEN.name).then_some(gpt_oss::HEAD_DIM)
 }
 
 /// The names of the architectures the generator writes.

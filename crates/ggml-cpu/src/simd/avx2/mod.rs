@@ -19,16 +19,19 @@ mod float;
 mod gemm;
 mod kquant;
 mod legacy;
+mod mxfp4;
 mod ssm;
 
 pub(super) use float::{f16_elem, f32_elem, load_f16x8, load_f32x8};
 pub(super) use kquant::{q3k_levels, q3k_scales};
 pub(super) use legacy::{dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0};
+pub(super) use mxfp4::{add_last_block, dec_mxfp4, BLOCK_BYTES as MXFP4_BYTES};
 
 /// Installs the AVX2 kernels (the caller checked AVX2, FMA and F16C).
 pub(super) fn install(k: &mut Kernels) {
     float::install(k);
     legacy::install(k);
+    mxfp4::install(k);
     kquant::install(k);
     act::install(k);
     attn::install(k);
@@ -38,7 +41,7 @@ pub(super) fn install(k: &mut Kernels) {
 
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-fn hsum(v: __m256) -> f32 {
+pub(super) fn hsum(v: __m256) -> f32 {
     let r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
     let r = _mm_add_ps(r, _mm_movehl_ps(r, r));
     let r = _mm_add_ss(r, _mm_movehdup_ps(r));

@@ -16,6 +16,7 @@ mod float;
 mod gemm;
 mod kquant;
 mod legacy;
+mod mxfp4;
 
 /// Also unpacks the Q4_K / Q5_K scales of the AVX2 row kernel.
 pub(super) use kquant::k4_scale_bytes;
@@ -27,6 +28,7 @@ pub(super) fn install(k: &mut Kernels) {
     float::install(k);
     gemm::install(k);
     legacy::install(k);
+    mxfp4::install(k);
     kquant::install(k);
 }
 

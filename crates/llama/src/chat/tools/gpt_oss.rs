@@ -3,7 +3,12 @@
 //! `<|constrain|>json`) then `<|message|>` and a body ended by `<|end|>`,
 //! `<|call|>` or `<|return|>`; later ones open with `<|start|>assistant`.
 //! The analysis channel is reasoning, final (and commentary) content, and
-//! a message addressed to `functions.X` a call of X.
+//! a message addressed to `functions.X` a call of X. As llama.cpp's
+//! parser: a header may carry a stray `<|channel|>commentary to=assistant`
+//! before its real channel (the last one counts), and a message addressed
+//! to anything else (a built-in tool such as `python` or
+//! `container.exec`, or a function while calls are not parsed) is
+//! consumed without content.
 
 use super::json_scan::{compact, minify};
 use super::parser::ChatParser;
@@ -15,18 +20,27 @@ const MESSAGE: &str = "<|message|>";
 const CHANNEL: &str = "<|channel|>";
 const ENDS: &[&str] = &["<|end|>", "<|call|>", "<|return|>", "<|start|>"];
 
-/// The function a header addresses (`to=functions.NAME`).
+/// What a header addresses (`to=functions.NAME`, `to=python`), other
+/// than the assistant itself (the stray `to=assistant` some replies put
+/// before their channel).
 fn recipient(header: &str) -> Option<&str> {
-    let i = header.find("to=functions.")?;
-    let rest = &header[i + "to=functions.".len()..];
-    let end = rest
-        .find(|c: char| c.is_whitespace() || c == '<')
-        .unwrap_or(rest.len());
-    Some(&rest[..end])
+    let mut rest = header;
+    while let Some(i) = rest.find("to=") {
+        let r = &rest[i + "to=".len()..];
+        let end = r
+            .find(|c: char| c.is_whitespace() || c == '<')
+            .unwrap_or(r.len());
+        if &r[..end] != "assistant" {
+            return Some(&r[..end]);
+        }
+        rest = &r[end..];
+    }
+    None
 }
 
+/// The header's channel: the last `<|channel|>` in it.
 fn channel(header: &str) -> &str {
-    header.find(CHANNEL).map_or("", |i| {
+    header.rfind(CHANNEL).map_or("", |i| {
         let rest = &header[i + CHANNEL.len()..];
         let end = rest
             .find(|c: char| c.is_whitespace() || c == '<')
@@ -75,7 +89,11 @@ pub(crate) fn parse(text: &str, partial: bool, p: &ChatParser, out: &mut ParsedM
         } else {
             body
         };
-        if let Some(name) = recipient(header).filter(|_| p.parse_tool_calls) {
+        let to = recipient(header);
+        let function = to.and_then(|r| r.strip_prefix("functions."));
+        if to.is_some() && function.filter(|_| p.parse_tool_calls).is_none() {
+            // Addressed to a tool we do not run: consumed, no content.
+        } else if let Some(name) = function {
             let arguments = if open {
                 minify(body_shown)
             } else {
@@ -157,5 +175,65 @@ mod tests {
             true,
         );
         assert_eq!(p.reasoning_content, "I'm\nthinking");
+    }
+
+    /// The rest of llama.cpp's gpt-oss parser cases (tests/test-chat.cpp):
+    /// the commentary channel as content, a call with a constraint among
+    /// arguments holding braces, a constrained final message, built-in
+    /// tools consumed without content, and the stray `to=assistant`.
+    #[test]
+    fn llama_cpp_channel_and_recipient_cases() {
+        let c = run(
+            "<|channel|>commentary<|message|>Hello, world!\nWhat's up?",
+            ReasoningFormat::Auto,
+            false,
+        );
+        assert_eq!(
+            (c.content.as_str(), c.tool_calls.len()),
+            ("Hello, world!\nWhat's up?", 0)
+        );
+        let edit = run(
+            "<|channel|>analysis<|message|>Thinking about edit...<|end|><|start|>assistant<|channel|>commentary to=functions.edit <|constrain|>json<|message|>{\"oldString\": \"if (part < railCount - 1) {\", \"newString\": \"if (part < 4) {\", \"replaceAll\": false}",
+            ReasoningFormat::Auto,
+            false,
+        );
+        assert_eq!(edit.reasoning_content, "Thinking about edit...");
+        assert_eq!(edit.content, "");
+        assert_eq!(edit.tool_calls.len(), 1);
+        assert_eq!(edit.tool_calls[0].name, "edit");
+        let args: serde_json::Value = serde_json::from_str(&edit.tool_calls[0].arguments).unwrap();
+        assert_eq!(
+            args,
+            serde_json::json!({"oldString": "if (part < railCount - 1) {", "newString": "if (part < 4) {", "replaceAll": false})
+        );
+        let json = run(
+            "<|channel|>analysis<|message|>I need to output the invoice details in JSON<|end|><|start|>assistant<|channel|>final <|constrain|>json<|message|>{\"amount\": 123.45, \"date\": \"2025-12-03\"}",
+            ReasoningFormat::Auto,
+            false,
+        );
+        assert_eq!(
+            json.reasoning_content,
+            "I need to output the invoice details in JSON"
+        );
+        assert_eq!(json.content, r#"{"amount": 123.45, "date": "2025-12-03"}"#);
+        for builtin in [
+            "<|channel|>analysis<|message|>I will execute python to say hello<|end|><|start|>assistant to=container.exec<|channel|>commentary<|message|>python3 -c 'print(\"hello\")'",
+            "<|channel|>analysis<|message|>I will execute python to say hello<|end|><|start|>assistant<|channel|>commentary to=python <|constrain|>code<|message|>print(\"hello\")",
+        ] {
+            let b = run(builtin, ReasoningFormat::Auto, false);
+            assert_eq!(b.reasoning_content, "I will execute python to say hello", "{builtin}");
+            assert_eq!((b.content.as_str(), b.tool_calls.len()), ("", 0), "{builtin}");
+        }
+        for stray in [
+            "<|channel|>commentary to=assistant<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant<|channel|>final<|message|>Hello, world!\nWhat's up?",
+            "<|channel|>analysis<|message|>I'm\nthinking<|end|><|start|>assistant<|channel|>commentary to=assistant<|channel|>final<|message|>Hello, world!\nWhat's up?",
+        ] {
+            let m = run(stray, ReasoningFormat::Auto, false);
+            assert_eq!(
+                (m.reasoning_content.as_str(), m.content.as_str()),
+                ("I'm\nthinking", "Hello, world!\nWhat's up?"),
+                "{stray}"
+            );
+        }
     }
 }
