@@ -20,7 +20,8 @@ pub(crate) struct Pipelines {
     pub(crate) set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
-    made: Mutex<HashMap<(&'static str, Vec<u32>), vk::Pipeline>>,
+    /// By shader name, then specialization constants.
+    made: Mutex<HashMap<&'static str, Vec<(Vec<u32>, vk::Pipeline)>>>,
 }
 
 impl Pipelines {
@@ -80,7 +81,10 @@ impl Pipelines {
         spec: &[u32],
     ) -> Result<vk::Pipeline> {
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, &p)) = made.iter().find(|((n, s), _)| *n == name && s == spec) {
+        if let Some(&(_, p)) = made
+            .get(name)
+            .and_then(|v| v.iter().find(|(s, _)| s == spec))
+        {
             return Ok(p);
         }
         let (key, code) = shaders::names()
@@ -120,7 +124,7 @@ impl Pipelines {
             device.destroy_shader_module(module, None);
             let p =
                 res.map_err(|(_, e)| Error::vk(format!("vkCreateComputePipelines({name})"), e))?[0];
-            made.insert((key, spec.to_vec()), p);
+            made.entry(key).or_default().push((spec.to_vec(), p));
             Ok(p)
         }
     }
@@ -131,7 +135,7 @@ impl Pipelines {
         // SAFETY: the device is idle, so no pipeline is in use; each object
         // is destroyed once.
         unsafe {
-            for &p in made.values() {
+            for &(_, p) in made.values().flatten() {
                 device.destroy_pipeline(p, None);
             }
             if self.cache != vk::PipelineCache::null() {

@@ -8,7 +8,8 @@
 //! overlap on the GPU; the time of such a run is then split among them as
 //! the GPU retired them, so per-shader figures are close, not exact, while
 //! their sum is the GPU's busy time of the recording. The host's share is
-//! measured per graph: recording, and waiting for the GPU.
+//! measured per graph: recording, and waiting for the GPU; with the
+//! dispatches per graph (in generation, a graph is one token).
 //!
 //! The report goes to stderr when the backend is dropped.
 
@@ -87,6 +88,14 @@ impl Queries {
     /// Reads the timestamps of a completed submission into `log` and
     /// destroys the pool.
     pub(crate) fn collect(self, dev: &ash::Device, log: &mut PerfLog) {
+        self.read(dev, log);
+        // SAFETY: no submission uses the pool any more.
+        unsafe { dev.destroy_query_pool(self.pool, None) };
+    }
+
+    /// Reads the timestamps of a completed submission into `log`, keeping
+    /// the pool (for a command buffer submitted again).
+    pub(crate) fn read(&self, dev: &ash::Device, log: &mut PerfLog) {
         let n = self.ends.len() + 1;
         let mut ticks = vec![0u64; n];
         // SAFETY: the submission that wrote the queries has completed; the
@@ -94,19 +103,17 @@ impl Queries {
         let read = unsafe {
             dev.get_query_pool_results(self.pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64)
         };
-        // SAFETY: no submission uses the pool any more.
-        unsafe { dev.destroy_query_pool(self.pool, None) };
         log.untimed += self.untimed;
         if read.is_err() {
             log.unread += self.ends.len() as u64;
             return;
         }
-        for (i, (shader, bytes)) in self.ends.into_iter().enumerate() {
+        for (i, (shader, bytes)) in self.ends.iter().enumerate() {
             let dt = log.ticks_between(ticks[i], ticks[i + 1]);
-            let s = log.shaders.entry(shader).or_default();
+            let s = log.shaders.entry(shader.clone()).or_default();
             s.calls += 1;
             s.ns += dt as f64 * log.period as f64;
-            s.bytes += bytes;
+            s.bytes += *bytes;
         }
     }
 
@@ -127,11 +134,17 @@ struct ShaderStat {
 
 /// What the logger gathered over the backend's life.
 pub(crate) struct PerfLog {
+    /// False when the queue writes no timestamps: only the host's share
+    /// and the dispatches are counted.
+    pub(crate) timed: bool,
     /// Nanoseconds per tick.
     period: f32,
     valid_mask: u64,
     shaders: HashMap<String, ShaderStat>,
     graphs: u64,
+    /// Graphs whose recorded command buffers were submitted again.
+    pub(crate) replayed: u64,
+    dispatches: u64,
     record: Duration,
     wall: Duration,
     untimed: u64,
@@ -143,6 +156,7 @@ impl PerfLog {
     /// tick every `period` ns.
     pub(crate) fn new(period: f32, valid_bits: u32) -> PerfLog {
         PerfLog {
+            timed: true,
             period,
             valid_mask: if valid_bits >= 64 {
                 u64::MAX
@@ -151,10 +165,20 @@ impl PerfLog {
             },
             shaders: HashMap::new(),
             graphs: 0,
+            replayed: 0,
+            dispatches: 0,
             record: Duration::ZERO,
             wall: Duration::ZERO,
             untimed: 0,
             unread: 0,
+        }
+    }
+
+    /// A logger without GPU times.
+    pub(crate) fn untimed() -> PerfLog {
+        PerfLog {
+            timed: false,
+            ..PerfLog::new(1.0, 64)
         }
     }
 
@@ -164,9 +188,11 @@ impl PerfLog {
         (b & self.valid_mask).wrapping_sub(a & self.valid_mask) & self.valid_mask
     }
 
-    /// Adds one graph: the time spent recording it and the whole call.
-    pub(crate) fn graph(&mut self, record: Duration, wall: Duration) {
+    /// Adds one graph: the time spent recording it, the whole call and
+    /// the dispatches recorded.
+    pub(crate) fn graph(&mut self, record: Duration, wall: Duration, dispatches: u64) {
         self.graphs += 1;
+        self.dispatches += dispatches;
         self.record += record;
         self.wall += wall;
     }
@@ -185,6 +211,15 @@ impl PerfLog {
             per(self.wall.as_secs_f64() * 1e6),
             per(self.record.as_secs_f64() * 1e6),
             per(gpu_ns / 1e3)
+        );
+        // In generation a graph is one token.
+        let _ = writeln!(
+            out,
+            "ggml_vulkan: {device}: {:.1} dispatches per graph, host {:.1} us per graph ({} dispatches, {} graphs replayed)",
+            per(self.dispatches as f64),
+            per(self.record.as_secs_f64() * 1e6),
+            self.dispatches,
+            self.replayed
         );
         let mut rows: Vec<_> = self.shaders.iter().collect();
         rows.sort_by(|a, b| b.1.ns.total_cmp(&a.1.ns).then(a.0.cmp(b.0)));
@@ -307,19 +342,23 @@ mod tests {
                 bytes: 32_000,
             },
         );
-        log.graph(Duration::from_micros(10), Duration::from_micros(30));
-        log.graph(Duration::from_micros(10), Duration::from_micros(30));
+        log.graph(Duration::from_micros(10), Duration::from_micros(30), 7);
+        log.graph(Duration::from_micros(10), Duration::from_micros(30), 5);
         let r = log.report("Vulkan0");
         let lines: Vec<&str> = r.lines().collect();
         assert!(lines[0].contains("2 graphs"), "{r}");
         assert!(lines[0].contains("30.0 us wall"), "{r}");
         assert!(lines[0].contains("10.0 us recording"), "{r}");
         assert!(lines[0].contains("10.0 us GPU busy"), "{r}");
-        assert!(lines[2].trim_start().starts_with("big"), "{r}");
-        assert!(lines[3].trim_start().starts_with("small"), "{r}");
+        assert!(
+            lines[1].contains("6.0 dispatches per graph, host 10.0 us per graph (12 dispatches, 0 graphs replayed)"),
+            "{r}"
+        );
+        assert!(lines[3].trim_start().starts_with("big"), "{r}");
+        assert!(lines[4].trim_start().starts_with("small"), "{r}");
         // 32,000 bytes in 16 us: 2 GB/s; 80% of the GPU time.
         assert!(
-            lines[2].ends_with("2.0") && lines[2].contains("80.0"),
+            lines[3].ends_with("2.0") && lines[3].contains("80.0"),
             "{r}"
         );
     }
