@@ -32,7 +32,9 @@ int dot4x8(uint a, uint b) {
 // Specialization constants: 0 = workgroup size (128: the norm then sums
 // in the order of norm.comp), 1 = BK (a multiple of 256).
 // Defines: an A type (see dequant.glsl); R_Q8_0, R_Q8_1, R_Q8_K, R_F16 or
-// R_BF16 (none for f32 weights). INT_DOT (Q4_0 and Q8_0 weights, R_Q8_0):
+// R_BF16 (none for f32 weights). Q4_0 and Q8_0 rows are addressed in
+// 16-bit words, other types in blocks (or elements).
+// INT_DOT (Q4_0 and Q8_0 weights, R_Q8_0):
 // b is kept as packed 8-bit integers with a scale per block and each group
 // of 4 weights is multiplied by integer dot products
 // (VK_KHR_shader_integer_dot_product), then scaled. SUBGROUP: the rows'
@@ -49,12 +51,21 @@ layout(constant_id = 1) const uint BK = 256;
 #include "dequant.glsl"
 #include "rounding.glsl"
 
+#if defined(A_Q4_0) || defined(A_Q8_0)
+#define A_WORDS
+// Four bytes from 16-bit word w of a (little-endian).
+uint a_word4(uint w) {
+    return uint(data_a16[w]) | (uint(data_a16[w + 1u]) << 16);
+}
+#endif
+
 layout(binding = 1, scalar) readonly buffer BufB { float data_b[]; };
 layout(binding = 2, scalar) readonly buffer BufW { float data_w[]; };
 layout(binding = 3, scalar) writeonly buffer BufD0 { float data_d0[]; };
 layout(binding = 4, scalar) writeonly buffer BufD1 { float data_d1[]; };
 layout(binding = 5, scalar) writeonly buffer BufD2 { float data_d2[]; };
 layout(binding = 6, scalar) readonly buffer BufC { float data_c[]; };
+layout(binding = 7, scalar) writeonly buffer BufN { float data_n[]; };
 
 // Modes of the epilogue.
 #define MODE_PLAIN 0u
@@ -85,6 +96,11 @@ layout(push_constant) uniform PushConstants {
     uint stride_a[3];
     uint d_off[3];
     uint d_stride[3];
+    // 1: the normalized b (before rounding) is also written, at
+    // n[i, col] = data_n[n_off + col * n_stride + i] (read elsewhere).
+    uint write_norm;
+    uint n_off;
+    uint n_stride;
 } p;
 
 shared float bsh[BK];
@@ -223,6 +239,7 @@ void main() {
     }
     const uint col = t / total;
     t %= total;
+    const bool first_tile = t == 0u;
     uint m = 0u;
     while (!glu && m + 1u < p.nm && t >= tiles(m)) {
         t -= tiles(m);
@@ -247,6 +264,13 @@ void main() {
         }
     }
     barrier();
+    if (p.write_norm != 0u && first_tile) {
+        for (uint i = tid; i < p.K; i += WG) {
+            data_n[p.n_off + col * p.n_stride + i] = bsh[i];
+        }
+        // Read before the rounding overwrites it.
+        barrier();
+    }
     round_b();
     barrier();
 
@@ -270,21 +294,43 @@ void main() {
     [[unroll]] for (uint r = 0u; r < ROWS; r++) {
         acc[r] = 0.0;
     }
-#if defined(INT_DOT)
+#if defined(A_WORDS)
+    // Q4_0 and Q8_0 rows are addressed in 16-bit words (row offsets and
+    // strides in words), so that products whose weights lie an odd number
+    // of bytes apart share the binding.
     for (uint k = 4u * tid; k < p.K; k += 4u * WG) {
+        const uint e = k % 32u;
+#if defined(INT_DOT)
         const uint bp = bq[k / 4u];
         const float db = bdq[k / 32u];
-        const uint e = k % 32u;
-        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
-            const uint ib = arow[r] + k / 32u;
-            const float da = float(data_a[ib].d);
-#if defined(A_Q8_0)
-            const int s = dot4x8(BYTES4(ib, 2u + e), bp);
 #else
-            const uint v = (BYTES4(ib, 2u + (e & 15u)) >> ((e >> 4) * 4u)) & 0x0f0f0f0fu;
+        const vec4 bv = vec4(bsh[k], bsh[k + 1u], bsh[k + 2u], bsh[k + 3u]);
+#endif
+        [[unroll]] for (uint r = 0u; r < ROWS; r++) {
+            const uint w = arow[r] + (k / 32u) * (BLOCK_BYTES / 2u);
+            const float da = unpackHalf2x16(uint(data_a16[w])).x;
+#if defined(A_Q8_0)
+            const uint v = a_word4(w + 1u + e / 2u);
+#else
+            const uint v4 = a_word4(w + 1u + (e & 15u) / 2u);
+#endif
+#if defined(INT_DOT)
+#if defined(A_Q8_0)
+            const int s = dot4x8(v, bp);
+#else
+            const uint v = (v4 >> ((e >> 4) * 4u)) & 0x0f0f0f0fu;
             const int s = dot4x8(v, bp) - 8 * dot4x8(0x01010101u, bp);
 #endif
             acc[r] += float(s) * (da * db);
+#else
+#if defined(A_Q8_0)
+            const int iv = int(v);
+            const vec4 q = vec4((iv << 24) >> 24, (iv << 16) >> 24, (iv << 8) >> 24, iv >> 24) * da;
+#else
+            const vec4 q = (nibbles(v4, (e >> 4) * 4u) - 8.0) * da;
+#endif
+            acc[r] += dot(q, bv);
+#endif
         }
     }
 #elif QK == 1

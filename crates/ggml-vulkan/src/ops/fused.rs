@@ -54,6 +54,9 @@ pub(crate) struct FusedMmv {
     nodes: Vec<TensorId>,
     /// RMS_NORM's source, its epsilon and the MUL's weight vector.
     norm: Option<(TensorId, f32, TensorId)>,
+    /// The MUL's result, when it is also read elsewhere (or is an output)
+    /// and so is written too.
+    norm_out: Option<TensorId>,
     /// The products (MUL_MAT nodes), in graph order.
     mats: Vec<TensorId>,
     epi: Epilogue,
@@ -182,12 +185,16 @@ impl Matcher<'_> {
             j += 1;
         }
         let first = *mats.first()?;
+        let mut norm_out = None;
         if let Some((x, _, w)) = norm {
-            // Every reader of the MUL's result is one of the products.
+            if !self.norm_fits(x, w, b, first) {
+                return None;
+            }
+            // The MUL's result is written too when anything else reads it.
             let all = self.readers[b.index()] as usize == mats.len()
                 && !g.node(b).flags.contains(Flags::OUTPUT);
-            if !all || !self.norm_fits(x, w, b, first) {
-                return None;
+            if !all {
+                norm_out = Some(b);
             }
         }
         let mut epi = Epilogue::None;
@@ -241,6 +248,7 @@ impl Matcher<'_> {
             FusedMmv {
                 nodes,
                 norm,
+                norm_out,
                 mats,
                 epi,
             },
@@ -310,6 +318,9 @@ impl Matcher<'_> {
         xd.ty == Type::F32
             && xd.nb[0] == 4
             && xd.ne == bd.ne
+            && bd.ty == Type::F32
+            && bd.nb[0] == 4
+            && fits(self.s, bd)
             && xd.ne[0] == k
             && fits(self.s, xd)
             && wd.ty == Type::F32
@@ -401,11 +412,12 @@ fn overlaps(graph: &Graph, f: &FusedMmv) -> bool {
         None => vec![first.src[1]],
     };
     reads.extend(f.mats.iter().map(|&m| graph.node(m).src[0]));
-    let (outs, addend) = match f.epi {
+    let (mut outs, addend) = match f.epi {
         Epilogue::None => (f.mats.clone(), None),
         Epilogue::Add(n, c) => (vec![n], Some(c)),
         Epilogue::Glu(n, ..) => (vec![n], None),
     };
+    outs.extend(f.norm_out);
     let span = |id| bytes_of(graph, id);
     outs.iter().any(|&o| {
         reads.iter().any(|&r| hit(span(o), span(r)))
@@ -461,7 +473,12 @@ fn record_group(
 ) -> Result<bool> {
     let a_ids: Vec<TensorId> = mats.iter().map(|&m| graph.node(m).src[0]).collect();
     let a = graph.desc(a_ids[0]).clone();
-    let unit = a.ty.type_size();
+    // Q4_0 and Q8_0 rows are addressed in 16-bit words (see the shader).
+    let unit = if matches!(a.ty, Type::Q4_0 | Type::Q8_0) {
+        2
+    } else {
+        a.ty.type_size()
+    };
     let Some((wa, offs)) = be.bind_window(graph, &a_ids, unit)? else {
         return Ok(false);
     };
@@ -497,7 +514,16 @@ fn record_group(
         Epilogue::Add(_, c) => Some((be.bind(graph, *c, 4)?, graph.desc(*c).clone())),
         _ => None,
     };
-    let mut pc = [0u32; 27];
+    let bn = match f.norm_out {
+        Some(n) => Some((be.bind(graph, n, 4)?, graph.desc(n).clone())),
+        None => None,
+    };
+    let mut pc = [0u32; 30];
+    if let Some((n, nd)) = &bn {
+        pc[27] = 1;
+        pc[28] = n.off;
+        pc[29] = u32_of(nd.nb[1] / 4, &nd.name)?;
+    }
     pc[0] = u32_of(k, &a.name)?;
     pc[1] = u32_of(n_cols, &bd.name)?;
     pc[2] = mats.len() as u32;
@@ -548,12 +574,13 @@ fn record_group(
         bd_out.get(1).unwrap_or(d0),
         bd_out.get(2).unwrap_or(d0),
         c_slot,
-        d0,
+        bn.as_ref().map_or(d0, |n| &n.0),
     ];
     let mut reads: Vec<Span> = vec![wa.span(), bb.span()];
     reads.extend(bw.as_ref().map(|w| w.span()));
     reads.extend(bc.as_ref().map(|c| c.0.span()));
-    let writes: Vec<Span> = bd_out.iter().map(|b| b.span()).collect();
+    let mut writes: Vec<Span> = bd_out.iter().map(|b| b.span()).collect();
+    writes.extend(bn.as_ref().map(|n| n.0.span()));
     let an = type_name(a.ty).expect("checked by the plan");
     let spec = [WG, u32_of(staged(k), &a.name)?];
     let name = shader_name(be.shared(), an);
