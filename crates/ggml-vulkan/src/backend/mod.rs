@@ -22,7 +22,7 @@ use crate::transfer::{begin_barrier, end_barrier};
 mod dispatch;
 mod perf;
 
-use perf::{PerfLog, Queries};
+use perf::{PerfLog, Queries, Stamp};
 
 /// Bytes of a pooled staging chunk of asynchronous uploads.
 const STAGING_CHUNK: usize = 4 << 20;
@@ -327,7 +327,7 @@ impl VulkanBackend {
 
     /// Submits the first kept plan's command buffers again and waits for
     /// them.
-    fn replay(&mut self, t0: std::time::Instant) -> ggml_core::Result<()> {
+    fn replay(&mut self, t0: Stamp) -> ggml_core::Result<()> {
         let (cmds, dispatches) = {
             let r = self.plans[0]
                 .replay
@@ -336,8 +336,9 @@ impl VulkanBackend {
             let cmds: Vec<vk::CommandBuffer> = r.cmds.iter().map(|c| c.0).collect();
             (cmds, r.dispatches)
         };
+        let submit = Stamp::now();
         self.flush_with(None, &cmds)?;
-        let recorded = t0.elapsed();
+        let submitted = Stamp::now();
         self.recycle(true)?;
         self.dispatches += dispatches;
         if let Some(log) = &mut self.perf {
@@ -347,7 +348,7 @@ impl VulkanBackend {
                 }
             }
             log.replayed += 1;
-            log.graph(recorded, t0.elapsed(), dispatches);
+            log.graph(t0, submit, submitted, dispatches);
         }
         Ok(())
     }
@@ -835,7 +836,7 @@ impl Backend for VulkanBackend {
     /// is recorded, and waits for the last, so that the results can be read
     /// through any path afterwards.
     fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> ggml_core::Result<()> {
-        let t0 = std::time::Instant::now();
+        let t0 = Stamp::now();
         let dispatched = self.dispatches;
         let plan = self.plan(graph, nodes)?;
         if self.can_replay() {
@@ -879,8 +880,10 @@ impl Backend for VulkanBackend {
                 }
             }
         }
-        let recorded = t0.elapsed();
-        let flushed = self.flush(None).and_then(|()| self.recycle(true));
+        let submit = Stamp::now();
+        let flushed = self.flush(None);
+        let submitted = Stamp::now();
+        let flushed = flushed.and_then(|()| self.recycle(true));
         let dispatched = self.dispatches - dispatched;
         if let Some(cap) = self.capture.take() {
             if let Some(log) = &mut self.perf {
@@ -907,7 +910,7 @@ impl Backend for VulkanBackend {
             }
         }
         if let Some(log) = &mut self.perf {
-            log.graph(recorded, t0.elapsed(), dispatched);
+            log.graph(t0, submit, submitted, dispatched);
         }
         res?;
         Ok(flushed?)

@@ -15,11 +15,14 @@
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 
 use crate::error::{Result, VkContext};
+
+/// Graphs whose host times are kept for the medians.
+const GRAPHS_KEPT: usize = 1 << 16;
 
 /// Timestamps per recording; dispatches past the last one go untimed (and
 /// are counted as such).
@@ -124,6 +127,43 @@ impl Queries {
     }
 }
 
+/// The CPU time this thread has used, where the system tells it.
+fn thread_cpu() -> Option<Duration> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid clock id and a pointer to a live timespec.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+        }
+    }
+    None
+}
+
+/// A moment of a graph's computation: wall clock and the thread's CPU
+/// time (which a busy machine moves less than the wall clock).
+#[derive(Clone, Copy)]
+pub(crate) struct Stamp {
+    wall: Instant,
+    cpu: Option<Duration>,
+}
+
+impl Stamp {
+    pub(crate) fn now() -> Stamp {
+        Stamp {
+            wall: Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    fn cpu_since(&self, earlier: &Stamp) -> Option<Duration> {
+        Some(self.cpu?.saturating_sub(earlier.cpu?))
+    }
+}
+
 /// Totals of one shader.
 #[derive(Default)]
 struct ShaderStat {
@@ -146,6 +186,13 @@ pub(crate) struct PerfLog {
     pub(crate) replayed: u64,
     dispatches: u64,
     record: Duration,
+    /// CPU time of the recording and of the submission, when known for
+    /// every graph.
+    record_cpu: Option<Duration>,
+    submit_cpu: Option<Duration>,
+    /// Per graph (the first [`GRAPHS_KEPT`]): recording wall time, its CPU
+    /// time and the submission's CPU time, in us.
+    per_graph: Vec<[f64; 3]>,
     wall: Duration,
     untimed: u64,
     unread: u64,
@@ -167,6 +214,9 @@ impl PerfLog {
             graphs: 0,
             replayed: 0,
             dispatches: 0,
+            record_cpu: Some(Duration::ZERO),
+            submit_cpu: Some(Duration::ZERO),
+            per_graph: Vec::new(),
             record: Duration::ZERO,
             wall: Duration::ZERO,
             untimed: 0,
@@ -188,13 +238,46 @@ impl PerfLog {
         (b & self.valid_mask).wrapping_sub(a & self.valid_mask) & self.valid_mask
     }
 
-    /// Adds one graph: the time spent recording it, the whole call and
-    /// the dispatches recorded.
-    pub(crate) fn graph(&mut self, record: Duration, wall: Duration, dispatches: u64) {
+    /// Adds one graph: started at `t0`, recorded until `submit` (the
+    /// final submission), submitted at `submitted`, the whole call ending
+    /// now; `dispatches` recorded (or submitted again).
+    pub(crate) fn graph(&mut self, t0: Stamp, submit: Stamp, submitted: Stamp, dispatches: u64) {
         self.graphs += 1;
         self.dispatches += dispatches;
-        self.record += record;
-        self.wall += wall;
+        self.record += submit.wall - t0.wall;
+        self.wall += t0.wall.elapsed();
+        self.record_cpu = self
+            .record_cpu
+            .zip(submit.cpu_since(&t0))
+            .map(|(a, b)| a + b);
+        self.submit_cpu = self
+            .submit_cpu
+            .zip(submitted.cpu_since(&submit))
+            .map(|(a, b)| a + b);
+        if self.per_graph.len() < GRAPHS_KEPT {
+            let us = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e6);
+            self.per_graph.push([
+                us(Some(submit.wall - t0.wall)),
+                us(submit.cpu_since(&t0)),
+                us(submitted.cpu_since(&submit)),
+            ]);
+        }
+    }
+
+    /// The medians of the kept per-graph host times (see `per_graph`):
+    /// the first graphs, which also make the pipelines, and the graphs a
+    /// busy machine delays do not move them.
+    fn medians(&self) -> Option<[f64; 3]> {
+        if self.per_graph.is_empty() {
+            return None;
+        }
+        let mut out = [0.0; 3];
+        for (k, o) in out.iter_mut().enumerate() {
+            let mut v: Vec<f64> = self.per_graph.iter().map(|g| g[k]).collect();
+            v.sort_by(f64::total_cmp);
+            *o = v[v.len() / 2];
+        }
+        Some(out)
     }
 
     /// The report: per graph, the host's and the GPU's time; per shader
@@ -213,14 +296,27 @@ impl PerfLog {
             per(gpu_ns / 1e3)
         );
         // In generation a graph is one token.
+        let cpu = |d: Option<Duration>| {
+            d.map_or("?".to_string(), |d| {
+                format!("{:.1}", per(d.as_secs_f64() * 1e6))
+            })
+        };
         let _ = writeln!(
             out,
-            "ggml_vulkan: {device}: {:.1} dispatches per graph, host {:.1} us per graph ({} dispatches, {} graphs replayed)",
+            "ggml_vulkan: {device}: {:.1} dispatches per graph, host {:.1} us per graph recording ({} us CPU), {} us CPU submitting ({} dispatches, {} graphs replayed)",
             per(self.dispatches as f64),
             per(self.record.as_secs_f64() * 1e6),
+            cpu(self.record_cpu),
+            cpu(self.submit_cpu),
             self.dispatches,
             self.replayed
         );
+        if let Some([w, c, sc]) = self.medians() {
+            let _ = writeln!(
+                out,
+                "ggml_vulkan: {device}: median per graph: host {w:.1} us recording ({c:.1} us CPU), {sc:.1} us CPU submitting"
+            );
+        }
         let mut rows: Vec<_> = self.shaders.iter().collect();
         rows.sort_by(|a, b| b.1.ns.total_cmp(&a.1.ns).then(a.0.cmp(b.0)));
         let _ = writeln!(
@@ -342,8 +438,14 @@ mod tests {
                 bytes: 32_000,
             },
         );
-        log.graph(Duration::from_micros(10), Duration::from_micros(30), 7);
-        log.graph(Duration::from_micros(10), Duration::from_micros(30), 5);
+        let t0 = Stamp::now();
+        let at = |us: u64| Stamp {
+            wall: t0.wall + Duration::from_micros(us),
+            cpu: t0.cpu.map(|c| c + Duration::from_micros(us / 2)),
+        };
+        log.graph(t0, at(10), at(14), 7);
+        log.graph(t0, at(10), at(14), 5);
+        log.wall = Duration::from_micros(60);
         let r = log.report("Vulkan0");
         let lines: Vec<&str> = r.lines().collect();
         assert!(lines[0].contains("2 graphs"), "{r}");
@@ -351,14 +453,28 @@ mod tests {
         assert!(lines[0].contains("10.0 us recording"), "{r}");
         assert!(lines[0].contains("10.0 us GPU busy"), "{r}");
         assert!(
-            lines[1].contains("6.0 dispatches per graph, host 10.0 us per graph (12 dispatches, 0 graphs replayed)"),
+            lines[1].contains("6.0 dispatches per graph, host 10.0 us per graph recording"),
             "{r}"
         );
-        assert!(lines[3].trim_start().starts_with("big"), "{r}");
-        assert!(lines[4].trim_start().starts_with("small"), "{r}");
+        assert!(
+            lines[1].contains("(12 dispatches, 0 graphs replayed)"),
+            "{r}"
+        );
+        assert!(
+            lines[2].contains("median per graph: host 10.0 us recording"),
+            "{r}"
+        );
+        if t0.cpu.is_some() {
+            assert!(
+                lines[1].contains("(5.0 us CPU), 2.0 us CPU submitting"),
+                "{r}"
+            );
+        }
+        assert!(lines[4].trim_start().starts_with("big"), "{r}");
+        assert!(lines[5].trim_start().starts_with("small"), "{r}");
         // 32,000 bytes in 16 us: 2 GB/s; 80% of the GPU time.
         assert!(
-            lines[3].ends_with("2.0") && lines[3].contains("80.0"),
+            lines[4].ends_with("2.0") && lines[4].contains("80.0"),
             "{r}"
         );
     }
