@@ -15,13 +15,16 @@ pub(crate) const N_BINDINGS: u32 = 8;
 /// Bytes of push constants every pipeline accepts (the guaranteed minimum).
 pub(crate) const PUSH_CONSTANT_BYTES: u32 = 128;
 
+/// Pipelines of one shader, by specialization constants.
+type Variants = Vec<(Vec<u32>, vk::Pipeline)>;
+
 /// The pipeline layout and the pipelines made so far.
 pub(crate) struct Pipelines {
     pub(crate) set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
     /// By shader name, then specialization constants.
-    made: Mutex<HashMap<&'static str, Vec<(Vec<u32>, vk::Pipeline)>>>,
+    made: Mutex<HashMap<&'static str, Variants>>,
 }
 
 impl Pipelines {

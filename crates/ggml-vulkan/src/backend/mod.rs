@@ -373,12 +373,13 @@ impl VulkanBackend {
                 }
                 .ctx("vkAllocateCommandBuffers")?[0],
             };
-            // SAFETY: `cmd` is in the initial state (new or reset on recycling).
+            // A graph kept for replay is submitted more than once.
             let flags = if self.capture.is_some() {
                 vk::CommandBufferUsageFlags::empty()
             } else {
                 vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT
             };
+            // SAFETY: `cmd` is in the initial state (new or reset on recycling).
             unsafe {
                 dev.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(flags))
             }
