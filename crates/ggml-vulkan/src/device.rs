@@ -64,6 +64,12 @@ impl VulkanDevice {
         )
     }
 
+    /// Whether the shaders use integer dot products
+    /// (VK_KHR_shader_integer_dot_product).
+    pub fn integer_dot(&self) -> bool {
+        self.shared.limits.integer_dot
+    }
+
     /// The driver's name and version, as the driver reports them.
     pub fn driver(&self) -> &str {
         &self.shared.driver

@@ -11,7 +11,15 @@
 //! * `GGML_VK_VISIBLE_DEVICES=1,0`: pick and order devices (repeats allowed);
 //! * `GGML_VK_VALIDATE=1`: enable the Khronos validation layer;
 //! * `GGML_VK_MAX_BUFFER_SIZE`, `GGML_VK_MAX_BINDING_SIZE`,
-//!   `GGML_VK_FORCE_STAGING`, `GGML_VK_DISABLE_SUBGROUPS`: testing knobs.
+//!   `GGML_VK_FORCE_STAGING`, `GGML_VK_DISABLE_SUBGROUPS`: testing knobs;
+//! * `GGML_VK_DISABLE_FUSION=1` (or `rms_norm,multi,add,glu`): record the
+//!   graph's nodes one dispatch each instead of fusing them;
+//! * `GGML_VK_DISABLE_REPLAY=1`: record an unchanged graph again instead of
+//!   submitting its command buffers again;
+//! * `GGML_VK_DISABLE_INTEGER_DOT=1`: no integer dot products even where
+//!   the device has them;
+//! * `GGML_VK_PERF_LOGGER=1`: GPU time per shader, dispatches and host
+//!   time per graph.
 //!
 //! Without a Vulkan loader or driver, nothing is registered and the reason
 //! is logged once (and kept in [`VulkanReg::unavailable_reason`]).
@@ -36,5 +44,5 @@ pub use error::{Error, Result};
 pub use event::VkEvent;
 pub use instance::take_validation_errors;
 pub use logical::MAX_BUFFER_SIZE;
-pub use options::Options;
+pub use options::{Fusions, Options};
 pub use registry::{backend, register, VulkanReg};

@@ -3,7 +3,7 @@
 
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use ash::vk;
@@ -34,10 +34,15 @@ pub(crate) struct Limits {
     pub(crate) max_alloc: usize,
     /// Workgroups per dispatch dimension.
     pub(crate) max_groups: [u32; 3],
+    /// Bytes of shared memory of a workgroup.
+    pub(crate) max_shared: usize,
     /// Subgroup size.
     pub(crate) subgroup_size: u32,
     /// Subgroup arithmetic in compute shaders.
     pub(crate) subgroup_arith: bool,
+    /// Integer dot products in shaders (VK_KHR_shader_integer_dot_product,
+    /// enabled at creation).
+    pub(crate) integer_dot: bool,
     /// Nanoseconds per timestamp tick and the valid bits of a timestamp,
     /// when the compute queue writes timestamps.
     pub(crate) timestamps: Option<(f32, u32)>,
@@ -81,6 +86,9 @@ pub(crate) struct DeviceShared {
     memory_budget: bool,
     /// Bytes of device-local buffers alive, for `Options::max_memory`.
     device_used: AtomicUsize,
+    /// Buffers destroyed so far: descriptor sets kept across recordings
+    /// are dropped when it moves (a new buffer may reuse a handle).
+    pub(crate) buffers_destroyed: AtomicU64,
     pub(crate) opts: Options,
     pub(crate) pipelines: Pipelines,
     pub(crate) transfer: Mutex<Option<Transfer>>,
@@ -165,6 +173,18 @@ impl DeviceShared {
         if memory_budget {
             ext_names.push(ash::ext::memory_budget::NAME.as_ptr());
         }
+        let integer_dot =
+            !opts.disable_integer_dot && has_ext(ash::khr::shader_integer_dot_product::NAME) && {
+                let mut fi = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+                let mut f2 = vk::PhysicalDeviceFeatures2::default().push_next(&mut fi);
+                // SAFETY: a query with a valid pNext chain; the structure is
+                // known to a device with the extension.
+                unsafe { inst.get_physical_device_features2(pd, &mut f2) };
+                fi.shader_integer_dot_product != 0
+            };
+        if integer_dot {
+            ext_names.push(ash::khr::shader_integer_dot_product::NAME.as_ptr());
+        }
 
         let mut sg = vk::PhysicalDeviceSubgroupProperties::default();
         let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut sg);
@@ -203,12 +223,14 @@ impl DeviceShared {
             max_alloc: usize::try_from(m3.max_memory_allocation_size.min(max_buffer))
                 .unwrap_or(usize::MAX),
             max_groups: l.max_compute_work_group_count,
+            max_shared: l.max_compute_shared_memory_size as usize,
             subgroup_size: sg.subgroup_size,
             subgroup_arith: !opts.disable_subgroups
                 && sg.supported_stages.contains(vk::ShaderStageFlags::COMPUTE)
                 && sg.supported_operations.contains(
                     vk::SubgroupFeatureFlags::BASIC | vk::SubgroupFeatureFlags::ARITHMETIC,
                 ),
+            integer_dot,
             timestamps: {
                 let bits = families[queue_family as usize].timestamp_valid_bits;
                 (bits > 0 && l.timestamp_period > 0.0).then_some((l.timestamp_period, bits))
@@ -225,11 +247,16 @@ impl DeviceShared {
             .storage_buffer8_bit_access(true)
             .scalar_block_layout(true)
             .timeline_semaphore(true);
-        let info = vk::DeviceCreateInfo::default()
+        let mut fi = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
+            .shader_integer_dot_product(true);
+        let mut info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .enabled_extension_names(&ext_names)
             .push_next(&mut f11)
             .push_next(&mut f12);
+        if integer_dot {
+            info = info.push_next(&mut fi);
+        }
         // SAFETY: the create info and its chain live until the call returns.
         let device = unsafe { inst.create_device(pd, &info, None) }.ctx("vkCreateDevice")?;
         // SAFETY: the queue family and index were requested at creation.
@@ -281,6 +308,7 @@ impl DeviceShared {
             limits,
             memory_budget,
             device_used: AtomicUsize::new(0),
+            buffers_destroyed: AtomicU64::new(0),
             opts: opts.clone(),
             pipelines,
             transfer: Mutex::new(None),
@@ -456,6 +484,7 @@ impl DeviceShared {
     pub(crate) fn destroy_buffer(&self, mut raw: RawBuffer) {
         // SAFETY: the caller guarantees the GPU is done with the buffer.
         unsafe { self.device.destroy_buffer(raw.buffer, None) };
+        self.buffers_destroyed.fetch_add(1, Ordering::Relaxed);
         self.device_used
             .fetch_sub(std::mem::take(&mut raw.device_bytes), Ordering::Relaxed);
         if let Some(a) = raw.alloc.take() {

@@ -32,6 +32,70 @@ pub struct Options {
     /// the backend is dropped, the time per shader with the bytes it
     /// touched, and the host's share of each graph: `GGML_VK_PERF_LOGGER=1`.
     pub perf_logger: bool,
+    /// Do not use integer dot products (VK_KHR_shader_integer_dot_product)
+    /// even where the device has them: `GGML_VK_DISABLE_INTEGER_DOT=1`.
+    pub disable_integer_dot: bool,
+    /// Record every graph anew instead of submitting the command buffers
+    /// of an unchanged graph again: `GGML_VK_DISABLE_REPLAY=1`.
+    pub disable_replay: bool,
+    /// Fusions switched off (see [`Fusions`]): `GGML_VK_DISABLE_FUSION=1`
+    /// (all) or a comma-separated list of `rms_norm`, `multi`, `add`, `glu`.
+    pub disable_fusion: Fusions,
+}
+
+/// Kinds of fusion of graph nodes into one dispatch, each on unless
+/// switched off.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Fusions {
+    /// RMS_NORM and its MUL by a weight inside the matrix x vector
+    /// products that read the result.
+    pub rms_norm: bool,
+    /// Several matrix x vector products of one b in one dispatch.
+    pub multi: bool,
+    /// A matrix x vector product and the ADD of a bias or residual.
+    pub add: bool,
+    /// Two matrix x vector products and the gated unit of their results.
+    pub glu: bool,
+}
+
+impl Fusions {
+    /// Every fusion switched off.
+    pub const ALL: Fusions = Fusions {
+        rms_norm: true,
+        multi: true,
+        add: true,
+        glu: true,
+    };
+
+    /// The kinds named in `GGML_VK_DISABLE_FUSION`'s value: `1`/`all` for
+    /// every kind, `0` or nothing for none, else a comma-separated list
+    /// (unknown names are reported and ignored).
+    pub fn parse(v: &str) -> Fusions {
+        let v = v.trim();
+        match v {
+            "" | "0" => return Fusions::default(),
+            "1" | "all" => return Fusions::ALL,
+            _ => {}
+        }
+        let mut f = Fusions::default();
+        for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            match name {
+                "rms_norm" => f.rms_norm = true,
+                "multi" => f.multi = true,
+                "add" => f.add = true,
+                "glu" => f.glu = true,
+                _ => eprintln!(
+                    "ggml_vulkan: GGML_VK_DISABLE_FUSION: unknown kind '{name}' (rms_norm, multi, add, glu), ignored"
+                ),
+            }
+        }
+        f
+    }
+
+    /// True when every kind is switched off.
+    pub fn all_off(&self) -> bool {
+        *self == Fusions::ALL
+    }
 }
 
 fn flag(name: &str) -> bool {
@@ -74,6 +138,11 @@ impl Options {
             force_staging: flag("GGML_VK_FORCE_STAGING"),
             disable_subgroups: flag("GGML_VK_DISABLE_SUBGROUPS"),
             perf_logger: flag("GGML_VK_PERF_LOGGER"),
+            disable_integer_dot: flag("GGML_VK_DISABLE_INTEGER_DOT"),
+            disable_replay: flag("GGML_VK_DISABLE_REPLAY"),
+            disable_fusion: std::env::var("GGML_VK_DISABLE_FUSION")
+                .map(|v| Fusions::parse(&v))
+                .unwrap_or_default(),
             max_memory: std::env::var("GGML_VK_MAX_MEMORY_MIB").ok().and_then(|s| {
                 match s.trim().parse::<usize>() {
                     Ok(mib) => Some(mib.saturating_mul(1 << 20)),
@@ -86,5 +155,22 @@ impl Options {
                 }
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fusion_switches_parse() {
+        assert_eq!(Fusions::parse(""), Fusions::default());
+        assert_eq!(Fusions::parse("0"), Fusions::default());
+        assert_eq!(Fusions::parse("1"), Fusions::ALL);
+        assert_eq!(Fusions::parse("all"), Fusions::ALL);
+        let f = Fusions::parse("glu, add,nonsense");
+        assert!(f.glu && f.add && !f.multi && !f.rms_norm);
+        assert!(!f.all_off());
+        assert!(Fusions::parse("rms_norm,multi,add,glu").all_off());
     }
 }

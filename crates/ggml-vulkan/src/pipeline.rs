@@ -15,12 +15,16 @@ pub(crate) const N_BINDINGS: u32 = 8;
 /// Bytes of push constants every pipeline accepts (the guaranteed minimum).
 pub(crate) const PUSH_CONSTANT_BYTES: u32 = 128;
 
+/// Pipelines of one shader, by specialization constants.
+type Variants = Vec<(Vec<u32>, vk::Pipeline)>;
+
 /// The pipeline layout and the pipelines made so far.
 pub(crate) struct Pipelines {
     pub(crate) set_layout: vk::DescriptorSetLayout,
     pub(crate) layout: vk::PipelineLayout,
     cache: vk::PipelineCache,
-    made: Mutex<HashMap<(&'static str, Vec<u32>), vk::Pipeline>>,
+    /// By shader name, then specialization constants.
+    made: Mutex<HashMap<&'static str, Variants>>,
 }
 
 impl Pipelines {
@@ -80,7 +84,10 @@ impl Pipelines {
         spec: &[u32],
     ) -> Result<vk::Pipeline> {
         let mut made = self.made.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, &p)) = made.iter().find(|((n, s), _)| *n == name && s == spec) {
+        if let Some(&(_, p)) = made
+            .get(name)
+            .and_then(|v| v.iter().find(|(s, _)| s == spec))
+        {
             return Ok(p);
         }
         let (key, code) = shaders::names()
@@ -120,7 +127,7 @@ impl Pipelines {
             device.destroy_shader_module(module, None);
             let p =
                 res.map_err(|(_, e)| Error::vk(format!("vkCreateComputePipelines({name})"), e))?[0];
-            made.insert((key, spec.to_vec()), p);
+            made.entry(key).or_default().push((spec.to_vec(), p));
             Ok(p)
         }
     }
@@ -131,7 +138,7 @@ impl Pipelines {
         // SAFETY: the device is idle, so no pipeline is in use; each object
         // is destroyed once.
         unsafe {
-            for &p in made.values() {
+            for &(_, p) in made.values().flatten() {
                 device.destroy_pipeline(p, None);
             }
             if self.cache != vk::PipelineCache::null() {

@@ -1,6 +1,8 @@
 #version 450
 // Row normalisation, one workgroup per row of a (rows of ne00 elements):
 // OP_RMS_NORM: x / sqrt(mean(x^2) + eps); OP_NORM: (x - mean) / sqrt(var + eps).
+// OP_RMS_NORM_MUL: the RMS norm times b (f32, broadcast over a as MUL
+// broadcasts its second source), RMS_NORM and MUL fused.
 // param0 = eps. Defines: A_TYPE, D_TYPE.
 #include "common.glsl"
 
@@ -9,6 +11,9 @@ layout(local_size_x = 128) in;
 
 layout(binding = 0, scalar) readonly buffer BufA { A_TYPE data_a[]; };
 layout(binding = 3, scalar) writeonly buffer BufD { D_TYPE data_d[]; };
+#if defined(OP_RMS_NORM_MUL)
+layout(binding = 1, scalar) readonly buffer BufB { float data_b[]; };
+#endif
 
 #include "pc_4d.glsl"
 #include "reduce.glsl"
@@ -35,6 +40,18 @@ void main() {
     const float scale = 1.0 / sqrt(wg_sum(s) / n + p.param0);
     for (uint i = tid; i < p.ne00; i += WG) {
         data_d[d0 + i * p.nb20] = D_TYPE(float(data_a[a0 + i * p.nb00]) * scale);
+    }
+#elif defined(OP_RMS_NORM_MUL)
+    float s = 0.0;
+    for (uint i = tid; i < p.ne00; i += WG) {
+        const float x = float(data_a[a0 + i * p.nb00]);
+        s += x * x;
+    }
+    const float scale = 1.0 / sqrt(wg_sum(s) / n + p.param0);
+    const uint b0 = p.b_off + (i1 % p.ne11) * p.nb11 + (i2 % p.ne12) * p.nb12 + (i3 % p.ne13) * p.nb13;
+    for (uint i = tid; i < p.ne00; i += WG) {
+        const float y = float(data_a[a0 + i * p.nb00]) * scale;
+        data_d[d0 + i * p.nb20] = D_TYPE(y * data_b[b0 + (i % p.ne10) * p.nb10]);
     }
 #elif defined(OP_NORM)
     float s = 0.0;

@@ -31,6 +31,24 @@ pub const A_TYPES: &[(&str, &str)] = &[
 /// (`round_act_*`): the dot-product partners of the weight types.
 pub const ROUNDINGS: &[&str] = &["q8_0", "q8_1", "q8_k", "bf16", "f16"];
 
+/// Weight types of the fused products with integer dot products
+/// (`_idot` variants, for devices with VK_KHR_shader_integer_dot_product).
+pub const INT_DOT_TYPES: &[&str] = &["q4_0", "q8_0"];
+
+/// The rounding of b inside the fused matrix x vector products for weights
+/// `a` (a name of [`A_TYPES`]): the dot-product partner of the type, as
+/// the separate pre-pass uses it, or "none" (f32 weights).
+pub fn fused_rounding(a: &str) -> &'static str {
+    match a {
+        "q4_0" | "q5_0" | "q8_0" | "iq4_nl" | "mxfp4" => "q8_0",
+        "q4_1" | "q5_1" => "q8_1",
+        "q2_k" | "q3_k" | "q4_k" | "q5_k" | "q6_k" | "iq4_xs" => "q8_k",
+        "f16" => "f16",
+        "bf16" => "bf16",
+        _ => "none",
+    }
+}
+
 /// Float element types of the element-wise ops: (name, GLSL type).
 pub const FLOAT_TYPES: &[(&str, &str)] = &[("f32", "float"), ("f16", "float16_t")];
 
@@ -176,6 +194,15 @@ fn elementwise(out: &mut Vec<Variant>) {
             ));
         }
     }
+    out.push(v(
+        "rms_norm_mul_f32".into(),
+        "norm.comp",
+        &[
+            ty("A_TYPE", "float"),
+            ty("D_TYPE", "float"),
+            "OP_RMS_NORM_MUL".to_string(),
+        ],
+    ));
     out.push(v("argmax_f32".into(), "argmax.comp", &[]));
     out.push(v("argsort_f32".into(), "argsort.comp", &[]));
     out.push(v("sum_rows_f32".into(), "sum_rows.comp", &[]));
@@ -241,6 +268,35 @@ fn products(out: &mut Vec<Variant>) {
             "mul_mat_vec.comp",
             &[ad.to_string(), "SUBGROUP".into(), id],
         ));
+    }
+    for &(an, ad) in A_TYPES {
+        let mut defs = vec![ad.to_string()];
+        let r = fused_rounding(an);
+        // Variants: plain, with integer dot products (`_idot`), each also
+        // with subgroup reductions (`_sg`).
+        if r != "none" {
+            defs.push(format!("R_{}", r.to_uppercase()));
+        }
+        let mut kinds = vec![("", defs.clone())];
+        if INT_DOT_TYPES.contains(&an) {
+            let mut d = defs.clone();
+            d.push("INT_DOT".into());
+            kinds.push(("_idot", d));
+        }
+        for (suffix, d) in kinds {
+            out.push(v(
+                format!("mul_mat_vec_fused_{an}_{r}{suffix}"),
+                "mul_mat_vec_fused.comp",
+                &d,
+            ));
+            let mut sg = d.clone();
+            sg.push("SUBGROUP".into());
+            out.push(v(
+                format!("mul_mat_vec_fused_{an}_{r}{suffix}_sg"),
+                "mul_mat_vec_fused.comp",
+                &sg,
+            ));
+        }
     }
     for r in ROUNDINGS {
         let def = format!("R_{}", r.to_uppercase());

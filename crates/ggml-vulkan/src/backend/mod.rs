@@ -2,23 +2,27 @@
 //! a command buffer, with barriers only between dependent commands, and
 //! submits it on the device queue with a timeline semaphore.
 
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use ash::vk;
-use ggml_core::{Backend, Buffer, Device, Event, Graph, Op, Placement, TensorId};
+use ggml_core::graph::Revision;
+use ggml_core::{Backend, Buffer, Device, Event, Graph, Placement, TensorId};
 
 use crate::buffer::VkBuffer;
 use crate::device::VulkanDevice;
 use crate::error::{Error, Result, VkContext};
 use crate::event::{Timeline, VkEvent};
 use crate::logical::{DeviceShared, RawBuffer};
+use crate::ops::fused::{self, Plan, Step};
+use crate::pipeline::N_BINDINGS;
 use crate::transfer::{begin_barrier, end_barrier};
 
 mod dispatch;
 mod perf;
 
-use perf::{PerfLog, Queries};
+use perf::{PerfLog, Queries, Stamp};
 
 /// Bytes of a pooled staging chunk of asynchronous uploads.
 const STAGING_CHUNK: usize = 4 << 20;
@@ -35,6 +39,54 @@ const SCRATCH_MIN: usize = 1 << 20;
 const SUBMIT_NODES: usize = 64;
 /// Descriptor sets per descriptor pool.
 const SETS_PER_POOL: u32 = 256;
+/// Most descriptor sets kept for reuse across recordings.
+const SETS_KEPT: usize = 16384;
+/// Plans of graphs kept (the graphs of a model's few ubatch shapes).
+const PLANS_KEPT: usize = 8;
+
+/// The bindings of a descriptor set: (buffer, offset, range) per slot.
+pub(crate) type SetKey = [(vk::Buffer, u64, u64); N_BINDINGS as usize];
+
+/// Descriptor sets kept across recordings, by their bindings.
+#[derive(Default)]
+struct KeptSets {
+    map: HashMap<SetKey, vk::DescriptorSet>,
+    pools: Vec<vk::DescriptorPool>,
+    /// Counts the times the sets were dropped.
+    epoch: u64,
+    /// `DeviceShared::buffers_destroyed` when the sets were made.
+    generation: u64,
+}
+
+/// The plan of a graph's nodes, for as long as the graph is unchanged,
+/// and its recorded command buffers.
+struct KeptPlan {
+    revision: Revision,
+    nodes: Vec<TensorId>,
+    plan: Arc<Plan>,
+    replay: Option<Replay>,
+}
+
+/// The command buffers a graph was recorded into, submitted again when the
+/// same graph comes back (same nodes and placements: the same commands),
+/// while every descriptor set and buffer they use lives: no buffer was
+/// destroyed since (the graph being computed holds its buffers, and a
+/// replay completes before `graph_compute` returns).
+struct Replay {
+    /// The command buffers and their timestamps (with the perf logger).
+    cmds: Vec<(vk::CommandBuffer, Option<Queries>)>,
+    /// `DeviceShared::buffers_destroyed` and the kept descriptor sets'
+    /// epoch when recorded.
+    generation: u64,
+    sets_epoch: u64,
+    dispatches: u64,
+}
+
+/// A graph being recorded for replay.
+struct Capture {
+    cmds: Vec<(vk::CommandBuffer, Option<Queries>)>,
+    ok: bool,
+}
 
 /// A byte range of a buffer, for dependency tracking.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -126,6 +178,14 @@ pub struct VulkanBackend {
     act: Option<RawBuffer>,
     /// GPU time per shader, with `GGML_VK_PERF_LOGGER`.
     perf: Option<PerfLog>,
+    /// Descriptor sets kept across recordings.
+    sets: KeptSets,
+    /// Dispatches recorded so far.
+    dispatches: u64,
+    /// Plans of the latest graphs, newest first.
+    plans: Vec<KeptPlan>,
+    /// The graph being recorded for replay.
+    capture: Option<Capture>,
 }
 
 impl VulkanBackend {
@@ -156,7 +216,7 @@ impl VulkanBackend {
                     "ggml_vulkan: {}: GGML_VK_PERF_LOGGER: the compute queue writes no timestamps; no GPU times",
                     shared.name
                 );
-                None
+                Some(PerfLog::untimed())
             }
         };
         Ok(VulkanBackend {
@@ -173,6 +233,10 @@ impl VulkanBackend {
             waits: Vec::new(),
             act: None,
             perf,
+            sets: KeptSets::default(),
+            dispatches: 0,
+            plans: Vec::new(),
+            capture: None,
         })
     }
 
@@ -184,6 +248,109 @@ impl VulkanBackend {
         // released.
         let _ = self.recycle(false);
         self.perf.as_ref().map(|l| l.report(&self.shared.name))
+    }
+
+    /// Dispatches recorded by this backend so far.
+    pub fn dispatches(&self) -> u64 {
+        self.dispatches
+    }
+
+    /// The plan of `nodes` of `graph`, made the first of the kept plans:
+    /// kept from an earlier call with the same graph (same revision, so
+    /// the same nodes and placements) and nodes, else made (checking every
+    /// node).
+    fn plan(&mut self, graph: &Graph, nodes: &[TensorId]) -> ggml_core::Result<Arc<Plan>> {
+        let rev = graph.revision();
+        if let Some(i) = self
+            .plans
+            .iter()
+            .position(|p| p.revision == rev && p.nodes == nodes)
+        {
+            let kept = self.plans.remove(i);
+            let plan = kept.plan.clone();
+            self.plans.insert(0, kept);
+            return Ok(plan);
+        }
+        let plan = Arc::new(fused::plan(
+            &self.shared,
+            graph,
+            nodes,
+            self.shared.opts.disable_fusion,
+        )?);
+        self.plans.insert(
+            0,
+            KeptPlan {
+                revision: rev,
+                nodes: nodes.to_vec(),
+                plan: plan.clone(),
+                replay: None,
+            },
+        );
+        if self.plans.len() > PLANS_KEPT {
+            for p in self.plans.split_off(PLANS_KEPT) {
+                if let Some(r) = p.replay {
+                    self.free_commands(r.cmds);
+                }
+            }
+        }
+        Ok(plan)
+    }
+
+    /// Frees command buffers (and timestamps) of a graph that no
+    /// submission uses any more.
+    fn free_commands(&mut self, cmds: Vec<(vk::CommandBuffer, Option<Queries>)>) {
+        let dev = &self.shared.device;
+        for (c, q) in cmds {
+            // SAFETY: the work of `c` completed.
+            if unsafe { dev.reset_command_buffer(c, vk::CommandBufferResetFlags::empty()) }.is_ok()
+            {
+                self.free_cmds.push(c);
+            }
+            if let Some(q) = q {
+                q.discard(dev);
+            }
+        }
+    }
+
+    /// True when the first kept plan's command buffers can be submitted
+    /// again: no buffer was destroyed and no kept descriptor set dropped
+    /// since they were recorded.
+    fn can_replay(&self) -> bool {
+        self.plans
+            .first()
+            .and_then(|p| p.replay.as_ref())
+            .is_some_and(|r| {
+                r.generation == self.shared.buffers_destroyed.load(Ordering::Relaxed)
+                    && r.sets_epoch == self.sets.epoch
+            })
+    }
+
+    /// Submits the first kept plan's command buffers again and waits for
+    /// them.
+    fn replay(&mut self, t0: Stamp) -> ggml_core::Result<()> {
+        let (cmds, dispatches) = {
+            let r = self.plans[0]
+                .replay
+                .as_ref()
+                .expect("checked by can_replay");
+            let cmds: Vec<vk::CommandBuffer> = r.cmds.iter().map(|c| c.0).collect();
+            (cmds, r.dispatches)
+        };
+        let submit = Stamp::now();
+        self.flush_with(None, &cmds)?;
+        let submitted = Stamp::now();
+        self.recycle(true)?;
+        self.dispatches += dispatches;
+        if let Some(log) = &mut self.perf {
+            if let Some(r) = &self.plans[0].replay {
+                for q in r.cmds.iter().filter_map(|c| c.1.as_ref()) {
+                    q.read(&self.shared.device, log);
+                }
+            }
+            log.replayed += 1;
+            log.graph(t0, submit, submitted, dispatches);
+        }
+        Ok(())
     }
 
     pub(crate) fn shared(&self) -> &Arc<DeviceShared> {
@@ -206,13 +373,15 @@ impl VulkanBackend {
                 }
                 .ctx("vkAllocateCommandBuffers")?[0],
             };
+            // A graph kept for replay is submitted more than once.
+            let flags = if self.capture.is_some() {
+                vk::CommandBufferUsageFlags::empty()
+            } else {
+                vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT
+            };
             // SAFETY: `cmd` is in the initial state (new or reset on recycling).
             unsafe {
-                dev.begin_command_buffer(
-                    cmd,
-                    &vk::CommandBufferBeginInfo::default()
-                        .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT),
-                )
+                dev.begin_command_buffer(cmd, &vk::CommandBufferBeginInfo::default().flags(flags))
             }
             .ctx("vkBeginCommandBuffer")?;
             begin_barrier(dev, cmd);
@@ -235,8 +404,18 @@ impl VulkanBackend {
     /// Submits what was recorded (or only the waits and signals when
     /// nothing was), signalling the timeline and `extra`.
     fn flush(&mut self, extra: Option<(vk::Semaphore, u64)>) -> Result<()> {
-        let rec = self.rec.take();
-        if rec.is_none() && extra.is_none() && self.waits.is_empty() {
+        self.flush_with(extra, &[])
+    }
+
+    /// [`VulkanBackend::flush`], submitting the recorded command buffers
+    /// `replay` (of a kept graph) after what was recorded.
+    fn flush_with(
+        &mut self,
+        extra: Option<(vk::Semaphore, u64)>,
+        replay: &[vk::CommandBuffer],
+    ) -> Result<()> {
+        let mut rec = self.rec.take();
+        if rec.is_none() && extra.is_none() && self.waits.is_empty() && replay.is_empty() {
             return Ok(());
         }
         let dev = &self.shared.device;
@@ -247,6 +426,13 @@ impl VulkanBackend {
             // SAFETY: the command buffer is in the recording state.
             ended = unsafe { dev.end_command_buffer(r.cmd) }.ctx("vkEndCommandBuffer");
             cmds.push(r.cmd);
+        }
+        cmds.extend_from_slice(replay);
+        // A graph being captured keeps its command buffers and timestamps.
+        let mut captured = None;
+        if let (Some(cap), Some(r)) = (&mut self.capture, &mut rec) {
+            cap.cmds.push((r.cmd, r.queries.take()));
+            captured = Some(r.cmd);
         }
         let value = self.signaled + 1;
         let mut signal = vec![self.timeline];
@@ -271,7 +457,7 @@ impl VulkanBackend {
         let res = ended.and_then(|()| self.shared.submit(&[submit], vk::Fence::null()));
         let (cmd, pools, staging, retired, keep, queries) = match rec {
             Some(r) => (
-                Some(r.cmd),
+                Some(r.cmd).filter(|c| captured != Some(*c)),
                 r.pools,
                 r.staging.into_iter().map(|s| s.0).collect(),
                 r.retired,
@@ -298,6 +484,9 @@ impl VulkanBackend {
             }
             Err(e) => {
                 // Nothing was queued: the resources can be reused at once.
+                if let Some(cap) = &mut self.capture {
+                    cap.ok = false;
+                }
                 self.release(sub);
                 Err(e)
             }
@@ -372,7 +561,8 @@ impl VulkanBackend {
     /// Records a barrier first when the command reading `reads` and writing
     /// `writes` depends on (or overwrites) earlier commands of the recording.
     fn track(&mut self, reads: &[Span], writes: &[Span]) -> Result<()> {
-        let dev = self.shared.device.clone();
+        let shared = self.shared.clone();
+        let dev = &shared.device;
         let act = self.act.as_ref().map(|b| b.buffer);
         let rec = self.recording()?;
         let hazard = reads
@@ -382,7 +572,7 @@ impl VulkanBackend {
                 .iter()
                 .any(|w| rec.writes.iter().chain(&rec.reads).any(|x| x.overlaps(w)));
         if hazard {
-            begin_barrier(&dev, rec.cmd);
+            begin_barrier(dev, rec.cmd);
             rec.reads.clear();
             rec.writes.clear();
         }
@@ -505,6 +695,13 @@ impl Drop for VulkanBackend {
         if let Some(log) = self.perf.take().filter(|l| !l.is_empty()) {
             eprint!("{}", log.report(&self.shared.name));
         }
+        for p in std::mem::take(&mut self.plans) {
+            for (_, q) in p.replay.into_iter().flat_map(|r| r.cmds) {
+                if let Some(q) = q {
+                    q.discard(&self.shared.device);
+                }
+            }
+        }
         let dev = &self.shared.device;
         for s in std::mem::take(&mut self.in_flight) {
             for b in s.staging.into_iter().chain(s.retired) {
@@ -529,7 +726,7 @@ impl Drop for VulkanBackend {
         // SAFETY: all work of this backend completed; each object is
         // destroyed once; destroying the command pool frees its buffers.
         unsafe {
-            for p in self.free_pools.drain(..) {
+            for p in self.free_pools.drain(..).chain(self.sets.pools.drain(..)) {
                 dev.destroy_descriptor_pool(p, None);
             }
             dev.destroy_semaphore(self.timeline, None);
@@ -640,15 +837,39 @@ impl Backend for VulkanBackend {
     /// is recorded, and waits for the last, so that the results can be read
     /// through any path afterwards.
     fn graph_compute(&mut self, graph: &Graph, nodes: &[TensorId]) -> ggml_core::Result<()> {
-        let t0 = std::time::Instant::now();
+        let t0 = Stamp::now();
+        let dispatched = self.dispatches;
+        let plan = self.plan(graph, nodes)?;
+        if self.can_replay() {
+            return self.replay(t0);
+        }
+        if let Some(r) = self.plans[0].replay.take() {
+            self.free_commands(r.cmds);
+        }
+        // The graph is recorded into command buffers of its own, kept for
+        // the next call with the same graph.
+        let start = (
+            self.shared.buffers_destroyed.load(Ordering::Relaxed),
+            self.sets.epoch,
+        );
+        if !self.shared.opts.disable_replay {
+            self.flush(None)?;
+            self.capture = Some(Capture {
+                cmds: Vec::new(),
+                ok: true,
+            });
+        }
         let mut res = Ok(());
         let mut recorded = 0;
-        for &id in nodes {
-            let op = &graph.node(id).op;
-            if *op == Op::None || op.is_view() {
-                continue;
-            }
-            if let Err(e) = crate::ops::record(self, graph, id) {
+        for step in &plan.steps {
+            let r = match step {
+                Step::Node(id) => crate::ops::record_node(self, graph, *id),
+                Step::Mmv(f) => fused::record(self, graph, f).map_err(Into::into),
+                Step::NormMul(n, m) => {
+                    fused::record_norm_mul(self, graph, *n, *m).map_err(Into::into)
+                }
+            };
+            if let Err(e) = r {
                 res = Err(e);
                 break;
             }
@@ -660,10 +881,37 @@ impl Backend for VulkanBackend {
                 }
             }
         }
-        let recorded = t0.elapsed();
-        let flushed = self.flush(None).and_then(|()| self.recycle(true));
+        let submit = Stamp::now();
+        let flushed = self.flush(None);
+        let submitted = Stamp::now();
+        let flushed = flushed.and_then(|()| self.recycle(true));
+        let dispatched = self.dispatches - dispatched;
+        if let Some(cap) = self.capture.take() {
+            if let Some(log) = &mut self.perf {
+                for q in cap.cmds.iter().filter_map(|c| c.1.as_ref()) {
+                    q.read(&self.shared.device, log);
+                }
+            }
+            let end = (
+                self.shared.buffers_destroyed.load(Ordering::Relaxed),
+                self.sets.epoch,
+            );
+            if cap.ok && res.is_ok() && flushed.is_ok() && start == end {
+                self.plans[0].replay = Some(Replay {
+                    cmds: cap.cmds,
+                    generation: end.0,
+                    sets_epoch: end.1,
+                    dispatches: dispatched,
+                });
+            } else {
+                if flushed.is_err() {
+                    self.shared.wait_idle();
+                }
+                self.free_commands(cap.cmds);
+            }
+        }
         if let Some(log) = &mut self.perf {
-            log.graph(recorded, t0.elapsed());
+            log.graph(t0, submit, submitted, dispatched);
         }
         res?;
         Ok(flushed?)

@@ -8,17 +8,21 @@
 //! overlap on the GPU; the time of such a run is then split among them as
 //! the GPU retired them, so per-shader figures are close, not exact, while
 //! their sum is the GPU's busy time of the recording. The host's share is
-//! measured per graph: recording, and waiting for the GPU.
+//! measured per graph: recording, and waiting for the GPU; with the
+//! dispatches per graph (in generation, a graph is one token).
 //!
 //! The report goes to stderr when the backend is dropped.
 
 use std::collections::HashMap;
 use std::fmt::Write;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ash::vk;
 
 use crate::error::{Result, VkContext};
+
+/// Graphs whose host times are kept for the medians.
+const GRAPHS_KEPT: usize = 1 << 16;
 
 /// Timestamps per recording; dispatches past the last one go untimed (and
 /// are counted as such).
@@ -87,6 +91,14 @@ impl Queries {
     /// Reads the timestamps of a completed submission into `log` and
     /// destroys the pool.
     pub(crate) fn collect(self, dev: &ash::Device, log: &mut PerfLog) {
+        self.read(dev, log);
+        // SAFETY: no submission uses the pool any more.
+        unsafe { dev.destroy_query_pool(self.pool, None) };
+    }
+
+    /// Reads the timestamps of a completed submission into `log`, keeping
+    /// the pool (for a command buffer submitted again).
+    pub(crate) fn read(&self, dev: &ash::Device, log: &mut PerfLog) {
         let n = self.ends.len() + 1;
         let mut ticks = vec![0u64; n];
         // SAFETY: the submission that wrote the queries has completed; the
@@ -94,19 +106,17 @@ impl Queries {
         let read = unsafe {
             dev.get_query_pool_results(self.pool, 0, &mut ticks, vk::QueryResultFlags::TYPE_64)
         };
-        // SAFETY: no submission uses the pool any more.
-        unsafe { dev.destroy_query_pool(self.pool, None) };
         log.untimed += self.untimed;
         if read.is_err() {
             log.unread += self.ends.len() as u64;
             return;
         }
-        for (i, (shader, bytes)) in self.ends.into_iter().enumerate() {
+        for (i, (shader, bytes)) in self.ends.iter().enumerate() {
             let dt = log.ticks_between(ticks[i], ticks[i + 1]);
-            let s = log.shaders.entry(shader).or_default();
+            let s = log.shaders.entry(shader.clone()).or_default();
             s.calls += 1;
             s.ns += dt as f64 * log.period as f64;
-            s.bytes += bytes;
+            s.bytes += *bytes;
         }
     }
 
@@ -114,6 +124,43 @@ impl Queries {
     pub(crate) fn discard(self, dev: &ash::Device) {
         // SAFETY: nothing was submitted that uses the pool.
         unsafe { dev.destroy_query_pool(self.pool, None) };
+    }
+}
+
+/// The CPU time this thread has used, where the system tells it.
+fn thread_cpu() -> Option<Duration> {
+    #[cfg(unix)]
+    {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid clock id and a pointer to a live timespec.
+        if unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) } == 0 {
+            return Some(Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32));
+        }
+    }
+    None
+}
+
+/// A moment of a graph's computation: wall clock and the thread's CPU
+/// time (which a busy machine moves less than the wall clock).
+#[derive(Clone, Copy)]
+pub(crate) struct Stamp {
+    wall: Instant,
+    cpu: Option<Duration>,
+}
+
+impl Stamp {
+    pub(crate) fn now() -> Stamp {
+        Stamp {
+            wall: Instant::now(),
+            cpu: thread_cpu(),
+        }
+    }
+
+    fn cpu_since(&self, earlier: &Stamp) -> Option<Duration> {
+        Some(self.cpu?.saturating_sub(earlier.cpu?))
     }
 }
 
@@ -127,12 +174,25 @@ struct ShaderStat {
 
 /// What the logger gathered over the backend's life.
 pub(crate) struct PerfLog {
+    /// False when the queue writes no timestamps: only the host's share
+    /// and the dispatches are counted.
+    pub(crate) timed: bool,
     /// Nanoseconds per tick.
     period: f32,
     valid_mask: u64,
     shaders: HashMap<String, ShaderStat>,
     graphs: u64,
+    /// Graphs whose recorded command buffers were submitted again.
+    pub(crate) replayed: u64,
+    dispatches: u64,
     record: Duration,
+    /// CPU time of the recording and of the submission, when known for
+    /// every graph.
+    record_cpu: Option<Duration>,
+    submit_cpu: Option<Duration>,
+    /// Per graph (the first [`GRAPHS_KEPT`]): recording wall time, its CPU
+    /// time and the submission's CPU time, in us.
+    per_graph: Vec<[f64; 3]>,
     wall: Duration,
     untimed: u64,
     unread: u64,
@@ -143,6 +203,7 @@ impl PerfLog {
     /// tick every `period` ns.
     pub(crate) fn new(period: f32, valid_bits: u32) -> PerfLog {
         PerfLog {
+            timed: true,
             period,
             valid_mask: if valid_bits >= 64 {
                 u64::MAX
@@ -151,10 +212,23 @@ impl PerfLog {
             },
             shaders: HashMap::new(),
             graphs: 0,
+            replayed: 0,
+            dispatches: 0,
+            record_cpu: Some(Duration::ZERO),
+            submit_cpu: Some(Duration::ZERO),
+            per_graph: Vec::new(),
             record: Duration::ZERO,
             wall: Duration::ZERO,
             untimed: 0,
             unread: 0,
+        }
+    }
+
+    /// A logger without GPU times.
+    pub(crate) fn untimed() -> PerfLog {
+        PerfLog {
+            timed: false,
+            ..PerfLog::new(1.0, 64)
         }
     }
 
@@ -164,11 +238,46 @@ impl PerfLog {
         (b & self.valid_mask).wrapping_sub(a & self.valid_mask) & self.valid_mask
     }
 
-    /// Adds one graph: the time spent recording it and the whole call.
-    pub(crate) fn graph(&mut self, record: Duration, wall: Duration) {
+    /// Adds one graph: started at `t0`, recorded until `submit` (the
+    /// final submission), submitted at `submitted`, the whole call ending
+    /// now; `dispatches` recorded (or submitted again).
+    pub(crate) fn graph(&mut self, t0: Stamp, submit: Stamp, submitted: Stamp, dispatches: u64) {
         self.graphs += 1;
-        self.record += record;
-        self.wall += wall;
+        self.dispatches += dispatches;
+        self.record += submit.wall - t0.wall;
+        self.wall += t0.wall.elapsed();
+        self.record_cpu = self
+            .record_cpu
+            .zip(submit.cpu_since(&t0))
+            .map(|(a, b)| a + b);
+        self.submit_cpu = self
+            .submit_cpu
+            .zip(submitted.cpu_since(&submit))
+            .map(|(a, b)| a + b);
+        if self.per_graph.len() < GRAPHS_KEPT {
+            let us = |d: Option<Duration>| d.map_or(f64::NAN, |d| d.as_secs_f64() * 1e6);
+            self.per_graph.push([
+                us(Some(submit.wall - t0.wall)),
+                us(submit.cpu_since(&t0)),
+                us(submitted.cpu_since(&submit)),
+            ]);
+        }
+    }
+
+    /// The medians of the kept per-graph host times (see `per_graph`):
+    /// the first graphs, which also make the pipelines, and the graphs a
+    /// busy machine delays do not move them.
+    fn medians(&self) -> Option<[f64; 3]> {
+        if self.per_graph.is_empty() {
+            return None;
+        }
+        let mut out = [0.0; 3];
+        for (k, o) in out.iter_mut().enumerate() {
+            let mut v: Vec<f64> = self.per_graph.iter().map(|g| g[k]).collect();
+            v.sort_by(f64::total_cmp);
+            *o = v[v.len() / 2];
+        }
+        Some(out)
     }
 
     /// The report: per graph, the host's and the GPU's time; per shader
@@ -186,6 +295,28 @@ impl PerfLog {
             per(self.record.as_secs_f64() * 1e6),
             per(gpu_ns / 1e3)
         );
+        // In generation a graph is one token.
+        let cpu = |d: Option<Duration>| {
+            d.map_or("?".to_string(), |d| {
+                format!("{:.1}", per(d.as_secs_f64() * 1e6))
+            })
+        };
+        let _ = writeln!(
+            out,
+            "ggml_vulkan: {device}: {:.1} dispatches per graph, host {:.1} us per graph recording ({} us CPU), {} us CPU submitting ({} dispatches, {} graphs replayed)",
+            per(self.dispatches as f64),
+            per(self.record.as_secs_f64() * 1e6),
+            cpu(self.record_cpu),
+            cpu(self.submit_cpu),
+            self.dispatches,
+            self.replayed
+        );
+        if let Some([w, c, sc]) = self.medians() {
+            let _ = writeln!(
+                out,
+                "ggml_vulkan: {device}: median per graph: host {w:.1} us recording ({c:.1} us CPU), {sc:.1} us CPU submitting"
+            );
+        }
         let mut rows: Vec<_> = self.shaders.iter().collect();
         rows.sort_by(|a, b| b.1.ns.total_cmp(&a.1.ns).then(a.0.cmp(b.0)));
         let _ = writeln!(
@@ -307,19 +438,43 @@ mod tests {
                 bytes: 32_000,
             },
         );
-        log.graph(Duration::from_micros(10), Duration::from_micros(30));
-        log.graph(Duration::from_micros(10), Duration::from_micros(30));
+        let t0 = Stamp::now();
+        let at = |us: u64| Stamp {
+            wall: t0.wall + Duration::from_micros(us),
+            cpu: t0.cpu.map(|c| c + Duration::from_micros(us / 2)),
+        };
+        log.graph(t0, at(10), at(14), 7);
+        log.graph(t0, at(10), at(14), 5);
+        log.wall = Duration::from_micros(60);
         let r = log.report("Vulkan0");
         let lines: Vec<&str> = r.lines().collect();
         assert!(lines[0].contains("2 graphs"), "{r}");
         assert!(lines[0].contains("30.0 us wall"), "{r}");
         assert!(lines[0].contains("10.0 us recording"), "{r}");
         assert!(lines[0].contains("10.0 us GPU busy"), "{r}");
-        assert!(lines[2].trim_start().starts_with("big"), "{r}");
-        assert!(lines[3].trim_start().starts_with("small"), "{r}");
+        assert!(
+            lines[1].contains("6.0 dispatches per graph, host 10.0 us per graph recording"),
+            "{r}"
+        );
+        assert!(
+            lines[1].contains("(12 dispatches, 0 graphs replayed)"),
+            "{r}"
+        );
+        assert!(
+            lines[2].contains("median per graph: host 10.0 us recording"),
+            "{r}"
+        );
+        if t0.cpu.is_some() {
+            assert!(
+                lines[1].contains("(5.0 us CPU), 2.0 us CPU submitting"),
+                "{r}"
+            );
+        }
+        assert!(lines[4].trim_start().starts_with("big"), "{r}");
+        assert!(lines[5].trim_start().starts_with("small"), "{r}");
         // 32,000 bytes in 16 us: 2 GB/s; 80% of the GPU time.
         assert!(
-            lines[2].ends_with("2.0") && lines[2].contains("80.0"),
+            lines[4].ends_with("2.0") && lines[4].contains("80.0"),
             "{r}"
         );
     }

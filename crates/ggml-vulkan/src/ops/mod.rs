@@ -5,6 +5,7 @@ mod binary;
 mod copy;
 mod delta_net;
 mod flash_attn;
+pub(crate) mod fused;
 mod mul_mat;
 mod mul_mat_id;
 mod norm;
@@ -285,11 +286,13 @@ fn record_one_source(
     be.dispatch(shader, [Some(&ba), None, None], &bd, &pc.0, groups)
 }
 
-/// Records node `id` of `graph` on `be`.
-pub(crate) fn record(be: &mut VulkanBackend, graph: &Graph, id: TensorId) -> ggml_core::Result<()> {
-    if !supports(be.shared(), graph, id) {
-        return Err(unsupported(graph, id, be.shared()));
-    }
+/// Records node `id` of `graph` on `be`; the node was checked by
+/// [`supports`] (see [`fused::plan`]).
+pub(crate) fn record_node(
+    be: &mut VulkanBackend,
+    graph: &Graph,
+    id: TensorId,
+) -> ggml_core::Result<()> {
     let n = graph.node(id);
     if n.desc.n_elements() == 0 {
         return Ok(());

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod graph;
+
 use std::sync::{Arc, OnceLock};
 
 use ggml_vulkan::{Options, VulkanDevice, VulkanReg};
