@@ -820,11 +820,14 @@ fn eval_callback_sees_every_node_in_order_and_can_stop() {
     );
 }
 
+/// The weight name and activations of each matrix product seen.
+type Seen = Arc<Mutex<Vec<(String, Vec<f32>)>>>;
+
 /// Sees the matrix products only, and checks that each one's
 /// activations are already there and intact when it is shown.
 struct MatMulWatcher {
     asked: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<(String, Vec<f32>)>>>,
+    seen: Seen,
 }
 
 impl EvalObserver for MatMulWatcher {
@@ -848,7 +851,7 @@ fn an_observer_sees_only_the_nodes_it_wants_and_runs_the_rest_in_one_go() {
     let (mut g, x, out) = build(&m, 4);
     let mut s = env.sched(false, true);
     let asked = Arc::new(AtomicUsize::new(0));
-    let seen: Arc<Mutex<Vec<(String, Vec<f32>)>>> = Arc::default();
+    let seen: Seen = Arc::default();
     s.set_eval_callback(Some(Box::new(MatMulWatcher {
         asked: asked.clone(),
         seen: seen.clone(),

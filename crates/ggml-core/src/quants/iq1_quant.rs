@@ -225,7 +225,7 @@ impl BlockIq1S {
         b.d = f2h(d * 1.125);
         let id = 1.0 / d;
         for ib in 0..QK_K / BS {
-            let mut l = nearest_int(0.5 * (id * scales[ib] - 1.0)).min(7).max(0) as u16;
+            let mut l = nearest_int(0.5 * (id * scales[ib] - 1.0)).clamp(0, 7) as u16;
             if shifts[ib] == -1 {
                 l |= 8;
             }
@@ -377,7 +377,7 @@ impl BlockIq1M {
         let id = 1.0 / d;
         let (mut sumqx, mut sumq2) = (0f32, 0f32);
         for ib in 0..QK_K / BS {
-            let l = nearest_int(0.5 * (id * scales[ib] - 1.0)).min(7).max(0);
+            let l = nearest_int(0.5 * (id * scales[ib] - 1.0)).clamp(0, 7);
             sc[ib / 4] |= (l as u16) << (3 * (ib % 4));
             b.qh[ib] |= MASKS[shifts[ib]];
             let xb = &x[BS * ib..BS * ib + BS];

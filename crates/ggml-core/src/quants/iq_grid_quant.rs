@@ -78,7 +78,7 @@ fn snap<const W: usize>(
     let mut u = 0usize;
     for i in 0..W {
         let v = nearest_int(0.5 * (id * xval[i] - 1.0));
-        let v = v.min(kmax - 1).max(0);
+        let v = v.clamp(0, kmax - 1);
         l[i] = v as i8;
         u |= (v as usize) << (level_bits(W) * i);
     }
@@ -264,7 +264,7 @@ fn scale_codes(scales: &[f32], max_scale: f32) -> impl Iterator<Item = u8> + '_ 
     let id = 1.0 / d;
     scales
         .iter()
-        .map(move |&s| nearest_int(0.5 * (id * s - 1.0)).min(15).max(0) as u8)
+        .map(move |&s| nearest_int(0.5 * (id * s - 1.0)).clamp(0, 15) as u8)
 }
 
 impl BlockIq2Xxs {
