@@ -24,5 +24,5 @@ pub use gguf::GgmlType as Type;
 pub use graph::{Flags, Graph, Node, TensorId};
 pub use op::{GluOp, Op, RopeMode, RopeParams, SortOrder, UnaryOp};
 pub use quants::MATMUL_TYPES;
-pub use sched::Scheduler;
+pub use sched::{EvalObserver, Scheduler};
 pub use tensor::{TensorDesc, MAX_DIMS};

@@ -12,8 +12,8 @@ use ggml_core::host::{HostBufferType, HOST_ALIGNMENT};
 use ggml_core::sched::{Scheduler, SCHED_MAX_COPIES, SCHED_MAX_SPLIT_INPUTS};
 use ggml_core::{
     Backend, Buffer, BufferCommon, BufferType, BufferUsage, Device, DeviceCaps, DeviceKind,
-    DeviceProps, Error, Event, Flags, Graph, Op, Placement, Result, TensorDesc, TensorId, Type,
-    UnaryOp,
+    DeviceProps, Error, EvalObserver, Event, Flags, Graph, Op, Placement, Result, TensorDesc,
+    TensorId, Type, UnaryOp,
 };
 
 // ------------------------------------------------------------ device memory
@@ -818,6 +818,65 @@ fn eval_callback_sees_every_node_in_order_and_can_stop() {
         3,
         "computed nodes: exactly the ones seen"
     );
+}
+
+/// The weight name and activations of each matrix product seen.
+type Seen = Arc<Mutex<Vec<(String, Vec<f32>)>>>;
+
+/// Sees the matrix products only, and checks that each one's
+/// activations are already there and intact when it is shown.
+struct MatMulWatcher {
+    asked: Arc<AtomicUsize>,
+    seen: Seen,
+}
+
+impl EvalObserver for MatMulWatcher {
+    fn wants(&mut self, g: &Graph, id: TensorId) -> bool {
+        self.asked.fetch_add(1, Ordering::Relaxed);
+        g.node(id).op == Op::MulMat
+    }
+    fn observe(&mut self, g: &Graph, id: TensorId, _at: &Placement) -> bool {
+        let node = g.node(id);
+        let x = read(g, node.src[1]).unwrap();
+        let name = g.desc(node.src[0]).name.clone();
+        self.seen.lock().unwrap().push((name, x));
+        true
+    }
+}
+
+#[test]
+fn an_observer_sees_only_the_nodes_it_wants_and_runs_the_rest_in_one_go() {
+    let env = Env::new(false);
+    let m = model(&env, 3, 1);
+    let (mut g, x, out) = build(&m, 4);
+    let mut s = env.sched(false, true);
+    let asked = Arc::new(AtomicUsize::new(0));
+    let seen: Seen = Arc::default();
+    s.set_eval_callback(Some(Box::new(MatMulWatcher {
+        asked: asked.clone(),
+        seen: seen.clone(),
+    })));
+    s.alloc_graph(&mut g).unwrap();
+    set_input(&g, x);
+    env.take_log();
+    s.compute(&mut g).unwrap();
+    let computed = env.take_log().len();
+    assert_close(&read(&g, out).unwrap(), &reference(&env, 3, 4));
+    let expected: Vec<String> = g
+        .ids()
+        .filter(|&id| g.node(id).op == Op::MulMat)
+        .map(|id| g.desc(g.node(id).src[0]).name.clone())
+        .collect();
+    let seen = seen.lock().unwrap();
+    let names: Vec<String> = seen.iter().map(|(n, _)| n.clone()).collect();
+    assert_eq!(names, expected, "every matrix product, in order");
+    // The first product's activations are the normed input: not all zero.
+    assert!(seen[0].1.iter().any(|&v| v != 0.0));
+    // Every node of every split was asked about, and every node ran once.
+    let n_nodes: usize = s.splits().iter().map(|sp| sp.nodes().len()).sum();
+    assert_eq!(asked.load(Ordering::Relaxed), n_nodes);
+    let n_compute: usize = s.splits().iter().map(|sp| sp.compute_nodes().len()).sum();
+    assert_eq!(computed, n_compute);
 }
 
 #[test]

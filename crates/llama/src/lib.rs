@@ -40,6 +40,7 @@ pub use context::{Context, ContextParams, Perf, PoolingType};
 pub use memory_plan::{MemoryPlan, PlanBytes};
 pub mod chat;
 pub mod cli;
+pub mod imatrix;
 pub mod json_schema;
 pub mod perplexity;
 pub mod quantize;

@@ -1,7 +1,8 @@
 //! The grid i-quants IQ2_XXS, IQ2_XS, IQ2_S, IQ3_XXS, IQ3_S, IQ1_S and
 //! IQ1_M: dequantization (ggml's arithmetic order) and an integer view of a
-//! super-block for the reference dot products. Their quantizers need an
-//! importance matrix in ggml and are not provided.
+//! super-block for the reference dot products. Their quantizers (which
+//! ggml runs only with an importance matrix for IQ2_XXS, IQ2_XS and IQ1_S)
+//! are in `iq_grid_quant.rs` and `iq1_quant.rs`.
 
 use super::blocks::{
     BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs, QK_K,

@@ -18,8 +18,11 @@ mod blocks;
 mod dot;
 mod fp;
 mod grid_data;
+mod iq1_quant;
 mod iq4;
 mod iq_grid;
+mod iq_grid_quant;
+mod iq_neighbours;
 mod k_quants;
 mod legacy;
 mod search;
@@ -131,15 +134,15 @@ pub fn can_dequantize(ty: Type) -> bool {
 }
 
 /// True when [`quantize_row`] supports `ty`: every type
-/// [`dequantize_row`] reads except the IQ1, IQ2 and IQ3 grid types, whose
-/// quantizers are not here.
+/// [`dequantize_row`] reads except IQ2_XXS, IQ2_XS and IQ1_S, which ggml
+/// quantizes only with an importance matrix ([`quantize_rows`] with one).
 pub fn can_quantize(ty: Type) -> bool {
-    use Type::*;
-    can_dequantize(ty)
-        && !matches!(
-            ty,
-            IQ2_XXS | IQ2_XS | IQ2_S | IQ3_XXS | IQ3_S | IQ1_S | IQ1_M
-        )
+    can_dequantize(ty) && !needs_imatrix(ty)
+}
+
+/// True for the types ggml cannot quantize without an importance matrix.
+pub fn needs_imatrix(ty: Type) -> bool {
+    matches!(ty, Type::IQ2_XXS | Type::IQ2_XS | Type::IQ1_S)
 }
 
 fn dequant<B: Block>(src: &[u8], dst: &mut [f32], f: impl Fn(&B, &mut [f32])) -> Result<()> {
@@ -148,6 +151,16 @@ fn dequant<B: Block>(src: &[u8], dst: &mut [f32], f: impl Fn(&B, &mut [f32])) ->
         .zip(dst.chunks_exact_mut(B::BLOCK_SIZE))
     {
         f(&B::read(bytes)?, out);
+    }
+    Ok(())
+}
+
+fn quant_try<B: Block>(src: &[f32], dst: &mut [u8], f: impl Fn(&[f32]) -> Result<B>) -> Result<()> {
+    for (x, out) in src
+        .chunks_exact(B::BLOCK_SIZE)
+        .zip(dst.chunks_exact_mut(B::BYTES))
+    {
+        f(x)?.write(out)?;
     }
     Ok(())
 }
@@ -228,6 +241,11 @@ pub fn dequantize_row(ty: Type, src: &[u8], dst: &mut [f32]) -> Result<()> {
 /// the bytes equal those of llama.cpp's model files. Blocks are independent:
 /// a whole tensor can be passed as one row.
 pub fn quantize_row(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
+    if needs_imatrix(ty) {
+        return Err(Error::Quant(format!(
+            "quantize: type {ty} needs an importance matrix"
+        )));
+    }
     if !can_quantize(ty) {
         return Err(Error::Quant(format!(
             "quantize: type {ty} is not supported"
@@ -271,6 +289,10 @@ pub fn quantize_row(ty: Type, src: &[f32], dst: &mut [u8]) -> Result<()> {
         TQ1_0 => quant(src, dst, BlockTq1_0::quantize),
         TQ2_0 => quant(src, dst, BlockTq2_0::quantize),
         MXFP4 => quant(src, dst, BlockMxfp4::quantize),
+        IQ2_S => quant_try(src, dst, |x| BlockIq2S::quantize_weighted(x, None)),
+        IQ3_XXS => quant_try(src, dst, |x| BlockIq3Xxs::quantize_weighted(x, None)),
+        IQ3_S => quant_try(src, dst, |x| BlockIq3S::quantize_weighted(x, None)),
+        IQ1_M => quant_try(src, dst, |x| BlockIq1M::quantize_weighted(x, None)),
         _ => Err(Error::Quant(format!(
             "quantize: type {ty} is not supported"
         ))),
@@ -307,7 +329,8 @@ pub fn uses_imatrix(ty: Type) -> bool {
 /// True when [`quantize_rows`] quantizes `ty` with an importance matrix
 /// (or ignores it, as ggml does).
 pub fn can_quantize_with_imatrix(ty: Type) -> bool {
-    can_quantize(ty) && (!uses_imatrix(ty) || weighted::has_weighted(ty))
+    (can_quantize(ty) || weighted::has_weighted(ty))
+        && (!uses_imatrix(ty) || weighted::has_weighted(ty))
 }
 
 /// Quantizes whole rows of `n_per_row` values, as ggml's

@@ -4,7 +4,8 @@
 //! `imatrix * sqrt(sigma2 + x^2)`.
 
 use super::blocks::{
-    Block, BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
+    Block, BlockIq1M, BlockIq1S, BlockIq2S, BlockIq2Xs, BlockIq2Xxs, BlockIq3S, BlockIq3Xxs,
+    BlockIq4Nl, BlockIq4Xs, BlockQ2K, BlockQ3K, BlockQ4K, BlockQ4_0, BlockQ4_1, BlockQ5K,
     BlockQ5_0, BlockQ5_1, BlockQ6K, QK_K,
 };
 use super::fp::f2h;
@@ -28,6 +29,13 @@ pub(crate) fn has_weighted(ty: Type) -> bool {
             | Type::Q6_K
             | Type::IQ4_NL
             | Type::IQ4_XS
+            | Type::IQ2_XXS
+            | Type::IQ2_XS
+            | Type::IQ2_S
+            | Type::IQ3_XXS
+            | Type::IQ3_S
+            | Type::IQ1_S
+            | Type::IQ1_M
     )
 }
 
@@ -56,10 +64,36 @@ pub(crate) fn quantize_row_weighted(ty: Type, x: &[f32], qw: &[f32], dst: &mut [
         Type::IQ4_XS => blocks(x, qw, dst, QK_K, |x, w| {
             BlockIq4Xs::quantize_weighted(x, Some(w))
         }),
+        Type::IQ2_XXS => blocks_try(x, qw, dst, BlockIq2Xxs::quantize_weighted),
+        Type::IQ2_XS => blocks_try(x, qw, dst, BlockIq2Xs::quantize_weighted),
+        Type::IQ2_S => blocks_try(x, qw, dst, |x, w| BlockIq2S::quantize_weighted(x, Some(w))),
+        Type::IQ3_XXS => blocks_try(x, qw, dst, |x, w| {
+            BlockIq3Xxs::quantize_weighted(x, Some(w))
+        }),
+        Type::IQ3_S => blocks_try(x, qw, dst, |x, w| BlockIq3S::quantize_weighted(x, Some(w))),
+        Type::IQ1_S => blocks_try(x, qw, dst, BlockIq1S::quantize_weighted),
+        Type::IQ1_M => blocks_try(x, qw, dst, |x, w| BlockIq1M::quantize_weighted(x, Some(w))),
         _ => Err(Error::Quant(format!(
-            "quantize: type {ty} with an importance matrix is not supported yet"
+            "quantize: type {ty} with an importance matrix is not supported"
         ))),
     }
+}
+
+/// [`blocks`] of super-blocks whose quantizer can fail.
+fn blocks_try<B: Block>(
+    x: &[f32],
+    qw: &[f32],
+    dst: &mut [u8],
+    f: impl Fn(&[f32], &[f32]) -> Result<B>,
+) -> Result<()> {
+    for ((x, w), out) in x
+        .chunks_exact(QK_K)
+        .zip(qw.chunks_exact(QK_K))
+        .zip(dst.chunks_exact_mut(B::BYTES))
+    {
+        f(x, w)?.write(out)?;
+    }
+    Ok(())
 }
 
 fn blocks<B: Block>(
@@ -342,8 +376,10 @@ mod tests {
             let e = quantize_rows(ty, &x, &mut q, n, Some(&w[1..])).unwrap_err();
             assert!(e.to_string().contains("importance matrix"), "{e}");
         }
-        let mut q = vec![0u8; 2 * row_size(Type::IQ3_S, n).unwrap()];
-        let e = quantize_rows(Type::IQ3_S, &x, &mut q, n, Some(&w)).unwrap_err();
-        assert!(e.to_string().contains("not supported"), "{e}");
+        // IQ2_XXS is quantized with an importance matrix only.
+        let mut q = vec![0u8; 2 * row_size(Type::IQ2_XXS, n).unwrap()];
+        quantize_rows(Type::IQ2_XXS, &x, &mut q, n, Some(&w)).unwrap();
+        let e = quantize_rows(Type::IQ2_XXS, &x, &mut q, n, None).unwrap_err();
+        assert!(e.to_string().contains("needs an importance matrix"), "{e}");
     }
 }

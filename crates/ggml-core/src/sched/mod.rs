@@ -103,9 +103,38 @@ pub const SCHED_MAX_COPIES: usize = 4;
 /// Most inputs (copies from other backends) one split may have.
 pub const SCHED_MAX_SPLIT_INPUTS: usize = 30;
 
-/// Called after each node is computed, with the node and where its data is;
-/// returning false stops the computation ([`Error::Aborted`]).
-pub type EvalCallback = Box<dyn FnMut(&Graph, TensorId, &Placement) -> bool + Send>;
+/// Watches the nodes of a graph as they are computed (ggml's eval
+/// callback): the scheduler first asks [`EvalObserver::wants`] of each node
+/// in order, computes the nodes up to the next one wanted in one call to the
+/// backend, waits for it, and shows it to [`EvalObserver::observe`]. Nodes
+/// nobody wants cost no stop, so an observer that wants a few nodes keeps
+/// most of the graph's speed.
+pub trait EvalObserver: Send {
+    /// Whether `id` is to be shown once computed (ggml's `ask`); every
+    /// node unless told otherwise.
+    fn wants(&mut self, graph: &Graph, id: TensorId) -> bool {
+        let _ = (graph, id);
+        true
+    }
+
+    /// Sees node `id` just after it is computed, with where its data is;
+    /// its sources are still intact. Returning false stops the computation
+    /// ([`Error::Aborted`]).
+    fn observe(&mut self, graph: &Graph, id: TensorId, at: &Placement) -> bool;
+}
+
+impl<F> EvalObserver for F
+where
+    F: FnMut(&Graph, TensorId, &Placement) -> bool + Send,
+{
+    fn observe(&mut self, graph: &Graph, id: TensorId, at: &Placement) -> bool {
+        self(graph, id, at)
+    }
+}
+
+/// The observer a scheduler calls during compute (see [`EvalObserver`]);
+/// a closure over (graph, node, placement) sees every node.
+pub type EvalCallback = Box<dyn EvalObserver>;
 
 /// Polled between splits (and between nodes when an eval callback is set);
 /// returning true stops the computation ([`Error::Aborted`]).
@@ -404,8 +433,9 @@ impl Scheduler {
             .or_else(|| self.user_backend.get(&id).copied())
     }
 
-    /// Sets (or clears) the callback that sees each node after it is computed.
-    /// While one is set, nodes are computed one at a time.
+    /// Sets (or clears) the observer that sees the nodes it wants after
+    /// they are computed (see [`EvalObserver`]). While one is set, each
+    /// split runs in pieces that end at the nodes it wants.
     pub fn set_eval_callback(&mut self, cb: Option<EvalCallback>) {
         self.eval_cb = cb;
     }
@@ -564,6 +594,48 @@ impl Scheduler {
         self.abort_cb.as_mut().is_some_and(|cb| cb())
     }
 
+    /// Computes split `si` for the eval observer: the nodes up to the next
+    /// one it wants in one backend call, then that node is shown to it.
+    fn compute_observed(&mut self, graph: &Graph, si: usize) -> Result<()> {
+        let b = self.splits[si].backend;
+        let n = self.splits[si].nodes.len();
+        let mut run: Vec<TensorId> = Vec::new();
+        let mut start = 0;
+        while start < n {
+            if self.aborted() {
+                return Err(Error::Aborted);
+            }
+            let nodes = &self.splits[si].nodes;
+            let Some(cb) = self.eval_cb.as_mut() else {
+                return Ok(());
+            };
+            let wanted = (start..n).find(|&k| cb.wants(graph, nodes[k]));
+            let last = wanted.unwrap_or(n - 1);
+            run.clear();
+            run.extend(
+                nodes[start..=last]
+                    .iter()
+                    .copied()
+                    .filter(|&id| !is_view_op(graph.node(id))),
+            );
+            if !run.is_empty() {
+                self.backends[b].graph_compute(graph, &run)?;
+                self.backends[b].synchronize()?;
+            }
+            if let Some(k) = wanted {
+                let id = self.splits[si].nodes[k];
+                let p = graph.placement_or_err(id)?;
+                if let Some(cb) = self.eval_cb.as_mut() {
+                    if !cb.observe(graph, id, &p) {
+                        return Err(Error::Aborted);
+                    }
+                }
+            }
+            start = last + 1;
+        }
+        Ok(())
+    }
+
     // ------------------------------------------------------------ compute
 
     fn compute_splits(&mut self, graph: &Graph) -> Result<()> {
@@ -611,22 +683,7 @@ impl Scheduler {
                     self.backends[b].graph_compute(graph, &split.compute)?;
                 }
             } else {
-                for k in 0..self.splits[si].nodes.len() {
-                    if self.aborted() {
-                        return Err(Error::Aborted);
-                    }
-                    let id = self.splits[si].nodes[k];
-                    if !is_view_op(graph.node(id)) {
-                        self.backends[b].graph_compute(graph, &[id])?;
-                        self.backends[b].synchronize()?;
-                    }
-                    let p = graph.placement_or_err(id)?;
-                    if let Some(cb) = self.eval_cb.as_mut() {
-                        if !cb(graph, id, &p) {
-                            return Err(Error::Aborted);
-                        }
-                    }
-                }
+                self.compute_observed(graph, si)?;
             }
             if !self.splits[si].inputs.is_empty() {
                 if let Some(e) = &event {

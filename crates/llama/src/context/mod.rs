@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use ggml_core::sched::Scheduler;
-use ggml_core::{Backend, BufferType, Device, DeviceKind, Graph, TensorId, Type};
+use ggml_core::{Backend, BufferType, Device, DeviceKind, EvalObserver, Graph, TensorId, Type};
 
 use crate::adapter::AdapterSet;
 use crate::batch::{Batch, Token};
@@ -213,6 +213,14 @@ impl<'m> Context<'m> {
 
     fn build(&self, shape: UbatchShape) -> Result<BuiltGraph> {
         build_decoder(self.model, &self.mem, &self.rope, &self.adapters, shape)
+    }
+
+    /// Sets (or clears with `None`) the observer that sees the nodes it
+    /// wants of every graph the context computes, just after each is
+    /// computed (llama.cpp's `cb_eval`; see [`EvalObserver`]). Without
+    /// one, graphs run whole.
+    pub fn set_eval_observer(&mut self, observer: Option<Box<dyn EvalObserver>>) {
+        self.sched.set_eval_callback(observer);
     }
 
     /// The LoRA adapters and control vector the graphs apply.

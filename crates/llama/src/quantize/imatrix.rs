@@ -6,9 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use gguf::GgmlType;
-
 use crate::error::{LlamaError, Result};
+use crate::imatrix::ImatrixFile;
 
 /// An importance matrix: for each weight, one value per input column (per
 /// expert for 3-D weights), ready to weight the quantization error.
@@ -45,76 +44,30 @@ impl Imatrix {
     /// The GGUF format: sums of squared activations and the token counts
     /// of each expert, divided here (a zero count gives 1).
     pub fn from_gguf(bytes: &[u8]) -> std::result::Result<Imatrix, String> {
-        let f = gguf::GgufFile::from_bytes(bytes).map_err(|e| e.to_string())?;
-        if f.tensors().is_empty() {
-            return Err("no data in file".into());
-        }
-        let md = f.metadata();
-        let has = |k: &str| md.contains_key(k);
-        if !(has("imatrix.datasets") && has("imatrix.chunk_count") && has("imatrix.chunk_size")) {
+        let f = ImatrixFile::from_gguf(bytes)?;
+        if !f.has_metadata {
             return Err("missing imatrix metadata (imatrix.datasets, imatrix.chunk_count, imatrix.chunk_size)".into());
         }
-        let datasets = md
-            .get_str_array("imatrix.datasets")
-            .map(|v| v.into_iter().map(str::to_string).collect())
-            .unwrap_or_default();
-        let chunk_count = md
-            .get_uint("imatrix.chunk_count")
-            .map_err(|e| e.to_string())? as i64;
-        let mut pairs: BTreeMap<String, SumsCounts> = BTreeMap::new();
-        for t in f.tensors() {
-            let (name, is_sum) = if let Some(n) = t.name.strip_suffix(".in_sum2") {
-                (n, true)
-            } else if let Some(n) = t.name.strip_suffix(".counts") {
-                (n, false)
-            } else {
-                continue;
-            };
-            if name.is_empty() {
-                continue;
-            }
-            if t.ty != GgmlType::F32 {
-                return Err(format!("sums and counts for {name} must be F32"));
-            }
-            let data = f.tensor_data_in(bytes, t).map_err(|e| e.to_string())?;
-            let v: Vec<f32> = data
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect();
-            let slot = pairs.entry(name.to_string()).or_default();
-            if is_sum {
-                slot.0 = Some(v);
-            } else {
-                slot.1 = Some(v);
-            }
-        }
         let mut entries = BTreeMap::new();
-        for (name, pair) in pairs {
-            let (Some(sums), Some(counts)) = pair else {
-                return Err(format!("mismatched sums and counts for {name}"));
-            };
-            if counts.is_empty() || sums.len() % counts.len() != 0 {
-                return Err(format!(
-                    "{name}: {} sums do not divide into {} counts",
-                    sums.len(),
-                    counts.len()
-                ));
-            }
-            let ne0 = sums.len() / counts.len();
-            let mut e = vec![0f32; sums.len()];
-            for (j, &c) in counts.iter().enumerate() {
-                // Counts are stored as floats and read back rounded.
-                let c = c.round() as i64 as f32;
+        for (name, e) in f.entries {
+            let ne0 = e.sums.len() / e.counts.len();
+            let mut v = vec![0f32; e.sums.len()];
+            for (j, &c) in e.counts.iter().enumerate() {
+                let c = c as f32;
                 for i in 0..ne0 {
-                    e[j * ne0 + i] = if c > 0.0 { sums[j * ne0 + i] / c } else { 1.0 };
+                    v[j * ne0 + i] = if c > 0.0 {
+                        e.sums[j * ne0 + i] / c
+                    } else {
+                        1.0
+                    };
                 }
             }
-            entries.insert(name, e);
+            entries.insert(name, v);
         }
         Ok(Imatrix {
             entries,
-            datasets,
-            chunk_count,
+            datasets: f.datasets,
+            chunk_count: i64::from(f.chunk_count),
         })
     }
 
@@ -122,59 +75,25 @@ impl Imatrix {
     /// averaged per call and summed over calls), then optionally the chunk
     /// count and the dataset name.
     pub fn from_legacy(bytes: &[u8]) -> std::result::Result<Imatrix, String> {
-        let mut r = Reader { b: bytes, at: 0 };
-        let n_entries = r.i32().ok_or("no data in file")?;
-        if n_entries < 1 {
-            return Err("no data in file".into());
-        }
-        let mut entries = BTreeMap::new();
-        for i in 0..n_entries {
-            let len = r
-                .i32()
-                .filter(|&l| l >= 0)
-                .ok_or_else(|| format!("failed reading name for entry {}", i + 1))?;
-            let raw = r
-                .take(len as usize)
-                .ok_or_else(|| format!("failed reading name for entry {}", i + 1))?;
-            let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-            let name = String::from_utf8_lossy(&raw[..end]).into_owned();
-            let ncall = r.i32();
-            let nval = r.i32();
-            let (Some(ncall), Some(nval)) = (ncall, nval) else {
-                return Err(format!("failed reading number of values for entry {i}"));
-            };
-            if nval < 1 {
-                return Err(format!("failed reading number of values for entry {i}"));
-            }
-            let data = r
-                .take(nval as usize * 4)
-                .ok_or_else(|| format!("failed reading data for entry {i}"))?;
-            let sums = data
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-            let e: Vec<f32> = if ncall > 0 {
-                sums.map(|s| s / ncall as f32).collect()
-            } else {
-                sums.collect()
-            };
-            entries.insert(name, e);
-        }
-        let mut out = Imatrix {
+        let f = ImatrixFile::from_legacy(bytes)?;
+        let entries = f
+            .entries
+            .into_iter()
+            .map(|(name, e)| {
+                let ncall = e.counts.first().copied().unwrap_or(0);
+                let v = if ncall > 0 {
+                    e.sums.iter().map(|s| s / ncall as f32).collect()
+                } else {
+                    e.sums
+                };
+                (name, v)
+            })
+            .collect();
+        Ok(Imatrix {
             entries,
-            datasets: Vec::new(),
-            chunk_count: 0,
-        };
-        if let Some(n) = r.i32() {
-            out.chunk_count = i64::from(n);
-            if let Some(len) = r.i32().filter(|&l| l > 0) {
-                if let Some(raw) = r.take(len as usize) {
-                    let end = raw.iter().position(|&c| c == 0).unwrap_or(raw.len());
-                    out.datasets
-                        .push(String::from_utf8_lossy(&raw[..end]).into_owned());
-                }
-            }
-        }
-        Ok(out)
+            datasets: f.datasets,
+            chunk_count: i64::from(f.chunk_count as i32),
+        })
     }
 
     /// Keeps the entries whose names contain one of `include` (when given)
@@ -201,31 +120,10 @@ impl Imatrix {
     }
 }
 
-/// The sums and counts tensors of one entry, as they are found.
-type SumsCounts = (Option<Vec<f32>>, Option<Vec<f32>>);
-
-struct Reader<'a> {
-    b: &'a [u8],
-    at: usize,
-}
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
-        let end = self.at.checked_add(n)?;
-        let s = self.b.get(self.at..end)?;
-        self.at = end;
-        Some(s)
-    }
-
-    fn i32(&mut self) -> Option<i32> {
-        self.take(4)
-            .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gguf::GgmlType;
 
     fn legacy(entries: &[(&str, i32, &[f32])], tail: Option<(i32, &str)>) -> Vec<u8> {
         let mut b = Vec::new();

@@ -83,7 +83,14 @@ impl Pool {
                 job.src_type.name()
             )));
         }
-        if !quants::can_quantize(job.dst_type) {
+        if quants::needs_imatrix(job.dst_type) && job.imatrix.is_none() {
+            return Err(bad(format!(
+                "quantizing to {} needs an importance matrix entry for it",
+                job.dst_type.name()
+            )));
+        }
+        let with_imatrix = job.imatrix.is_some() && quants::can_quantize_with_imatrix(job.dst_type);
+        if !quants::can_quantize(job.dst_type) && !with_imatrix {
             return Err(LlamaError::NotSupported(format!(
                 "quantizing to {} (tensor {})",
                 job.dst_type.name(),
