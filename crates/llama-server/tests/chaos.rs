@@ -241,12 +241,12 @@ async fn huge_and_invalid_bodies_are_refused() {
     // Chunked, without a length: refused once the limit is crossed.
     let chunk = {
         let mut c = format!("{:x}\r\n", 1 << 20).into_bytes();
-        c.extend(std::iter::repeat(b' ').take(1 << 20));
+        c.extend_from_slice(&vec![b' '; 1 << 20]);
         c.extend_from_slice(b"\r\n");
         c
     };
     let mut parts = vec![head("/v1/chat/completions", None).into_bytes()];
-    parts.extend(std::iter::repeat(chunk).take(12));
+    parts.extend(vec![chunk; 12]);
     let r = send_parts(addr, parts, Duration::ZERO)
         .await
         .expect("a reply");
