@@ -1,6 +1,5 @@
 //! GBNF grammars: the parser on fuzzed text, and a parsed grammar's
-//! matcher fed fuzzed text byte by byte (one token per byte value). A
-//! parsed grammar printed back as GBNF parses again.
+//! matcher fed fuzzed text byte by byte (one token per byte value).
 
 #![no_main]
 
@@ -33,10 +32,9 @@ fuzz_target!(|data: &[u8]| {
     let Ok(g) = Grammar::parse_with_pieces(grammar, &tokens) else {
         return;
     };
-    let printed = g.to_gbnf();
-    if let Err(e) = Grammar::parse_with_pieces(&printed, &tokens) {
-        panic!("a parsed grammar printed back does not parse: {e}\n{printed}");
-    }
+    // Printing never fails (its output is for reading, like llama.cpp's
+    // print_grammar: generated rule names and escapes are not GBNF).
+    let _ = g.to_gbnf();
     let Ok(mut s) = GrammarSampler::with_tokens(Arc::new(g), tokens, false, &[]) else {
         return;
     };

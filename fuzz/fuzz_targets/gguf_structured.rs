@@ -268,6 +268,12 @@ fuzz_target!(|input: Input| {
         .unwrap_or((input.tensors.len() as u64, input.kvs.len() as u64));
     e.count(n_tensors);
     e.count(n_kv);
+    // Version 1 stores the counts in 32 bits.
+    let (n_tensors, n_kv) = if e.v1 {
+        (u64::from(n_tensors as u32), u64::from(n_kv as u32))
+    } else {
+        (n_tensors, n_kv)
+    };
     let mut alignment = 32u64;
     for (k, v) in &input.kvs {
         let name = key_name(k);
