@@ -80,7 +80,7 @@ const STEPS: &[Step] = &[
     },
     Step {
         env: &[],
-        args: &["xtask", "fuzz", "--install", "--seconds", "20"],
+        args: &["xtask", "fuzz", "--install", "--seconds", "10"],
     },
 ];
 
@@ -130,7 +130,7 @@ mod tests {
         assert!(p[3].ends_with("REQUIRE_CHROMIUM=1 cargo test --workspace"));
         assert!(p[4].contains(" GGML_CPU_ISA=avx2 cargo test "));
         assert!(p[5].contains(" GGML_VK_ALLOW_CPU_DEVICES=1 REQUIRE_VULKAN=1 cargo test "));
-        assert!(p[6].ends_with(" cargo xtask fuzz --install --seconds 20"));
+        assert!(p[6].ends_with(" cargo xtask fuzz --install --seconds 10"));
         assert!(p
             .iter()
             .all(|l| l.starts_with("env -u GGML_VK_ALLOW_CPU_DEVICES ")
