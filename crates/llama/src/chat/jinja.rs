@@ -43,7 +43,8 @@ fn without_generation_blocks(source: &str) -> String {
     while let Some(i) = rest.find("{%") {
         out.push_str(&rest[..i]);
         let tag = &rest[i..];
-        let Some(end) = tag.find("%}") else {
+        // The closing mark after the opening one (`{%}` does not close).
+        let Some(end) = tag[2..].find("%}").map(|e| e + 2) else {
             out.push_str(tag);
             return out;
         };
@@ -338,7 +339,9 @@ mod tests {
             without_generation_blocks("a{%- generation +%}b{% endgeneration -%}c"),
             "a{%- if true +%}b{% endif -%}c"
         );
-        for odd in ["{%-%}", "{%+%}", "{%%}", "{%- -%}", "{% x", "x %}"] {
+        for odd in [
+            "{%-%}", "{%+%}", "{%%}", "{%- -%}", "{% x", "x %}", "{%}", "a{%}b%}",
+        ] {
             assert_eq!(without_generation_blocks(odd), odd);
         }
     }
