@@ -34,7 +34,8 @@ struct Step {
 /// The steps, in order: rustfmt, clippy, the real models the tests compare
 /// with llama.cpp, the README's test command with no
 /// Vulkan device, the ISA-dependent crates with the AVX2 kernels, and the
-/// Vulkan and placement tests on lavapipe.
+/// Vulkan and placement tests on lavapipe, then every fuzz target for a
+/// bounded time.
 const STEPS: &[Step] = &[
     Step {
         env: &[],
@@ -77,6 +78,10 @@ const STEPS: &[Step] = &[
             "xtask",
         ],
     },
+    Step {
+        env: &[],
+        args: &["xtask", "fuzz", "--install", "--seconds", "10"],
+    },
 ];
 
 impl Step {
@@ -117,7 +122,7 @@ mod tests {
     #[test]
     fn steps_match_the_ci_script() {
         let p = plan();
-        assert_eq!(p.len(), 6);
+        assert_eq!(p.len(), 7);
         assert!(p[0].ends_with(" cargo fmt --all -- --check"));
         assert!(p[1].ends_with(" cargo clippy --workspace --all-targets -- -D warnings"));
         assert!(p[2].ends_with(" cargo xtask fetch-model gemma-3-270m"));
@@ -125,6 +130,7 @@ mod tests {
         assert!(p[3].ends_with("REQUIRE_CHROMIUM=1 cargo test --workspace"));
         assert!(p[4].contains(" GGML_CPU_ISA=avx2 cargo test "));
         assert!(p[5].contains(" GGML_VK_ALLOW_CPU_DEVICES=1 REQUIRE_VULKAN=1 cargo test "));
+        assert!(p[6].ends_with(" cargo xtask fuzz --install --seconds 10"));
         assert!(p
             .iter()
             .all(|l| l.starts_with("env -u GGML_VK_ALLOW_CPU_DEVICES ")

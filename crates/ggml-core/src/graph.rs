@@ -625,9 +625,10 @@ impl Graph {
     /// with B2 % A2 == 0 and B3 % A3 == 0 (broadcast of a, as for GQA).
     pub fn mul_mat(&mut self, a: TensorId, b: TensorId) -> Result<TensorId> {
         let (sa, sb) = (self.desc(a), self.desc(b));
+        // A zero batch of `a` broadcasts to nothing (and must not divide).
         if sa.ne[0] != sb.ne[0]
-            || sb.ne[2] % sa.ne[2] != 0
-            || sb.ne[3] % sa.ne[3] != 0
+            || sb.ne[2].checked_rem(sa.ne[2]) != Some(0)
+            || sb.ne[3].checked_rem(sa.ne[3]) != Some(0)
             || sa.is_transposed()
         {
             return shape_err(
@@ -829,6 +830,18 @@ impl Graph {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An `a` with an empty batch dimension (a hostile RPC graph) is a
+    /// shape error, not a division by zero.
+    #[test]
+    fn mul_mat_of_an_empty_batch_is_an_error() {
+        let mut g = Graph::new();
+        for ne in [[4, 2, 0, 1], [4, 2, 1, 0]] {
+            let a = g.new_tensor("a", Type::F32, &ne);
+            let b = g.input("b", Type::F32, &[4, 3, 2, 2]);
+            assert!(g.mul_mat(a, b).is_err(), "{ne:?}");
+        }
+    }
 
     #[test]
     fn builds_and_checks_shapes() {

@@ -188,7 +188,9 @@ impl BufferType for RpcBufferType {
             .map_err(|e| alloc_err(e.to_string()))?;
         let (handle, remote_size) = (u64le(&r, 0), u64le(&r, 1));
         if handle == 0 {
-            return Err(alloc_err("the server could not allocate it".into()));
+            return Err(alloc_err(
+                "the server could not allocate it (out of memory, or past its --mem limit)".into(),
+            ));
         }
         let base = self
             .conn

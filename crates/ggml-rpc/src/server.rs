@@ -8,10 +8,11 @@
 //! buffer and never used as a pointer.
 
 use std::collections::HashMap;
-use std::io::{BufReader, BufWriter, Read};
+use std::io::{BufReader, BufWriter, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use ggml_core::{Backend, Buffer, Device, Graph, Placement, TensorDesc, TensorId, Type};
 
@@ -25,12 +26,18 @@ pub const MAX_GRAPH_BYTES: u64 = 256 << 20;
 pub const MAX_TENSOR_BYTES: u64 = 1 << 40;
 /// Gap between the virtual address ranges of two buffers.
 const BASE_GAP: u64 = 1 << 16;
+/// Longest a client may take to send the rest of a frame once its command
+/// byte has come, or to take a response: a client that stalls or vanishes
+/// mid-frame is dropped after this, and the next client is served.
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The devices a server serves, with their execution streams.
 pub struct Server {
     devices: Vec<Arc<dyn Device>>,
     backends: Vec<Box<dyn Backend>>,
     cache_dir: Option<PathBuf>,
+    mem_limit: Option<u64>,
+    frame_timeout: Duration,
 }
 
 impl Server {
@@ -61,7 +68,30 @@ impl Server {
             devices,
             backends,
             cache_dir,
+            mem_limit: None,
+            frame_timeout: FRAME_TIMEOUT,
         })
+    }
+
+    /// Limits the bytes of buffers a client may hold at once (`--mem`): an
+    /// allocation past it is refused to that client, as an allocation the
+    /// device cannot make, and the memory the server reports is at most
+    /// the limit.
+    pub fn with_mem_limit(mut self, bytes: Option<u64>) -> Server {
+        self.mem_limit = bytes;
+        self
+    }
+
+    /// Sets the time a client may take to finish a frame or to read a
+    /// response ([`FRAME_TIMEOUT`] by default; at least a millisecond).
+    pub fn with_frame_timeout(mut self, timeout: Duration) -> Server {
+        self.frame_timeout = timeout.max(Duration::from_millis(1));
+        self
+    }
+
+    /// The limit of [`Server::with_mem_limit`].
+    pub fn mem_limit(&self) -> Option<u64> {
+        self.mem_limit
     }
 
     /// The devices served.
@@ -89,6 +119,37 @@ impl Server {
     /// protocol (`Err`, after which the connection is closed).
     pub fn serve_client(&mut self, stream: TcpStream) -> Result<()> {
         let _ = stream.set_nodelay(true);
+        // Waiting for the next command may last (a client between two
+        // decodes), but not the rest of a frame nor taking a response.
+        let t = Some(self.frame_timeout);
+        if let Err(source) = stream
+            .set_read_timeout(t)
+            .and_then(|_| stream.set_write_timeout(t))
+        {
+            return Err(RpcError::Io {
+                endpoint: "client".into(),
+                what: "setting its timeouts".into(),
+                source,
+            });
+        }
+        let r = BufReader::with_capacity(
+            1 << 16,
+            stream.try_clone().map_err(|source| RpcError::Io {
+                endpoint: "client".into(),
+                what: "clone".into(),
+                source,
+            })?,
+        );
+        let w = BufWriter::with_capacity(1 << 16, stream);
+        self.serve(r, w)
+    }
+
+    /// Serves the command frames read from `r` (a client's byte stream),
+    /// writing the responses to `w`, until `r` ends (`Ok`) or a frame
+    /// breaks the protocol (`Err`). [`Server::serve_client`] runs this on
+    /// a connection; it also serves recorded or generated frames in
+    /// process.
+    pub fn serve(&mut self, mut r: impl Read, mut w: impl Write) -> Result<()> {
         let io_err = |what: &str| {
             let what = what.to_string();
             move |source| RpcError::Io {
@@ -97,8 +158,6 @@ impl Server {
                 source,
             }
         };
-        let mut r = BufReader::with_capacity(1 << 16, stream.try_clone().map_err(io_err("clone"))?);
-        let mut w = BufWriter::with_capacity(1 << 16, stream);
         let mut session = Session::new(self);
         let mut first = true;
         loop {
@@ -107,6 +166,17 @@ impl Server {
                 Ok(0) => return Ok(()),
                 Ok(_) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Ok(()),
+                // The socket's timeout between two frames: keep waiting.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock
+                            | std::io::ErrorKind::TimedOut
+                            | std::io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
                 Err(e) => return Err(io_err("reading a command")(e)),
             }
             let cmd = Cmd::from_u8(cmd[0])
@@ -137,6 +207,8 @@ struct SrvBuffer {
 pub struct Session<'a> {
     server: &'a mut Server,
     buffers: HashMap<u64, SrvBuffer>,
+    /// Bytes of all `buffers`.
+    held: u64,
     next_handle: u64,
     next_base: u64,
     stored: Vec<Option<(Graph, Vec<TensorId>)>>,
@@ -171,6 +243,7 @@ impl<'a> Session<'a> {
         Session {
             server,
             buffers: HashMap::new(),
+            held: 0,
             next_handle: 1,
             next_base: 1 << 20,
             stored: (0..n).map(|_| None).collect(),
@@ -326,8 +399,13 @@ impl<'a> Session<'a> {
             Cmd::GetDeviceMemory => {
                 let dev = self.device(r.u32()?)?;
                 let (free, total) = self.server.devices[dev].memory();
-                let mut rsp = (free as u64).to_le_bytes().to_vec();
-                rsp.extend_from_slice(&(total as u64).to_le_bytes());
+                let (mut free, mut total) = (free as u64, total as u64);
+                if let Some(limit) = self.server.mem_limit {
+                    free = free.min(limit.saturating_sub(self.held));
+                    total = total.min(limit);
+                }
+                let mut rsp = free.to_le_bytes().to_vec();
+                rsp.extend_from_slice(&total.to_le_bytes());
                 Some(rsp)
             }
             Cmd::BufferGetBase => {
@@ -339,7 +417,9 @@ impl<'a> Session<'a> {
                 self.buffer(h)?;
                 // Stored graphs hold the buffer's memory: forget them.
                 self.stored.iter_mut().for_each(|s| *s = None);
-                self.buffers.remove(&h);
+                if let Some(b) = self.buffers.remove(&h) {
+                    self.held -= b.size;
+                }
                 None
             }
             Cmd::BufferClear => {
@@ -448,6 +528,17 @@ impl<'a> Session<'a> {
             );
             return failed();
         }
+        if let Some(limit) = self.server.mem_limit {
+            if self.held.saturating_add(size) > limit {
+                eprintln!(
+                    "rpc-server: refused a buffer of {size} bytes on {}: the client holds {} \
+                     bytes and the limit (--mem) is {limit}",
+                    d.name(),
+                    self.held
+                );
+                return failed();
+            }
+        }
         let buf = match buft.alloc_buffer(size as usize) {
             Ok(b) => b,
             Err(e) => {
@@ -459,6 +550,7 @@ impl<'a> Session<'a> {
         let align = (buft.alignment() as u64).clamp(BASE_GAP, 1 << 30);
         let base = self.next_base.div_ceil(align) * align;
         self.next_base = base + bsize + BASE_GAP;
+        self.held += bsize;
         let handle = self.next_handle;
         self.next_handle += 1;
         self.buffers.insert(

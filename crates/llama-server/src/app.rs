@@ -183,9 +183,30 @@ async fn auth(State(app): State<AppState>, req: Request, next: Next) -> Response
     next.run(req).await
 }
 
+/// 413, naming the body.
+fn too_large() -> Response {
+    ApiError {
+        status: StatusCode::PAYLOAD_TOO_LARGE,
+        message: format!("the request body is larger than {BODY_LIMIT} bytes"),
+        param: Some("body".into()),
+    }
+    .into_response()
+}
+
 /// Reads the whole body under [`BODY_LIMIT`] and the read timeout.
 async fn read_body(State(app): State<AppState>, req: Request, next: Next) -> Response {
     let (parts, body) = req.into_parts();
+    // A declared length over the limit is refused at once, rather than
+    // after reading up to the limit (or waiting for bytes that may never
+    // come).
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+        return too_large();
+    }
     let read = axum::body::to_bytes(body, BODY_LIMIT);
     let bytes = match tokio::time::timeout(app.config.timeout, read).await {
         Err(_) => {
@@ -199,12 +220,7 @@ async fn read_body(State(app): State<AppState>, req: Request, next: Next) -> Res
             let too_big = std::error::Error::source(&e)
                 .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
             return if too_big {
-                ApiError {
-                    status: StatusCode::PAYLOAD_TOO_LARGE,
-                    message: format!("the request body is larger than {BODY_LIMIT} bytes"),
-                    param: Some("body".into()),
-                }
-                .into_response()
+                too_large()
             } else {
                 ApiError::field("body", format!("cannot read the request body: {e}"))
                     .into_response()
@@ -262,7 +278,8 @@ async fn props(State(app): State<AppState>) -> Result<Json<Value>, ApiError> {
     })))
 }
 
-async fn tokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
+/// `POST /tokenize`.
+pub async fn tokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let vocab = &app.model()?.vocab;
     let b = request::parse(&body)?;
     let content = b
@@ -289,7 +306,8 @@ async fn tokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Value
     Ok(Json(json!({ "tokens": tokens })))
 }
 
-async fn detokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
+/// `POST /detokenize`.
+pub async fn detokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
     let vocab = &app.model()?.vocab;
     let b = request::parse(&body)?;
     let n = vocab.n_tokens() as i64;
@@ -320,7 +338,11 @@ async fn detokenize(State(app): State<AppState>, body: Bytes) -> Result<Json<Val
     Ok(Json(json!({ "content": String::from_utf8_lossy(&bytes) })))
 }
 
-async fn apply_template(State(app): State<AppState>, body: Bytes) -> Result<Json<Value>, ApiError> {
+/// `POST /apply-template`.
+pub async fn apply_template(
+    State(app): State<AppState>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
     let b = request::parse(&body)?;
     let setup = crate::chat::prepare(&app, &b, false)?;
     Ok(Json(json!({ "prompt": setup.prompt })))

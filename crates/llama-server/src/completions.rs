@@ -43,10 +43,25 @@ fn new_id(prefix: &str) -> String {
 
 /// Which API shape a reply takes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Api {
+pub enum Api {
+    /// llama.cpp's `/completion`.
     Native,
+    /// OpenAI's `/v1/completions`.
     Completions,
+    /// OpenAI's `/v1/chat/completions`.
     Chat,
+}
+
+/// A request body read and checked, ready for the engine.
+pub struct Decoded {
+    /// Its generation options.
+    pub opts: GenOptions,
+    /// One engine request per choice (`n`).
+    pub requests: Vec<GenRequest>,
+    /// Tokens of the prompt.
+    pub n_prompt: usize,
+    /// The chat reply's parser (chat only).
+    pub chat: Option<StreamState>,
 }
 
 /// A request turned into a running task.
@@ -144,13 +159,15 @@ fn join_choices(bodies: Vec<Value>) -> Value {
     out
 }
 
-/// The request's tasks: one per choice (`n`).
-fn start(
+/// Reads and checks a request `body` for `api` (the prompt `given` by
+/// another endpoint instead of the body's), without running anything:
+/// every field is checked and the prompt tokenized.
+pub fn decode(
     app: &App,
     body: &[u8],
     api: Api,
     given: Option<Vec<Token>>,
-) -> Result<Vec<Running>, ApiError> {
+) -> Result<Decoded, ApiError> {
     let model = app.model()?;
     let vocab = &model.vocab;
     let b = request::parse(body)?;
@@ -211,39 +228,59 @@ fn start(
             "'id_slot' names one slot; several choices ('n') need several",
         ));
     }
+    let requests = (0..opts.n)
+        .map(|i| {
+            let mut sampling = opts.sampling.clone();
+            if sampling.seed != llama::sampling::DEFAULT_SEED {
+                // Choices of a fixed seed differ, the first as with n = 1.
+                sampling.seed = sampling.seed.wrapping_add(i as u32);
+            }
+            GenRequest {
+                prompt: tokens.clone(),
+                sampling,
+                n_predict: opts.n_predict,
+                stop: opts.stop.clone(),
+                n_probs: opts.n_probs,
+                ignore_eos: opts.ignore_eos,
+                lora: lora.clone(),
+                cache_prompt,
+                n_keep,
+                n_discard,
+                draft,
+                id_slot,
+            }
+        })
+        .collect();
+    Ok(Decoded {
+        opts,
+        requests,
+        n_prompt,
+        chat,
+    })
+}
+
+/// The request's tasks: one per choice (`n`).
+fn start(
+    app: &App,
+    body: &[u8],
+    api: Api,
+    given: Option<Vec<Token>>,
+) -> Result<Vec<Running>, ApiError> {
+    let d = decode(app, body, api, given)?;
     let id = new_id(if api == Api::Chat { "chatcmpl" } else { "cmpl" });
-    let mut runs = Vec::with_capacity(opts.n);
-    for i in 0..opts.n {
-        let mut sampling = opts.sampling.clone();
-        if sampling.seed != llama::sampling::DEFAULT_SEED {
-            // Choices of a fixed seed differ, the first as with n = 1.
-            sampling.seed = sampling.seed.wrapping_add(i as u32);
-        }
-        let req = GenRequest {
-            prompt: tokens.clone(),
-            sampling,
-            n_predict: opts.n_predict,
-            stop: opts.stop.clone(),
-            n_probs: opts.n_probs,
-            ignore_eos: opts.ignore_eos,
-            lora: lora.clone(),
-            cache_prompt,
-            n_keep,
-            n_discard,
-            draft,
-            id_slot,
-        };
+    let mut runs = Vec::with_capacity(d.requests.len());
+    for req in d.requests {
         let (rx, cancel) = app.engine.submit(TaskKind::Generate(Box::new(req)));
         runs.push(Running {
             api,
             id: id.clone(),
             model: app.config.model_alias.clone(),
-            opts: opts.clone(),
-            n_prompt,
+            opts: d.opts.clone(),
+            n_prompt: d.n_prompt,
             rx,
             cancel,
             timeout: app.config.timeout,
-            chat: chat.clone(),
+            chat: d.chat.clone(),
         });
     }
     Ok(runs)

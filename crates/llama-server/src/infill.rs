@@ -183,7 +183,9 @@ pub async fn infill(State(app): State<AppState>, body: Bytes) -> Response {
     }
 }
 
-fn prepare(app: &AppState, body: &[u8]) -> Result<Vec<Token>, ApiError> {
+/// Reads and checks an `/infill` body: the prompt tokens in llama.cpp's
+/// repository-level fill-in-the-middle layout.
+pub fn prepare(app: &AppState, body: &[u8]) -> Result<Vec<Token>, ApiError> {
     let model = app.model()?;
     let vocab = &model.vocab;
     if let Some(e) = missing_fim_tokens(vocab) {

@@ -45,41 +45,7 @@ impl Server {
     /// (`/health` answers 503 until it is ready).
     pub fn start(args: &ServerArgs, listener: TcpListener) -> std::io::Result<Server> {
         let addr = listener.local_addr()?;
-        let engine = EngineHandle::start(EngineConfig {
-            model_path: args.common.model.clone(),
-            model_params: args.common.model_params.clone(),
-            ctx_params: args.common.ctx_params.clone(),
-            n_parallel: args.n_parallel,
-            embeddings: args.embeddings,
-            adapters: args.common.adapters.clone(),
-            cache: args.cache.clone(),
-            spec: args.spec.clone(),
-        });
-        let alias = args.alias.clone().unwrap_or_else(|| {
-            Path::new(&args.common.model).file_name().map_or_else(
-                || args.common.model.clone(),
-                |f| f.to_string_lossy().into_owned(),
-            )
-        });
-        let app = App::new(
-            engine,
-            HttpConfig {
-                api_key: args.api_key.clone(),
-                metrics: args.metrics,
-                timeout: args.timeout,
-                chat_template: args.chat_template.clone(),
-                jinja: args.jinja,
-                model_alias: alias,
-                sampling: args.common.sampling.clone(),
-                reasoning_format: args.reasoning_format,
-                slot_save_path: args.slot_save_path.clone(),
-                n_keep: args.common.n_keep,
-                n_batch: args.common.ctx_params.n_batch,
-                n_predict: args.common.n_predict,
-                spm_infill: args.spm_infill,
-                draft: args.spec.params,
-            },
-        );
+        let app = start_app(args);
         let (tx, rx) = oneshot::channel::<()>();
         let router = app::router(app.clone());
         let join = tokio::spawn(async move {
@@ -120,4 +86,45 @@ impl Server {
             .await
             .unwrap_or_else(|e| Err(std::io::Error::other(e)))
     }
+}
+
+/// The state of a server for `args`: the engine thread starts loading the
+/// model at once. Without a listener, its handlers and request decoders
+/// can be called directly.
+pub fn start_app(args: &ServerArgs) -> AppState {
+    let engine = EngineHandle::start(EngineConfig {
+        model_path: args.common.model.clone(),
+        model_params: args.common.model_params.clone(),
+        ctx_params: args.common.ctx_params.clone(),
+        n_parallel: args.n_parallel,
+        embeddings: args.embeddings,
+        adapters: args.common.adapters.clone(),
+        cache: args.cache.clone(),
+        spec: args.spec.clone(),
+    });
+    let alias = args.alias.clone().unwrap_or_else(|| {
+        Path::new(&args.common.model).file_name().map_or_else(
+            || args.common.model.clone(),
+            |f| f.to_string_lossy().into_owned(),
+        )
+    });
+    App::new(
+        engine,
+        HttpConfig {
+            api_key: args.api_key.clone(),
+            metrics: args.metrics,
+            timeout: args.timeout,
+            chat_template: args.chat_template.clone(),
+            jinja: args.jinja,
+            model_alias: alias,
+            sampling: args.common.sampling.clone(),
+            reasoning_format: args.reasoning_format,
+            slot_save_path: args.slot_save_path.clone(),
+            n_keep: args.common.n_keep,
+            n_batch: args.common.ctx_params.n_batch,
+            n_predict: args.common.n_predict,
+            spm_infill: args.spm_infill,
+            draft: args.spec.params,
+        },
+    )
 }

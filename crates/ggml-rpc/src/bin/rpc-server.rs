@@ -16,6 +16,13 @@ const USAGE: &str = "usage: rpc-server [options]
   -t, --threads N      compute threads (default: the CPU cores)
   -c, --cache          keep a cache of uploaded weights in the cache folder
                        ($LLAMA_CACHE/rpc, else ~/.cache/llama.cpp/rpc)
+  -m, --mem MIB        most MiB of buffers a client may hold at once (default:
+                       the device's memory); past it an allocation is
+                       refused to that client, and the memory reported to
+                       clients is at most this
+      --frame-timeout S  seconds a client may stall in the middle of a
+                       frame or before taking a response before it is
+                       dropped (default 30); between frames it may wait
       --list-devices   print the devices and exit
   -h, --help           this text
 ";
@@ -26,6 +33,8 @@ struct Args {
     devices: Option<String>,
     threads: usize,
     cache: bool,
+    mem: Option<u64>,
+    frame_timeout: std::time::Duration,
     list: bool,
 }
 
@@ -36,6 +45,8 @@ fn parse() -> Result<Args, String> {
         devices: None,
         threads: ggml_cpu::default_n_threads(),
         cache: false,
+        mem: None,
+        frame_timeout: ggml_rpc::server::FRAME_TIMEOUT,
         list: false,
     };
     let mut it = std::env::args().skip(1);
@@ -57,6 +68,25 @@ fn parse() -> Result<Args, String> {
                     .ok_or_else(|| format!("invalid thread count '{v}'"))?
             }
             "-c" | "--cache" => a.cache = true,
+            "-m" | "--mem" => {
+                let v = val()?;
+                a.mem = Some(
+                    v.parse::<u64>()
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .and_then(|n| n.checked_mul(1 << 20))
+                        .ok_or_else(|| format!("invalid memory size '{v}' (MiB, at least 1)"))?,
+                );
+            }
+            "--frame-timeout" => {
+                let v = val()?;
+                a.frame_timeout = v
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|s| s.is_finite() && *s > 0.0 && *s < 1e9)
+                    .map(std::time::Duration::from_secs_f64)
+                    .ok_or_else(|| format!("invalid timeout '{v}' (seconds, more than 0)"))?;
+            }
             "--list-devices" => a.list = true,
             "-h" | "--help" => {
                 print!("{USAGE}");
@@ -124,6 +154,9 @@ fn run() -> Result<(), String> {
             .as_ref()
             .map_or("n/a".into(), |c| c.display().to_string())
     );
+    if let Some(m) = args.mem {
+        println!("  memory limit   : {} MiB per client", m >> 20);
+    }
     println!("Devices:");
     for d in &devices {
         let (free, total) = d.memory();
@@ -136,8 +169,10 @@ fn run() -> Result<(), String> {
         );
     }
     let listener = ggml_rpc::server::bind(&args.host, args.port).map_err(|e| e.to_string())?;
-    let mut server =
-        ggml_rpc::Server::new(devices, args.threads, cache).map_err(|e| e.to_string())?;
+    let mut server = ggml_rpc::Server::new(devices, args.threads, cache)
+        .map_err(|e| e.to_string())?
+        .with_mem_limit(args.mem)
+        .with_frame_timeout(args.frame_timeout);
     if let Ok(addr) = listener.local_addr() {
         // Tests start servers on port 0 and read the port from this line.
         println!("listening on {addr}");

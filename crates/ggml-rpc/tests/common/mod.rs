@@ -106,6 +106,8 @@ pub fn add_graph() -> GraphMsg {
     c.op = ggml_rpc::ops::num::ADD;
     c.src[0] = 1;
     c.src[1] = 2;
+    // ggml computes only the nodes marked for it.
+    c.flags = ggml_rpc::proto::FLAG_COMPUTE;
     GraphMsg {
         device: 0,
         nodes: vec![3],

@@ -68,15 +68,23 @@ pub async fn request(
     body: &[u8],
     extra: &str,
 ) -> Reply {
-    let mut s = TcpStream::connect(addr).await.unwrap();
+    let s = TcpStream::connect(addr).await.unwrap();
     let head = format!(
         "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}\r\n",
         body.len()
     );
-    s.write_all(head.as_bytes()).await.unwrap();
-    s.write_all(body).await.unwrap();
+    // The body goes out while the reply is read: a server may answer (a
+    // body too large) and close before taking all of it.
+    let (mut r, mut w) = s.into_split();
+    let mut out = head.into_bytes();
+    out.extend_from_slice(body);
+    let writer = tokio::spawn(async move {
+        let _ = w.write_all(&out).await;
+        w
+    });
     let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
+    r.read_to_end(&mut raw).await.unwrap();
+    drop(writer.await);
     parse_reply(&raw)
 }
 

@@ -7,6 +7,7 @@
 use minijinja::value::Value;
 use minijinja::{Environment, Error, ErrorKind};
 
+use super::limits::{BoundedOutput, JinjaLimits};
 use super::{ChatError, Message};
 
 /// A compiled Jinja chat template with the model's BOS and EOS texts.
@@ -29,6 +30,8 @@ pub struct JinjaTemplate {
     /// gpt-oss's harmony template, given its messages as llama.cpp gives
     /// them (see [`super::harmony`]).
     pub harmony: bool,
+    /// The limits of every rendering.
+    limits: JinjaLimits,
 }
 
 /// Extra variables for a rendering (`chat_template_kwargs`).
@@ -43,7 +46,8 @@ fn without_generation_blocks(source: &str) -> String {
     while let Some(i) = rest.find("{%") {
         out.push_str(&rest[..i]);
         let tag = &rest[i..];
-        let Some(end) = tag.find("%}") else {
+        // The closing mark after the opening one (`{%}` does not close).
+        let Some(end) = tag[2..].find("%}").map(|e| e + 2) else {
             out.push_str(tag);
             return out;
         };
@@ -74,7 +78,20 @@ impl JinjaTemplate {
     /// templates (`trim_blocks`, `lstrip_blocks`), and Python string methods
     /// (`strip`, `startswith`, ...) work on values as the templates expect.
     pub fn new(source: &str, bos_token: &str, eos_token: &str) -> Result<Self, ChatError> {
+        Self::with_limits(source, bos_token, eos_token, JinjaLimits::default())
+    }
+
+    /// [`JinjaTemplate::new`] with other limits on each rendering
+    /// (instructions, output bytes, recursion).
+    pub fn with_limits(
+        source: &str,
+        bos_token: &str,
+        eos_token: &str,
+        limits: JinjaLimits,
+    ) -> Result<Self, ChatError> {
         let mut env = Environment::new();
+        env.set_fuel(Some(limits.fuel));
+        env.set_recursion_limit(limits.max_depth);
         env.set_trim_blocks(true);
         env.set_lstrip_blocks(true);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
@@ -110,6 +127,7 @@ impl JinjaTemplate {
             supports_thinking: false,
             tool_caps: super::tools::TemplateCaps::default(),
             harmony: super::harmony::is_harmony(source),
+            limits,
         };
         const PROBE: &str = "<system probe 7f3a>";
         let probe = [Message::new("system", PROBE), Message::new("user", "u")];
@@ -247,8 +265,20 @@ impl JinjaTemplate {
         for (k, v) in kwargs.into_iter().flatten() {
             ctx.insert(k.clone(), v.clone());
         }
-        tmpl.render(Value::from_serialize(&ctx))
-            .map_err(|e| ChatError::Render(format!("{e:#}")))
+        let mut out = BoundedOutput::new(self.limits.max_output);
+        match tmpl.render_captured_to(Value::from_serialize(&ctx), &mut out) {
+            Ok(_) => Ok(String::from_utf8(out.buf)
+                .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())),
+            Err(_) if out.exceeded => Err(ChatError::Render(format!(
+                "the rendered prompt exceeds the limit of {} bytes",
+                self.limits.max_output
+            ))),
+            Err(e) if e.kind() == ErrorKind::OutOfFuel => Err(ChatError::Render(format!(
+                "the template ran past its limit of {} instructions",
+                self.limits.fuel
+            ))),
+            Err(e) => Err(ChatError::Render(format!("{e:#}"))),
+        }
     }
 }
 
@@ -332,7 +362,9 @@ mod tests {
             without_generation_blocks("a{%- generation +%}b{% endgeneration -%}c"),
             "a{%- if true +%}b{% endif -%}c"
         );
-        for odd in ["{%-%}", "{%+%}", "{%%}", "{%- -%}", "{% x", "x %}"] {
+        for odd in [
+            "{%-%}", "{%+%}", "{%%}", "{%- -%}", "{% x", "x %}", "{%}", "a{%}b%}",
+        ] {
             assert_eq!(without_generation_blocks(odd), odd);
         }
     }

@@ -8,11 +8,13 @@ mod builtin;
 pub mod conversation;
 mod harmony;
 mod jinja;
+mod limits;
 mod tojson;
 pub mod tools;
 
 pub use builtin::{Builtin, Detected, NAMES};
 pub use jinja::{JinjaTemplate, Kwargs};
+pub use limits::{JinjaLimits, DEFAULT_FUEL, DEFAULT_MAX_DEPTH, DEFAULT_MAX_OUTPUT};
 
 use crate::vocab::Vocab;
 

@@ -1,0 +1,80 @@
+//! Saved sequence states: a real state of stories260K (a few decoded
+//! tokens) damaged by the input (bytes changed, cut, grown), or the raw
+//! input itself, restored into a context. A refused state is an error and
+//! leaves the sequence empty; an accepted one can be decoded after.
+
+#![no_main]
+
+use std::cell::RefCell;
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use llama::{Batch, Context};
+
+#[derive(Arbitrary, Debug)]
+enum Input {
+    Damaged {
+        patches: Vec<(u16, u8)>,
+        cut: Option<u16>,
+        tail: Vec<u8>,
+    },
+    Raw(Vec<u8>),
+}
+
+struct Fixture {
+    ctx: Context<'static>,
+    state: Vec<u8>,
+}
+
+thread_local! {
+    static FIX: RefCell<Option<Fixture>> = const { RefCell::new(None) };
+}
+
+fn fixture() -> Fixture {
+    let model = llama_rs_fuzz::stories();
+    let mut ctx = llama_rs_fuzz::context(model);
+    let toks = [1, 400, 31, 7, 250];
+    let mut b = Batch::new();
+    for (i, &t) in toks.iter().enumerate() {
+        b.add(t, i as i32, &[0], i + 1 == toks.len());
+    }
+    ctx.decode(&b).expect("decode");
+    let state = ctx.state_seq_get_data(0, &toks).expect("state");
+    ctx.kv_clear();
+    Fixture { ctx, state }
+}
+
+fuzz_target!(|input: Input| {
+    FIX.with(|f| {
+        let mut f = f.borrow_mut();
+        let fx = f.get_or_insert_with(fixture);
+        let data = match input {
+            Input::Damaged { patches, cut, tail } => {
+                let mut d = fx.state.clone();
+                for (at, v) in patches {
+                    if let Some(b) = d.get_mut(usize::from(at)) {
+                        *b = v;
+                    }
+                }
+                if let Some(c) = cut {
+                    d.truncate(usize::from(c));
+                }
+                d.extend(tail);
+                d
+            }
+            Input::Raw(d) => d,
+        };
+        match fx.ctx.state_seq_set_data(1, &data) {
+            Ok(tokens) => {
+                let n = tokens.len() as i32;
+                assert_eq!(fx.ctx.seq_pos_max(1), n - 1, "restored positions");
+                let mut b = Batch::new();
+                b.add(2, n, &[1], true);
+                // The context may be full: an error then, not a panic.
+                let _ = fx.ctx.decode(&b);
+            }
+            Err(_) => assert_eq!(fx.ctx.seq_pos_max(1), -1, "a refused state leaves nothing"),
+        }
+        fx.ctx.kv_clear();
+    });
+});
