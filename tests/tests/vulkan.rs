@@ -390,22 +390,22 @@ twin_tests! {
 }
 
 /// Tolerance of [`unsupported_weight_type_falls_back_to_the_cpu`].
-const MXFP4_TOL: f32 = 5e-2;
+const FALLBACK_TOL: f32 = 5e-2;
 
-/// A weight type the GPU has no kernel for (MXFP4 here) stays on the CPU
+/// A weight type the GPU has no kernel for (TQ2_0 here) stays on the CPU
 /// even in offloaded layers, and the model still computes what the CPU
 /// alone computes.
 #[test]
 fn unsupported_weight_type_falls_back_to_the_cpu() {
     let Some((fx, gpu)) = setup() else { return };
-    let exp = expected(&fx, "stories260K");
+    let exp = expected(&fx, "tiny-f32");
     let toks = ids(&exp["logits"]["tokens"]);
-    let dir = tests::scratch_dir("mxfp4");
-    let path = dir.join("stories260K-mxfp4.gguf");
+    let dir = tests::scratch_dir("tq2_0");
+    let path = dir.join("tiny-tq2_0.gguf");
     let is_moved = |name: &str| name.ends_with("attn_q.weight") || name.ends_with("ffn_up.weight");
-    tests::write_converted(&fx.join("models/stories260K.gguf"), &path, |name, ty| {
+    tests::write_converted(&fx.join("models/tiny-f32.gguf"), &path, |name, ty| {
         if is_moved(name) {
-            Type::MXFP4
+            Type::TQ2_0
         } else {
             ty
         }
@@ -448,22 +448,22 @@ fn unsupported_weight_type_falls_back_to_the_cpu() {
     let got = teacher_forced_logits(&mut ctx, &toks);
     assert!(
         ctx.n_splits() > 2,
-        "the CPU runs the MXFP4 products between GPU splits"
+        "the CPU runs the TQ2_0 products between GPU splits"
     );
     let cpu_only = tests::cpu_params();
     let cpu_model = Model::load(&path, &cpu_only).expect("load");
     let mut cpu_ctx = Context::new(&cpu_model, kv_f32).expect("context");
     let want = teacher_forced_logits(&mut cpu_ctx, &toks);
     let _ = std::fs::remove_dir_all(&dir);
-    // The CPU runs the MXFP4 products in both cases, rounding their inputs
-    // to Q8_0; inputs computed on the GPU differ in the last bits, which can
+    // The CPU runs the TQ2_0 products in both cases, rounding their inputs
+    // to Q8_K; inputs computed on the GPU differ in the last bits, which can
     // move one rounding step (lavapipe: 1.0e-2).
     assert_logits_close(
-        "MXFP4 fallback against the CPU alone",
+        "TQ2_0 fallback against the CPU alone",
         &got,
         &want,
         model.hparams.n_vocab,
-        MXFP4_TOL,
+        FALLBACK_TOL,
         toks.len(),
     );
 }
