@@ -53,6 +53,17 @@ pub enum GrammarError {
         /// The token's text, lossily decoded.
         piece: String,
     },
+    /// A token would leave the grammar with more parse stacks alive than
+    /// the matcher keeps (a deeply nested, ambiguous repetition).
+    #[error(
+        "token {token} leaves the grammar with more than {limit} parse stacks: the grammar is too ambiguous (nested repetitions such as x++)"
+    )]
+    TooAmbiguous {
+        /// The token id.
+        token: i32,
+        /// The most stacks kept alive.
+        limit: usize,
+    },
     /// An end-of-generation token came where the grammar cannot end.
     #[error("end-of-generation token {0} came where the grammar cannot end")]
     EarlyEnd(i32),

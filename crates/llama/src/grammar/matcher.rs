@@ -291,26 +291,58 @@ pub fn match_token(e: Element, token: i32) -> bool {
     }
 }
 
-/// Advances `stack` over the code point `chr`, appending the stacks that
+/// Advances `stack` over the code point `chr`, adding the stacks that
 /// accept it to `out` (a stack at a token item takes no code point).
 fn accept_chr(
     g: &Grammar,
     stack: &[u32],
     chr: u32,
-    out: &mut Vec<Stack>,
+    out: &mut Distinct,
     cache: &mut AdvanceCache,
-) {
-    let Some(&top) = stack.last() else { return };
+) -> Result<(), TooManyStacks> {
+    let Some(&top) = stack.last() else {
+        return Ok(());
+    };
     if elem(g, top).is_token() {
-        return;
+        return Ok(());
     }
     let (ok, after) = match_char(g, top, chr);
     if ok {
         for s in cache.advance_pop_push(g, stack, after).iter() {
-            if !out.contains(s) {
-                out.push(s.clone());
-            }
+            out.push(s)?;
         }
+    }
+    Ok(())
+}
+
+/// The most stacks a matcher keeps alive. Each one costs time at every
+/// token and candidate; grammars written for generation keep a handful,
+/// and only deeply nested ambiguous repetitions (`x+++…`) multiply them
+/// with every token, which would otherwise stall generation.
+pub const MAX_STACKS: usize = 10_000;
+
+/// A token would leave more than [`MAX_STACKS`] stacks alive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooManyStacks;
+
+/// Stacks in their first-seen order, each once, at most [`MAX_STACKS`].
+#[derive(Default)]
+struct Distinct {
+    list: Vec<Stack>,
+    seen: StackSet,
+}
+
+impl Distinct {
+    fn push(&mut self, s: &[u32]) -> Result<(), TooManyStacks> {
+        if self.seen.contains(s) {
+            return Ok(());
+        }
+        if self.list.len() >= MAX_STACKS {
+            return Err(TooManyStacks);
+        }
+        self.seen.insert(s.to_vec());
+        self.list.push(s.to_vec());
+        Ok(())
     }
 }
 
@@ -454,52 +486,50 @@ impl MatchState {
 
     /// Advances the stacks by token `token` with text `piece`, with the
     /// stack expansions remembered in `cache` (which must only ever have
-    /// seen grammar `g`); false when no stack takes it (the state is then
-    /// left as it was).
+    /// seen grammar `g`). `Ok(false)` when no stack takes it, an error when
+    /// it would leave more than [`MAX_STACKS`] stacks; the state is left
+    /// as it was in both cases.
     pub fn accept_token(
         &mut self,
         g: &Grammar,
         token: i32,
         piece: &[u8],
         cache: &mut AdvanceCache,
-    ) -> bool {
+    ) -> Result<bool, TooManyStacks> {
         let (cps, partial) = utf8::decode(piece, self.partial);
-        let mut new_stacks: Vec<Stack> = Vec::with_capacity(self.stacks.len());
+        let mut new_stacks = Distinct::default();
         for stack in &self.stacks {
             let Some(&top) = stack.last() else { continue };
             let e = elem(g, top);
             if e.is_token() {
                 if match_token(e, token) {
                     for s in cache.advance_pop_push(g, stack, top + 1).iter() {
-                        if !new_stacks.contains(s) {
-                            new_stacks.push(s.clone());
-                        }
+                        new_stacks.push(s)?;
                     }
                 }
                 continue;
             }
-            let mut current = vec![stack.clone()];
+            let mut current = Distinct::default();
+            current.push(stack)?;
             for &c in &cps {
-                let mut next = Vec::new();
-                for s in &current {
-                    accept_chr(g, s, c, &mut next, cache);
+                let mut next = Distinct::default();
+                for s in &current.list {
+                    accept_chr(g, s, c, &mut next, cache)?;
                 }
                 current = next;
-                if current.is_empty() {
+                if current.list.is_empty() {
                     break;
                 }
             }
-            for s in current {
-                if !new_stacks.contains(&s) {
-                    new_stacks.push(s);
-                }
+            for s in &current.list {
+                new_stacks.push(s)?;
             }
         }
-        if new_stacks.is_empty() {
-            return false;
+        if new_stacks.list.is_empty() {
+            return Ok(false);
         }
-        self.stacks = new_stacks;
+        self.stacks = new_stacks.list;
         self.partial = partial;
-        true
+        Ok(true)
     }
 }

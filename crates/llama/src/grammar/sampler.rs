@@ -296,16 +296,19 @@ impl GrammarSampler {
 
     fn accept_piece(&mut self, token: i32, piece: &[u8]) -> Result<(), GrammarError> {
         let mut cache = self.advance.lock().unwrap_or_else(PoisonError::into_inner);
-        if self
+        match self
             .state
             .accept_token(&self.grammar, token, piece, &mut cache)
         {
-            Ok(())
-        } else {
-            Err(GrammarError::Rejected {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(GrammarError::Rejected {
                 token,
                 piece: String::from_utf8_lossy(piece).into_owned(),
-            })
+            }),
+            Err(matcher::TooManyStacks) => Err(GrammarError::TooAmbiguous {
+                token,
+                limit: matcher::MAX_STACKS,
+            }),
         }
     }
 

@@ -162,3 +162,29 @@ fn prompt_tokens_do_not_reach_the_grammar() {
     c.reset();
     assert_eq!(c.sample(&logits), 5);
 }
+
+#[test]
+fn nested_ambiguous_repetitions_are_refused_not_stalled() {
+    // Each `+` on a `+` multiplies the ways to split the text read so
+    // far: the stacks would grow without bound with every token.
+    let text = format!("root ::= [a-z]{}", "+".repeat(60));
+    let g = Grammar::parse(&text).unwrap();
+    let pieces: Vec<Vec<u8>> = (b'a'..=b'z').map(|b| vec![b]).collect();
+    let toks = Arc::new(TokenPieces::new(pieces, &[]));
+    let mut s = GrammarSampler::with_tokens(Arc::new(g), toks, false, &[]).unwrap();
+    let mut refused = None;
+    for i in 0..64 {
+        if let Err(e) = s.try_accept(i % 26) {
+            refused = Some(e);
+            break;
+        }
+    }
+    match refused {
+        Some(GrammarError::TooAmbiguous { limit, .. }) => assert_eq!(limit, matcher::MAX_STACKS),
+        other => panic!("expected the stack limit, got {other:?}"),
+    }
+    // A refused token leaves the grammar as it was: it still takes text.
+    let mut c = Candidates::from_logits(&[0.0; 26]);
+    s.apply(&mut c);
+    assert!(c.data.iter().any(|t| t.logit.is_finite()));
+}

@@ -185,6 +185,15 @@ impl Converter {
                     if st.i >= len {
                         return Err("unterminated character class".into());
                     }
+                    // `[]` matches nothing and `[^]` anything in a regular
+                    // expression; GBNF has neither (its empty class is no
+                    // item at all).
+                    if class == b"[" || class == b"[^" {
+                        return Err(format!(
+                            "an empty character class {}]",
+                            String::from_utf8_lossy(&class)
+                        ));
+                    }
                     class.push(b']');
                     st.i += 1;
                     seq.push((class, false));

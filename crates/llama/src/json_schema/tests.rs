@@ -246,6 +246,8 @@ fn patterns_without_a_grammar_are_errors() {
         ("^a{x}$", "number"),
         ("^a{3,1}$", "bounds"),
         ("^a{0,5000}$", "limit"),
+        ("^[a-z];-0[]+9{2,4}$", "empty character class []"),
+        ("^x[^]$", "empty character class [^]"),
     ] {
         let e = err(json!({"type": "string", "pattern": p}));
         assert!(matches!(e, SchemaError::Pattern { .. }), "{p}: {e}");
