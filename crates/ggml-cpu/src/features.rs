@@ -84,6 +84,49 @@ fn detect() -> CpuFeatures {
     CpuFeatures::default()
 }
 
+/// Who made the CPU and which family it is, for choices that differ by
+/// microarchitecture rather than by instruction set.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuKind {
+    /// An AMD CPU ("AuthenticAMD").
+    pub amd: bool,
+    /// An Intel CPU ("GenuineIntel").
+    pub intel: bool,
+    /// The family (CPUID's base family plus its extended family).
+    pub family: u32,
+}
+
+/// The kind of this CPU, detected once.
+pub fn cpu_kind() -> CpuKind {
+    static KIND: OnceLock<CpuKind> = OnceLock::new();
+    *KIND.get_or_init(detect_kind)
+}
+
+#[cfg(target_arch = "x86_64")]
+fn detect_kind() -> CpuKind {
+    let (v, f) = (std::arch::x86_64::__cpuid(0), std::arch::x86_64::__cpuid(1));
+    let mut vendor = [0u8; 12];
+    vendor[..4].copy_from_slice(&v.ebx.to_le_bytes());
+    vendor[4..8].copy_from_slice(&v.edx.to_le_bytes());
+    vendor[8..].copy_from_slice(&v.ecx.to_le_bytes());
+    let base = (f.eax >> 8) & 0xf;
+    let family = if base == 0xf {
+        base + ((f.eax >> 20) & 0xff)
+    } else {
+        base
+    };
+    CpuKind {
+        amd: &vendor == b"AuthenticAMD",
+        intel: &vendor == b"GenuineIntel",
+        family,
+    }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn detect_kind() -> CpuKind {
+    CpuKind::default()
+}
+
 /// The best level this CPU supports.
 pub fn best_isa() -> Isa {
     let f = cpu_features();

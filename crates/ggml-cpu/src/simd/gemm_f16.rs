@@ -439,7 +439,11 @@ unsafe fn run_tile<const C: usize, const HALF: bool>(
             }
         }
     };
-    let ahead = if C <= FEW_COLS { PANEL_PREFETCH } else { 0 };
+    let ahead = if C <= FEW_COLS && super::stream::software_prefetch() {
+        PANEL_PREFETCH
+    } else {
+        0
+    };
     stream_steps(np, &y, panel, pair_bytes(HALF), ahead, step);
     // SAFETY: out holds C x 16 values (caller).
     unsafe { store_row_sums(&lo, &hi, out) };

@@ -170,8 +170,9 @@ unsafe fn pass<const H: usize, const C: usize, const E: usize>(
     let y: [*const f64; C] = std::array::from_fn(|c| cols[c0 + c].as_ptr() as *const f64);
     // acc[h][q][c]: rows 8(h0 + h) + 4q .. + 4 of column c.
     let mut acc = [[[_mm256_setzero_ps(); C]; 2]; H];
+    let ask = C == 1 && super::stream::software_prefetch();
     for p in 0..np {
-        if C == 1 && p % 2 == 0 {
+        if ask && p % 2 == 0 {
             // A prefetch is only a hint: it never faults, so the address
             // may lie past the panel.
             let at = panel.wrapping_add(p * pair_bytes(E) + PANEL_PREFETCH);

@@ -37,6 +37,7 @@ mod lane_tests;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 pub(crate) mod scalar;
+pub(crate) mod stream;
 #[cfg(test)]
 mod tests;
 

@@ -198,6 +198,7 @@ unsafe fn q4k_pass<const H: usize, const C: usize>(
     let m30 = _mm256_set1_epi8(0x30);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); C]; H];
+    let ask = C == 1 && crate::simd::stream::software_prefetch();
     for ib in 0..nb {
         // SAFETY: super-block ib of the panel and of every column (caller);
         // every offset below stays inside them.
@@ -208,7 +209,7 @@ unsafe fn q4k_pass<const H: usize, const C: usize>(
             for h in 0..H {
                 let hh = h0 + h;
                 let half = |o: usize| p.add(o + 32 * hh);
-                if C == 1 {
+                if ask {
                     // Streaming: the header's lines now, each vector of
                     // levels' as it is read. A prefetch is only a hint: it
                     // never faults, so the address may lie past the panel.
@@ -235,7 +236,7 @@ unsafe fn q4k_pass<const H: usize, const C: usize>(
                         let mut s16 = [_mm256_setzero_si256(); C];
                         for i in 0..8 {
                             let at = Q4K_QS + (8 * j + i) * VEC;
-                            if C == 1 && nib == 0 {
+                            if ask && nib == 0 {
                                 _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(at) as *const i8);
                             }
                             let v = load(half(at));

@@ -386,6 +386,7 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
     // Q4_K with few columns reads the panel once, both nibbles of a vector
     // at a time (see below).
     let few = !FIVE && C <= Q4K_FEW;
+    let ask = few && crate::simd::stream::software_prefetch();
     let mut acc = [_mm512_setzero_ps(); C];
     for ib in 0..nb {
         // SAFETY: super-block ib of the panel and of every column (checked);
@@ -393,7 +394,7 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
         unsafe {
             let p = panel.as_ptr().add(ib * sb);
             let ahead = p.wrapping_add(Q4K_PREFETCH);
-            if few {
+            if ask {
                 // The header's lines here, each vector of levels' as it
                 // is read (below): see [`Q4K_PREFETCH`].
                 for o in (0..Q4K_QS).step_by(64) {
@@ -429,7 +430,9 @@ unsafe fn qk_kernel<const C: usize, const FIVE: bool>(
                     let mut part = [[[_mm512_setzero_si512(); C]; 2]; 2];
                     for i in 0..8 {
                         let at = Q4K_QS + (8 * j + i) * VEC;
-                        _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(at) as *const i8);
+                        if ask {
+                            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(at) as *const i8);
+                        }
                         let v = load512(p.add(at));
                         // The high nibbles stay in place: 16 times the
                         // level.

@@ -267,6 +267,7 @@ unsafe fn pass<const H: usize, const C: usize>(
     out: &mut [f32],
 ) {
     let mut acc = [[_mm256_setzero_ps(); C]; H];
+    let ask = C == 1 && crate::simd::stream::software_prefetch();
     for ib in 0..nb {
         // SAFETY: super-block ib of the panel and Q8_K block ib of every
         // column (caller); every offset below stays inside them.
@@ -279,7 +280,7 @@ unsafe fn pass<const H: usize, const C: usize>(
             // is only a hint: it never faults, so the address may lie past
             // the panel.
             let ahead = |o: usize| {
-                if C == 1 {
+                if ask {
                     _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o + PREFETCH) as *const i8);
                 }
             };
@@ -412,6 +413,7 @@ unsafe fn pass512<const C: usize>(
     out: &mut [f32],
 ) {
     let mut acc = [_mm512_setzero_ps(); C];
+    let ask = C == 1 && crate::simd::stream::software_prefetch();
     for ib in 0..nb {
         // SAFETY: super-block ib of the panel and Q8_K block ib of every
         // column (caller); every offset below stays inside them.
@@ -422,7 +424,7 @@ unsafe fn pass512<const C: usize>(
             // As in `pass`: one column streams the panels from memory. A
             // prefetch is only a hint: it never faults.
             let ahead = |o: usize| {
-                if C == 1 {
+                if ask {
                     _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o + PREFETCH) as *const i8);
                 }
             };

@@ -69,14 +69,18 @@ unsafe fn pass<const H: usize, const C: usize, const KIND: u8>(
     let flip = _mm256_set1_epi8(0x80u8 as i8);
     let ones = _mm256_set1_epi16(1);
     let mut acc = [[_mm256_setzero_ps(); C]; H];
+    let ask = crate::simd::stream::software_prefetch();
     for b in 0..nb {
         let (qo, so) = block_at(nb, qb, b);
         // The panel is read in order: each line is asked for PREFETCH bytes
         // on as it is read (near the end, in the next panel). A prefetch is
         // only a hint: it never faults and reads nothing the program sees,
         // so the address may lie past the panel.
-        let ahead =
-            |o: usize| _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8);
+        let ahead = |o: usize| {
+            if ask {
+                _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8)
+            }
+        };
         ahead(so);
         // SAFETY: block b of the panel and of every column lies inside
         // them (caller).

@@ -89,8 +89,9 @@ unsafe fn run_tile<const C: usize, const Q4: bool>(
     let y: [*const u8; C] = std::array::from_fn(|c| cols[c].as_ptr());
     let nibble = _mm512_set1_epi8(0x0f);
     let mut acc = [_mm512_setzero_ps(); C];
+    let ask = crate::simd::stream::software_prefetch();
     for b in 0..nb {
-        if b % 2 == 0 {
+        if b % 2 == 0 && ask {
             // The panel is read in order, a block pair (a whole number of
             // cache lines) at a time: ask for the pair PREFETCH bytes on,
             // which near the end lies in the next panel. A prefetch is only
@@ -106,8 +107,11 @@ unsafe fn run_tile<const C: usize, const Q4: bool>(
         // on as a line is read (near the end, in the next panel). A
         // prefetch is only a hint: it never faults and reads nothing the
         // program sees, so the address may lie past the panel.
-        let ahead =
-            |o: usize| _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8);
+        let ahead = |o: usize| {
+            if ask {
+                _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8)
+            }
+        };
         ahead(so);
         // SAFETY: block b of the panel and of every column lies inside the
         // slices (caller).
