@@ -502,7 +502,7 @@ fn malformed_data_is_an_error() {
             model: "rwkv".into(),
             ..VocabData::default()
         }),
-        Err(VocabError::UnsupportedModel(_))
+        Err(VocabError::RwkvByteMissing(0))
     ));
 
     let mut d = ugm(&[], None);

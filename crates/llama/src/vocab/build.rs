@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use super::error::{Result, VocabError};
 use super::hash::FxHashMap;
 use super::pretokenize::PreTokenizer;
+use super::rwkv::Rwkv;
 use super::types::{PreType, TokenAttr, TokenId, TokenType, VocabType};
 use super::ugm::Ugm;
 use super::{bpe, SpecialTokens, TokenData, Vocab};
@@ -294,6 +295,7 @@ impl Vocab {
             n_token_types: data.token_type_count.unwrap_or(0),
             pretokenizer: None,
             ugm: None,
+            rwkv: None,
         };
 
         // Tokenizer family and its default special tokens.
@@ -348,7 +350,14 @@ impl Vocab {
                 defaults.pad = Some(0);
                 v.add_eos = true;
             }
-            "rwkv" => return Err(VocabError::UnsupportedModel(data.model)),
+            "rwkv" => {
+                // No default special tokens; no space prefix, BOS or EOS.
+                v.vocab_type = VocabType::Rwkv;
+                v.add_space_prefix = false;
+                v.clean_spaces = false;
+                v.add_bos = false;
+                v.add_eos = false;
+            }
             other => return Err(VocabError::UnknownModel(other.to_string())),
         }
         if let Some(b) = data.add_space_prefix {
@@ -369,6 +378,9 @@ impl Vocab {
         }
         if v.vocab_type == VocabType::Ugm {
             v.ugm = Some(Ugm::new(&v.tokens, data.precompiled_charsmap.as_deref())?);
+        }
+        if v.vocab_type == VocabType::Rwkv {
+            v.rwkv = Some(Rwkv::new(v.tokens.iter().map(|t| t.text.as_slice())));
         }
 
         // Defaults that name no token of this vocabulary do not apply.
@@ -401,10 +413,16 @@ impl Vocab {
                 }
                 ids.first().copied().or(v.special.pad)
             }
+            VocabType::Rwkv => v.rwkv.as_ref().and_then(|r| r.exact(b"\n")),
             VocabType::NoVocab => None,
         };
 
         v.apply_special_ids(&data.special_ids)?;
+        if let (Some(rwkv), None) = (&v.rwkv, v.special.unk) {
+            if let Some(b) = rwkv.uncovered_byte() {
+                return Err(VocabError::RwkvByteMissing(b));
+            }
+        }
         if let Some(b) = data.add_bos {
             v.add_bos = b;
         }

@@ -173,6 +173,7 @@ impl Vocab {
                     return;
                 }
             }
+            VocabType::Rwkv => Cow::Owned(super::rwkv::unescape(text)),
             VocabType::NoVocab => return,
         };
         let skip = usize::from(lstrip && piece.first() == Some(&b' '));

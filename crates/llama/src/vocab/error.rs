@@ -13,6 +13,11 @@ pub enum VocabError {
     #[error("tokenizer '{0}' (tokenizer.ggml.model) is not supported")]
     UnsupportedModel(String),
 
+    /// An RWKV vocabulary with neither a token for some byte nor an
+    /// unknown token: text with that byte could not be tokenized.
+    #[error("RWKV vocabulary (tokenizer.ggml.tokens) has no token for byte 0x{0:02x} and no unknown token")]
+    RwkvByteMissing(u8),
+
     /// `tokenizer.ggml.pre` names no pre-tokenizer we know.
     #[error("unknown pre-tokenizer type '{0}' (tokenizer.ggml.pre)")]
     UnknownPreTokenizer(String),

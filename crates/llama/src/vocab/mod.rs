@@ -36,6 +36,7 @@ mod error;
 mod gguf;
 mod hash;
 mod pretokenize;
+mod rwkv;
 mod special;
 mod spm;
 mod symbols;
@@ -55,6 +56,7 @@ pub use types::{PreType, TokenAttr, TokenId, TokenType, VocabType};
 
 use hash::FxHashMap;
 use pretokenize::PreTokenizer;
+use rwkv::Rwkv;
 use special::Fragment;
 use ugm::Ugm;
 
@@ -139,6 +141,7 @@ pub struct Vocab {
     n_token_types: u32,
     pretokenizer: Option<PreTokenizer>,
     ugm: Option<Ugm>,
+    rwkv: Option<Rwkv>,
 }
 
 impl fmt::Debug for Vocab {
@@ -402,6 +405,7 @@ impl Vocab {
                 unicode::push_utf8(&mut s, unicode::byte_to_cpt(b));
                 self.text_to_token(&s)
             }
+            VocabType::Rwkv => self.rwkv.as_ref()?.exact(&[b]),
             VocabType::NoVocab => None,
         }
     }
@@ -503,6 +507,24 @@ impl Vocab {
                         Fragment::Text(range) => {
                             if let Some(ugm) = &self.ugm {
                                 ugm.tokenize(self, &text[range.clone()], &mut out);
+                            }
+                        }
+                        Fragment::Token(id) => out.push(*id),
+                    }
+                }
+                if add_special && self.add_eos {
+                    out.extend(self.special.eos);
+                }
+            }
+            VocabType::Rwkv => {
+                if add_special && self.add_bos {
+                    out.extend(self.special.bos);
+                }
+                for fragment in &fragments {
+                    match fragment {
+                        Fragment::Text(range) => {
+                            if let Some(rwkv) = &self.rwkv {
+                                rwkv.tokenize(&text[range.clone()], self.special.unk, &mut out);
                             }
                         }
                         Fragment::Token(id) => out.push(*id),

@@ -20,6 +20,8 @@ pub enum VocabType {
     Wpm,
     /// `t5`: Unigram, best-scoring segmentation.
     Ugm,
+    /// `rwkv`: RWKV's world tokenizer, greedy longest match over bytes.
+    Rwkv,
 }
 
 impl VocabType {
@@ -31,6 +33,7 @@ impl VocabType {
             VocabType::Bpe => "BPE",
             VocabType::Wpm => "WPM",
             VocabType::Ugm => "UGM",
+            VocabType::Rwkv => "RWKV",
         }
     }
 }
