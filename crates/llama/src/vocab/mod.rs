@@ -481,58 +481,25 @@ impl Vocab {
                 }
             }
             VocabType::Bpe => {
-                if add_special && self.add_bos {
-                    out.extend(self.special.bos);
-                }
-                for fragment in &fragments {
-                    match fragment {
-                        Fragment::Text(range) => {
-                            if let Some(pre) = &self.pretokenizer {
-                                bpe::tokenize(self, pre, &text[range.clone()], &mut out);
-                            }
-                        }
-                        Fragment::Token(id) => out.push(*id),
+                self.tokenize_plain(text, &fragments, add_special, &mut out, |t, out| {
+                    if let Some(pre) = &self.pretokenizer {
+                        bpe::tokenize(self, pre, t, out);
                     }
-                }
-                if add_special && self.add_eos {
-                    out.extend(self.special.eos);
-                }
+                })
             }
             VocabType::Ugm => {
-                if add_special && self.add_bos {
-                    out.extend(self.special.bos);
-                }
-                for fragment in &fragments {
-                    match fragment {
-                        Fragment::Text(range) => {
-                            if let Some(ugm) = &self.ugm {
-                                ugm.tokenize(self, &text[range.clone()], &mut out);
-                            }
-                        }
-                        Fragment::Token(id) => out.push(*id),
+                self.tokenize_plain(text, &fragments, add_special, &mut out, |t, out| {
+                    if let Some(ugm) = &self.ugm {
+                        ugm.tokenize(self, t, out);
                     }
-                }
-                if add_special && self.add_eos {
-                    out.extend(self.special.eos);
-                }
+                })
             }
             VocabType::Rwkv => {
-                if add_special && self.add_bos {
-                    out.extend(self.special.bos);
-                }
-                for fragment in &fragments {
-                    match fragment {
-                        Fragment::Text(range) => {
-                            if let Some(rwkv) = &self.rwkv {
-                                rwkv.tokenize(&text[range.clone()], self.special.unk, &mut out);
-                            }
-                        }
-                        Fragment::Token(id) => out.push(*id),
+                self.tokenize_plain(text, &fragments, add_special, &mut out, |t, out| {
+                    if let Some(rwkv) = &self.rwkv {
+                        rwkv.tokenize(t, self.special.unk, out);
                     }
-                }
-                if add_special && self.add_eos {
-                    out.extend(self.special.eos);
-                }
+                })
             }
             VocabType::Wpm => {
                 if add_special {
@@ -552,6 +519,31 @@ impl Vocab {
             }
         }
         out
+    }
+
+    /// The tokens of `fragments` of `text` for the tokenizers that take
+    /// each text fragment as it is: BOS and EOS as the vocabulary adds them,
+    /// special tokens as they are, and each text fragment through `cut`.
+    fn tokenize_plain(
+        &self,
+        text: &[u8],
+        fragments: &[Fragment],
+        add_special: bool,
+        out: &mut Vec<TokenId>,
+        cut: impl Fn(&[u8], &mut Vec<TokenId>),
+    ) {
+        if add_special && self.add_bos {
+            out.extend(self.special.bos);
+        }
+        for fragment in fragments {
+            match fragment {
+                Fragment::Text(range) => cut(&text[range.clone()], out),
+                Fragment::Token(id) => out.push(*id),
+            }
+        }
+        if add_special && self.add_eos {
+            out.extend(self.special.eos);
+        }
     }
 }
 
