@@ -12,8 +12,10 @@
 //! * AMD EPYC with AVX-512 (Zen 4), prefetches 2 to 16 KiB ahead against
 //!   none: stored Q4_K panels 27 against 32 on one thread and 32-34
 //!   against 50-52 on two, Q8_0 panels 21-24 against 28 and 29-31 against
-//!   47; F16 panels alike either way (25-26, 33-47). The requests take
-//!   load slots its prefetchers would fill better.
+//!   47; F16 panels alike either way (25-26, 33-47). The AVX2 kernels on
+//!   the same CPU (`GGML_CPU_ISA=avx2`), one thread: Q4_K 23-24 against
+//!   29, F16 26-28 against 29-31, Q8_0 alike. The requests take load
+//!   slots its prefetchers would fill better.
 //! * Ice Lake Xeon and AVX2-only EPYC (earlier measurements, in the
 //!   comments at each distance): the requests raised the same streams
 //!   from 14 to 21-25 GB/s (Q8_0 rows) and 17-21 to 30-31 (F16 panels).
