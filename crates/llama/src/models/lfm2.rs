@@ -17,10 +17,10 @@ use crate::models::{kq_scale, ArchDef, GATED_FFN};
 
 /// The rows outside the layers: the embeddings, LFM2's final norm and the
 /// (usually tied) output projection.
-const HEAD: &[TensorSpec] = &[req(TokenEmbd), req(OutputNormLfm2), tied(Output)];
+pub(super) const HEAD: &[TensorSpec] = &[req(TokenEmbd), req(OutputNormLfm2), tied(Output)];
 
 /// A layer: the operator norm, a short convolution or attention, the FFN.
-const LAYER: &[TensorSpec] = &[
+pub(super) const LAYER: &[TensorSpec] = &[
     req(AttnNorm),
     recr(ShortconvInProj),
     recr(ShortconvConv),
@@ -47,6 +47,12 @@ pub static DEF: ArchDef = ArchDef {
 /// keeps `(l_cache - 1) * n_embd` floats per sequence and layer, and no
 /// SSM state. A sliding window is refused.
 fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
+    load_trunk(hp, meta)
+}
+
+/// The keys of the trunk LFM2 and [`super::lfm2moe`] share; the dense FFN
+/// width is checked for the layers without experts.
+pub(super) fn load_trunk(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
     let key = hp.arch.key("shortconv.l_cache");
     let l_cache = meta.get_usize(&key)?;
     if l_cache < 2 {
@@ -70,7 +76,7 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
             hp.arch.key("attention.head_count_kv")
         )));
     }
-    if let Some(il) = (0..hp.n_layer).find(|&il| hp.n_ff(il) == 0) {
+    if let Some(il) = (0..hp.n_layer).find(|&il| hp.is_dense_ffn(il) && hp.n_ff(il) == 0) {
         return Err(LlamaError::HParams(format!(
             "layer {il}: {} = 0",
             hp.arch.key("feed_forward_length")
@@ -79,7 +85,9 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
     Ok(())
 }
 
-fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
+/// The forward graph of LFM2 and [`super::lfm2moe`] (whose layers past
+/// the leading dense ones have experts).
+pub(super) fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
     let hp = b.hp;
     let (mut inp_l, _) = b.inp_embd()?;
     let scale = kq_scale(hp);
@@ -99,7 +107,11 @@ fn build(b: &mut Builder<'_>) -> Result<(TensorId, TensorId)> {
         let (cur, inp_sa) = b.last_layer_rows(il, cur, inp_l)?;
         let ffn_inp = b.g.add_op(cur, inp_sa)?;
         let x = b.rms_norm(ffn_inp, FfnNorm, il)?;
-        let out = b.ffn(x, Ffn::Swiglu, il)?;
+        let out = if hp.is_dense_ffn(il) {
+            b.ffn(x, Ffn::Swiglu, il)?
+        } else {
+            b.moe_ffn(x, il)?
+        };
         inp_l = b.g.add_op(out, ffn_inp)?;
         inp_l = b.layer_out(inp_l, il)?;
     }

@@ -9,6 +9,7 @@ mod gemma3;
 mod gpt_oss;
 mod granitehybrid;
 mod lfm2;
+mod lfm2moe;
 mod llama;
 mod mamba;
 mod mamba2;
@@ -68,6 +69,7 @@ pub static REGISTRY: &[&ArchDef] = &[
     &gpt_oss::DEF,
     &deepseek2::DEF,
     &lfm2::DEF,
+    &lfm2moe::DEF,
 ];
 
 /// The rows outside the layers that every decoder has: token embeddings,

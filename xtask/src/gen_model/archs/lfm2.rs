@@ -5,6 +5,11 @@
 //! other counts every third layer from the third. `attention.head_count_kv`
 //! is written per layer, 0 for the convolution layers. The final norm is
 //! written as `token_embd_norm.weight`, LFM2's name for it.
+//!
+//! `lfm2moe` is the same trunk with experts, in the proportions of
+//! LFM2-8B-A1B: the first two layers (of at least three) keep the dense
+//! FFN, the others have 32 SwiGLU experts (4 used, each a quarter of
+//! `--n-ff` wide), a sigmoid router and its choice bias `exp_probs_b`.
 
 use gguf::Metadata;
 
@@ -20,6 +25,40 @@ pub static GEN: ArchGen = ArchGen {
     qkv_bias: false,
     metadata,
     block: Some(block),
+};
+
+/// The generator entry of the variant with experts.
+pub static GEN_MOE: ArchGen = ArchGen {
+    name: "lfm2moe",
+    rms_eps: 1e-5,
+    rope_freq_base: 1_000_000.0,
+    qkv_bias: false,
+    metadata: metadata_moe,
+    block: Some(block_moe),
+};
+
+/// Experts per layer and used per token (LFM2-8B-A1B's).
+const N_EXPERT: u32 = 32;
+const N_EXPERT_USED: u32 = 4;
+
+/// Layers with a dense FFN before the experts, of `n_layer`.
+fn dense_lead(n_layer: u32) -> u32 {
+    if n_layer >= 3 {
+        2
+    } else {
+        0
+    }
+}
+
+/// Width of one expert.
+fn n_ff_exp(s: &Shape) -> u32 {
+    (s.n_ff / 4).max(1)
+}
+
+/// Choice biases: N(0, 0.1²), enough to move a choice now and then.
+const PROBS_B: Init = Init {
+    mean: 0.0,
+    std: 0.1,
 };
 
 /// Taps of the short convolution of the released models.
@@ -44,7 +83,7 @@ pub fn is_attention(il: u32, n_layer: u32) -> bool {
 }
 
 fn metadata(s: &Shape, md: &mut Metadata) {
-    let k = |name: &str| format!("lfm2.{name}");
+    let k = |name: &str| format!("{}.{name}", s.arch.name());
     let kv: Vec<u32> = (0..s.n_layer)
         .map(|il| {
             if is_attention(il, s.n_layer) {
@@ -58,7 +97,38 @@ fn metadata(s: &Shape, md: &mut Metadata) {
     md.set(k("shortconv.l_cache"), L_CACHE);
 }
 
+fn metadata_moe(s: &Shape, md: &mut Metadata) {
+    metadata(s, md);
+    let k = |name: &str| format!("lfm2moe.{name}");
+    md.set(k("expert_count"), N_EXPERT);
+    md.set(k("expert_used_count"), N_EXPERT_USED);
+    md.set(k("expert_feed_forward_length"), n_ff_exp(s));
+    md.set(k("leading_dense_block_count"), dense_lead(s.n_layer));
+    md.set(k("expert_gating_func"), 2u32);
+}
+
+fn block_moe(b: &mut Block<'_>) {
+    mixer(b);
+    if b.il < dense_lead(b.shape.n_layer) {
+        b.ffn();
+        return;
+    }
+    let (e, ff) = (b.shape.n_embd, n_ff_exp(b.shape));
+    b.norm("ffn_norm", e);
+    b.matrix("ffn_gate_inp", e, N_EXPERT);
+    b.raw("exp_probs_b.bias", &[N_EXPERT], PROBS_B);
+    b.stacked("ffn_gate_exps", &[e, ff, N_EXPERT], e);
+    b.stacked("ffn_up_exps", &[e, ff, N_EXPERT], e);
+    b.stacked("ffn_down_exps", &[ff, e, N_EXPERT], ff);
+}
+
 fn block(b: &mut Block<'_>) {
+    mixer(b);
+    b.ffn();
+}
+
+/// The short convolution or attention of a layer.
+fn mixer(b: &mut Block<'_>) {
     let e = b.shape.n_embd;
     if is_attention(b.il, b.shape.n_layer) {
         b.attention();
@@ -71,7 +141,6 @@ fn block(b: &mut Block<'_>) {
         b.raw("shortconv.conv.weight", &[L_CACHE, e], CONV);
         b.matrix("shortconv.out_proj", e, e);
     }
-    b.ffn();
 }
 
 #[cfg(test)]

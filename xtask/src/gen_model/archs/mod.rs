@@ -82,6 +82,7 @@ static GENERATORS: &[&ArchGen] = &[
     &mamba2::GEN,
     &granitehybrid::GEN,
     &lfm2::GEN,
+    &lfm2::GEN_MOE,
     &deepseek2::GEN,
     &gpt_oss::GEN,
     &qwen35::GEN,
