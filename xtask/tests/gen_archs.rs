@@ -256,3 +256,59 @@ fn gpt_oss_loads_and_decodes() {
     assert_eq!(exps.len(), 9);
     assert!(exps.iter().all(|t| t.dims.len() == 3 && t.dims[2] == 32));
 }
+
+/// lfm2moe keys that cannot work are errors naming the key.
+#[test]
+fn lfm2moe_bad_keys_are_named() {
+    let dir = common::temp_dir("gen-lfm2moe-bad");
+    let path = dir.join("m.gguf");
+    let spec = common::spec(
+        Preset::Stories260k,
+        shape(parse_arch("lfm2moe").unwrap()),
+        "f32",
+        7,
+    );
+    generate_file(&spec, &WriteSettings::default(), &path).expect("generate");
+    let f = gguf::GgufFile::open(&path).expect("open");
+    let cases: [(&str, fn(&mut gguf::Metadata), &str); 4] = [
+        (
+            "gating",
+            |md| {
+                md.set("lfm2moe.expert_gating_func", 3u32);
+            },
+            "lfm2moe.expert_gating_func = 3",
+        ),
+        (
+            "no-gating",
+            |md| {
+                md.remove("lfm2moe.expert_gating_func");
+            },
+            "lfm2moe.expert_gating_func",
+        ),
+        (
+            "no-width",
+            |md| {
+                md.remove("lfm2moe.expert_feed_forward_length");
+            },
+            "lfm2moe.expert_feed_forward_length",
+        ),
+        (
+            "no-experts",
+            |md| {
+                md.set("lfm2moe.leading_dense_block_count", 1u32);
+            },
+            "blk.1",
+        ),
+    ];
+    for (name, edit, want) in cases {
+        let mut md = f.metadata().clone();
+        edit(&mut md);
+        let p = dir.join(format!("{name}.gguf"));
+        f.save_with_metadata(&p, &md).expect("save");
+        let e = Model::load(&p, &ModelParams::default())
+            .err()
+            .unwrap_or_else(|| panic!("{name}: loaded"))
+            .to_string();
+        assert!(e.contains(want), "{name}: {e}");
+    }
+}
