@@ -25,17 +25,23 @@ pub fn ctx_params(n_ctx: usize, n_batch: usize, n_seq_max: usize) -> ContextPara
 /// The recorded greedy run: prompt ids, generated ids and bytes, with
 /// ubatches of `n_ubatch` tokens.
 pub fn check_greedy(model: &Model, exp: &serde_json::Value, n_ubatch: usize, what: &str) {
+    let p = ContextParams {
+        n_ubatch,
+        ..ctx_params(512, 512, 1)
+    };
+    check_greedy_in(model, exp, p, what);
+}
+
+/// The recorded greedy run (prompt ids, generated ids and bytes) in a
+/// context of `params`.
+pub fn check_greedy_in(model: &Model, exp: &serde_json::Value, params: ContextParams, what: &str) {
     let rec = &exp["greedy"];
     let prompt = model
         .vocab
         .tokenize(rec["prompt"].as_str().expect("prompt"), true, false);
     assert_eq!(prompt, ids(&rec["prompt_ids"]), "{what}: prompt ids");
     let want = ids(&rec["generated_ids"]);
-    let p = ContextParams {
-        n_ubatch,
-        ..ctx_params(512, 512, 1)
-    };
-    let mut ctx = Context::new(model, p).expect("context");
+    let mut ctx = Context::new(model, params).expect("context");
     let got = greedy(&mut ctx, &prompt, want.len());
     assert_eq!(got, want, "{what}: greedy ids differ from llama.cpp's");
     let bytes: Vec<u8> = got
@@ -53,16 +59,28 @@ pub fn check_greedy(model: &Model, exp: &serde_json::Value, n_ubatch: usize, wha
 /// Perplexity over the story text, within `rel_tol` or 1.5 times
 /// llama.cpp's recorded spread, whichever is larger.
 pub fn check_ppl(model: &Model, exp: &serde_json::Value, rel_tol: f64, what: &str) {
+    let tol = rel_tol.max(1.5 * llama_cpp_spread(&exp["perplexity"]));
+    check_ppl_in(model, exp, |n_ctx| ctx_params(n_ctx, n_ctx, 1), tol, what);
+}
+
+/// Perplexity over the story text in a context `params` makes for the
+/// recorded context size, within the relative tolerance `tol`.
+pub fn check_ppl_in(
+    model: &Model,
+    exp: &serde_json::Value,
+    params: impl FnOnce(usize) -> ContextParams,
+    tol: f64,
+    what: &str,
+) {
     let Some(fx) = fixtures() else { return };
     let p = &exp["perplexity"];
     let want = p["final_ppl"].as_f64().expect("final ppl");
     let n_ctx = p["n_ctx"].as_u64().unwrap_or(64) as usize;
     let text = std::fs::read_to_string(fx.join("texts/story.txt")).expect("story");
     let toks = model.vocab.tokenize(&text, true, false);
-    let mut ctx = Context::new(model, ctx_params(n_ctx, n_ctx, 1)).expect("context");
+    let mut ctx = Context::new(model, params(n_ctx)).expect("context");
     let res =
         llama::perplexity::perplexity(&mut ctx, &toks, n_ctx, None, |_, _| {}).expect("perplexity");
-    let tol = rel_tol.max(1.5 * llama_cpp_spread(p));
     let rel = (res.ppl - want).abs() / want;
     eprintln!(
         "{what}: PPL {:.6e} vs llama.cpp {want:.6e} (rel {rel:.2e}, tol {tol:.2e})",

@@ -112,6 +112,7 @@ fn repacked_types_follow_the_cpu() {
             Type::Q8_0,
             Type::Q4_K,
             Type::Q6_K,
+            Type::MXFP4,
         ];
         for t in stored {
             assert!(accepted.contains(&t), "{t} is not stored repacked");

@@ -121,7 +121,7 @@ fn panel_kernels_match_the_row_kernels() {
         }
     }
     // x86-64 CPUs with AVX2 have panel kernels for F32, F16, Q4_0, Q5_0,
-    // Q8_0, Q4_K and Q6_K, at every level from AVX2 up.
+    // Q8_0, Q4_K, Q6_K and MXFP4, at every level from AVX2 up.
     if crate::features::cpu_features().avx2 {
         let k = kernels_for(crate::features::Isa::Avx2).unwrap();
         for ty in [
@@ -132,10 +132,11 @@ fn panel_kernels_match_the_row_kernels() {
             Type::Q8_0,
             Type::Q4_K,
             Type::Q6_K,
+            Type::MXFP4,
         ] {
             assert!(k.gemm(ty).is_some(), "no AVX2 panel kernel for {ty}");
         }
-        assert!(tested >= 7, "only {tested} panel kernels");
+        assert!(tested >= 8, "only {tested} panel kernels");
     }
 }
 

@@ -209,7 +209,9 @@ pub(crate) struct Kernels {
     pub isa: Isa,
     /// f32 dot product of two slices of equal length.
     pub dot_f32: fn(&[f32], &[f32]) -> f32,
-    /// f16 dot product (f32 accumulation) of two slices of equal length.
+    /// f16 dot product (f32 accumulation) of two slices of equal length
+    /// (read by the x86 kernels and the tests).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     pub dot_f16: fn(&[f16], &[f16]) -> f32,
     /// `acc[i] = f16(f32(acc[i]) * s)` (see [`scalar::scale_f16`]).
     pub scale_f16: fn(&mut [f16], f32),
@@ -273,6 +275,8 @@ impl Kernels {
         self.gemms.get(ty.id() as usize).copied().flatten()
     }
 
+    /// Installs a panel kernel (only the x86 levels have them).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
     fn set_gemm(&mut self, ty: Type, g: &'static Gemm) {
         self.gemms[ty.id() as usize] = Some(g);
     }

@@ -25,7 +25,7 @@ mod ssm;
 pub(super) use float::{f16_elem, f32_elem, load_f16x8, load_f32x8};
 pub(super) use kquant::{q3k_levels, q3k_scales};
 pub(super) use legacy::{dec_iq4_nl, dec_q4_0, dec_q5_0, dec_q8_0};
-pub(super) use mxfp4::{add_last_block, dec_mxfp4, BLOCK_BYTES as MXFP4_BYTES};
+pub(super) use mxfp4::{dec_mxfp4, finish_tile, BLOCK_BYTES as MXFP4_BYTES};
 
 /// Installs the AVX2 kernels (the caller checked AVX2, FMA and F16C).
 pub(super) fn install(k: &mut Kernels) {

@@ -58,12 +58,49 @@ pub(in crate::simd) fn hsum_i32(v: __m256i) -> i32 {
 /// `xb` must be readable for 17 bytes and `yb` for 34.
 #[inline]
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(in crate::simd) unsafe fn add_last_block(s: f32, xb: *const u8, yb: *const u8) -> f32 {
+unsafe fn add_last_block(s: f32, xb: *const u8, yb: *const u8) -> f32 {
     // SAFETY: one block of each row (caller).
     unsafe {
         let (dx, q) = dec_mxfp4(xb);
         let sumi = hsum_i32(dot_ss(_mm256_sign_epi8(q, q), q, load(yb.add(2))));
         s + (f16_at(yb) * dx) * sumi as f32
+    }
+}
+
+/// The end of a tile of both levels: each (row, column)'s even and odd
+/// lane sets, already added into `lanes[r][c]`, summed across lanes, then
+/// the last block of rows with an odd number of blocks `nb` added as a
+/// scalar product; into `out[r * C + c]`.
+///
+/// # Safety
+/// Every `xs[r]` and `ys[c]` must hold `nb` blocks (checked by the
+/// tile's `check_tile`).
+#[inline]
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(in crate::simd) unsafe fn finish_tile<const R: usize, const C: usize>(
+    nb: usize,
+    xs: &[&[u8]],
+    ys: &[&[u8]],
+    lanes: [[__m256; C]; R],
+    out: &mut [f32],
+) {
+    let pairs = nb - nb % 2;
+    for r in 0..R {
+        for c in 0..C {
+            let mut s = hsum(lanes[r][c]);
+            if pairs < nb {
+                // SAFETY: the last block of both rows is inside them
+                // (caller).
+                s = unsafe {
+                    add_last_block(
+                        s,
+                        xs[r].as_ptr().add(pairs * BLOCK_BYTES),
+                        ys[c].as_ptr().add(pairs * 34),
+                    )
+                };
+            }
+            out[r * C + c] = s;
+        }
     }
 }
 
@@ -102,22 +139,10 @@ unsafe fn mxfp4_tile<const R: usize, const C: usize>(
             }
         }
     }
-    for r in 0..R {
-        for c in 0..C {
-            let mut s = hsum(_mm256_add_ps(acc[0][r][c], acc[1][r][c]));
-            if pairs < nb {
-                // SAFETY: the last block of both rows is inside them.
-                s = unsafe {
-                    add_last_block(
-                        s,
-                        xs[r].as_ptr().add(pairs * BLOCK_BYTES),
-                        ys[c].as_ptr().add(pairs * 34),
-                    )
-                };
-            }
-            out[r * C + c] = s;
-        }
-    }
+    let lanes =
+        std::array::from_fn(|r| std::array::from_fn(|c| _mm256_add_ps(acc[0][r][c], acc[1][r][c])));
+    // SAFETY: the rows hold nb blocks (checked above).
+    unsafe { finish_tile::<R, C>(nb, xs, ys, lanes, out) }
 }
 
 fn mxfp4_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {

@@ -8,7 +8,7 @@ use std::arch::x86_64::*;
 use ggml_core::Type;
 
 use super::{f16_at, join, load256};
-use crate::simd::avx2::{add_last_block, dec_mxfp4, hsum, MXFP4_BYTES as BLOCK_BYTES};
+use crate::simd::avx2::{dec_mxfp4, finish_tile, MXFP4_BYTES as BLOCK_BYTES};
 use crate::simd::{by_tile, check_tile, Kernels};
 
 /// Installs the MXFP4 row kernel.
@@ -71,25 +71,15 @@ unsafe fn mxfp4_tile<const R: usize, const C: usize>(
         }
         ib += 2;
     }
-    for r in 0..R {
-        for c in 0..C {
-            let v = acc[r][c];
-            let even = _mm512_castps512_ps256(v);
-            let odd = _mm512_extractf32x8_ps::<1>(v);
-            let mut s = hsum(_mm256_add_ps(even, odd));
-            if pairs < nb {
-                // SAFETY: the last block of both rows is inside them.
-                s = unsafe {
-                    add_last_block(
-                        s,
-                        xs[r].as_ptr().add(pairs * BLOCK_BYTES),
-                        ys[c].as_ptr().add(pairs * 34),
-                    )
-                };
-            }
-            out[r * C + c] = s;
-        }
-    }
+    // The even blocks' lanes and the odd ones', added.
+    let lanes = std::array::from_fn(|r| {
+        std::array::from_fn(|c| {
+            let v: __m512 = acc[r][c];
+            _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps::<1>(v))
+        })
+    });
+    // SAFETY: the rows hold nb blocks (checked above).
+    unsafe { finish_tile::<R, C>(nb, xs, ys, lanes, out) }
 }
 
 fn mxfp4_row(n: usize, xs: &[&[u8]], ys: &[&[u8]], out: &mut [f32]) {

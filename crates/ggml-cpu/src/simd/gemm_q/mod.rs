@@ -1,6 +1,7 @@
-//! Panel matrix x matrix kernels ([`super::Gemm`]) for Q4_0 and Q8_0
-//! weights: one panel layout, run with AVX-512 VNNI ([`avx512`]) or AVX2
-//! ([`avx2`]), so that weights stored packed serve either.
+//! Panel matrix x matrix kernels ([`super::Gemm`]) for Q4_0, Q8_0, Q5_0
+//! and MXFP4 weights: one panel layout per type, run with AVX-512 VNNI
+//! ([`avx512`]) or AVX2 ([`avx2`]), so that weights stored packed serve
+//! either.
 //!
 //! Panel layout: a panel is exactly as large as its 16 rows (16 x 18
 //! bytes per 32-weight block for Q4_0, 16 x 34 for Q8_0), so that weights
@@ -26,6 +27,8 @@
 //! the nibbles (320 bytes), paired as above; its one kernel is AVX2's at
 //! every level (see [`avx2`]).
 //!
+//! MXFP4 has a layout of its own (see [`mxfp4`]), as compact as its rows.
+//!
 //! Each lane sums a block exactly in integers, then adds `sum x (dx x dy)`
 //! to its f32 accumulator, block after block: the same operations whatever
 //! the number of columns per call, and whatever the instruction set.
@@ -37,6 +40,7 @@ use crate::features::cpu_features;
 
 mod avx2;
 mod avx512;
+mod mxfp4;
 
 /// Bytes of a Q4_0 or Q8_0 block and of a Q8_0 activation block.
 const Q4_0_BYTES: usize = 18;
@@ -86,6 +90,7 @@ pub(super) fn install(k: &mut Kernels) {
         k.set_gemm(Type::Q4_0, &Q4_0_GEMM);
         k.set_gemm(Type::Q8_0, &Q8_0_GEMM);
         k.set_gemm(Type::Q5_0, &Q5_0_GEMM);
+        k.set_gemm(Type::MXFP4, &mxfp4::MXFP4_GEMM);
     } else {
         install_avx2(k);
     }
@@ -96,6 +101,7 @@ pub(super) fn install_avx2(k: &mut Kernels) {
     k.set_gemm(Type::Q4_0, &Q4_0_GEMM_AVX2);
     k.set_gemm(Type::Q8_0, &Q8_0_GEMM_AVX2);
     k.set_gemm(Type::Q5_0, &Q5_0_GEMM);
+    k.set_gemm(Type::MXFP4, &mxfp4::MXFP4_GEMM_AVX2);
 }
 
 static Q4_0_GEMM: Gemm = Gemm {
