@@ -119,13 +119,17 @@ fn run_checked(
     unsafe { kernel(nb, panel.as_ptr(), cols, out) }
 }
 
-/// Asks for the panel line `PREFETCH` bytes after offset `o`. A prefetch
-/// is only a hint: it never faults and reads nothing the program sees, so
-/// the address may lie past the panel.
+/// Asks for the panel line `PREFETCH` bytes after offset `o`, where this
+/// kind of CPU streams faster with the requests
+/// ([`crate::simd::stream::software_prefetch`]). A prefetch is only a
+/// hint: it never faults and reads nothing the program sees, so the address
+/// may lie past the panel.
 #[inline(always)]
 fn ahead(panel: *const u8, o: usize) {
-    // SAFETY: prefetching is valid for any address.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8) }
+    if crate::simd::stream::software_prefetch() {
+        // SAFETY: prefetching is valid for any address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8) }
+    }
 }
 
 /// E8M0 scales as ggml's halved f32 (see `quants::e8m0_to_fp32_half`),
