@@ -80,6 +80,12 @@ server:
   --context-shift           when a slot's context fills, drop old tokens after n_keep and go
                             on (default off: generation stops); --no-context-shift
   --keep N                  prompt tokens kept on a context shift (default 0, -1 = all)
+  -ctxcp, --ctx-checkpoints, --swa-checkpoints N
+                            most context checkpoints a slot keeps for a sliding-window or
+                            recurrent memory, which cannot drop a suffix (default 32, 0 = off)
+  -cms, --checkpoint-min-step N
+                            once a slot's checkpoints are full, those closer than N tokens
+                            to an earlier one go first (default 8192, 0 = no minimum)
   --slot-save-path DIR      directory for /slots/{id}?action=save|restore
   --spm-infill              /infill prompts in suffix-prefix-middle order
 
@@ -209,6 +215,15 @@ impl ServerArgs {
                     let v = val("int")?;
                     a.cache.cache_reuse = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
                 }
+                "-ctxcp" | "--ctx-checkpoints" | "--swa-checkpoints" => {
+                    let v = val("int")?;
+                    a.cache.ctx_checkpoints = v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
+                }
+                "-cms" | "--checkpoint-min-step" => {
+                    let v = val("int")?;
+                    a.cache.checkpoint_min_step =
+                        v.parse().map_err(|_| bad(&v, "an integer >= 0"))?;
+                }
                 "--slot-save-path" => {
                     let v = val("directory")?;
                     let dir = PathBuf::from(&v);
@@ -257,7 +272,7 @@ mod tests {
         assert!(n.slot_save_path.is_none());
         let dir = std::env::temp_dir();
         let c = parse(&format!(
-            "-m x.gguf -sps 0.5 --cache-reuse 256 --context-shift --keep -1 --slot-save-path {}",
+            "-m x.gguf -sps 0.5 --cache-reuse 256 --context-shift --keep -1 -ctxcp 3 -cms 64 --slot-save-path {}",
             dir.display()
         ))
         .unwrap();
@@ -266,7 +281,9 @@ mod tests {
             CacheConfig {
                 slot_prompt_similarity: 0.5,
                 cache_reuse: 256,
-                context_shift: true
+                context_shift: true,
+                ctx_checkpoints: 3,
+                checkpoint_min_step: 64,
             }
         );
         assert_eq!(c.common.n_keep, -1);
@@ -292,6 +309,8 @@ mod tests {
             "--port",
             "-sps 2",
             "--cache-reuse -1",
+            "--ctx-checkpoints -1",
+            "-cms x",
             "--slot-save-path /nonexistent/dir",
             "--draft-max -2",
             "--draft-p-min 1.5",

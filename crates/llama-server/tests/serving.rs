@@ -216,6 +216,84 @@ async fn other_memories_answer_the_same_with_the_cache() {
     }
 }
 
+fn tokens_of(v: &Value) -> Vec<i32> {
+    v["tokens"]
+        .as_array()
+        .expect("tokens")
+        .iter()
+        .map(|t| t.as_i64().unwrap() as i32)
+        .collect()
+}
+
+/// A chat on `model` whose memory cannot drop a suffix (`flags` set the
+/// batch): the first turn reads a 100-token prompt and generates `n_gen`
+/// tokens; the turn is then asked again with another last message (the
+/// prompt differs from token 100 on), which restores the checkpoint taken
+/// 4 tokens before the first prompt's end; then the chat goes on with the
+/// reply and a new message, which reuses everything. Each reply equals the
+/// one without the cache. Returns the three `cache_n`.
+async fn chat_turns_with_checkpoints(model: &str, flags: &str, n_gen: i64) -> Option<[u64; 3]> {
+    let srv = start(model, flags).await?;
+    let a = srv.addr;
+    let p: Vec<i32> = (0..100).map(|i| (i * 7 + 3) % 200).collect();
+    let ask = |prompt: Vec<i32>, n: i64, cache: bool| async move {
+        let mut body = completion(json!(prompt), n, cache);
+        body["ignore_eos"] = json!(true);
+        post(a, "/completion", &body).await
+    };
+    let v1 = ask(p.clone(), n_gen, true).await.json();
+    let mut again = p.clone();
+    again.extend([9, 10, 11]);
+    let v2 = ask(again.clone(), 8, true).await.json();
+    let fresh = ask(again.clone(), 8, false).await.json();
+    assert_eq!(
+        v2["tokens"], fresh["tokens"],
+        "{model}: the turn asked again"
+    );
+    // The fresh request left its own cache: read the edited turn again
+    // with the cache, then go on with its reply and a new message.
+    ask(again.clone(), 8, true).await;
+    let mut next = again;
+    next.extend(tokens_of(&v2));
+    next.extend([12, 13]);
+    let v3 = ask(next.clone(), 8, true).await.json();
+    let fresh = ask(next, 8, false).await.json();
+    assert_eq!(v3["tokens"], fresh["tokens"], "{model}: the next turn");
+    srv.stop().await.unwrap();
+    let n = |v: &Value| v["timings"]["cache_n"].as_u64().unwrap();
+    Some([n(&v1), n(&v2), n(&v3)])
+}
+
+/// Sliding-window (window 16, a cache of 256 cells with ubatches of 16)
+/// and recurrent memories keep context checkpoints: a turn asked again
+/// after a long reply restores the one 4 tokens before the prompt's end,
+/// where without checkpoints it decodes everything again; the next turn
+/// reuses the whole conversation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn chats_reuse_their_prefix_through_checkpoints() {
+    let swa = "-c 1024 -np 1 -b 16 -ub 16";
+    for (model, flags, n_gen) in [
+        ("tiny-gemma3-f32.gguf", swa, 300),
+        ("tiny-mamba-f32.gguf", "-c 1024 -np 1", 20),
+        ("tiny-granitehybrid-f32.gguf", "-c 1024 -np 1", 20),
+    ] {
+        let Some([n1, n2, n3]) = chat_turns_with_checkpoints(model, flags, n_gen).await else {
+            return;
+        };
+        assert_eq!((n1, n2), (0, 96), "{model}");
+        // The edited turn (103 tokens) and 7 of its 8 reply tokens.
+        assert_eq!(n3, 103 + 7, "{model}");
+    }
+    // Without checkpoints the sliding-window cache has given up the
+    // window of the first prompt's end: the turn is read again.
+    let off = format!("{swa} --ctx-checkpoints 0");
+    if let Some([_, n2, n3]) = chat_turns_with_checkpoints("tiny-gemma3-f32.gguf", &off, 300).await
+    {
+        assert_eq!(n2, 0);
+        assert_eq!(n3, 103 + 7);
+    }
+}
+
 /// A server of 1 slot of 512 tokens takes a 201-token state; one of 2
 /// slots of 128 refuses it.
 async fn srv_restart_refuses(flags: &str, body: &Value) {

@@ -1,20 +1,33 @@
 #!/usr/bin/env python3
-"""Total generated tokens per second and time to first token at several
-numbers of parallel streams, for any llama.cpp-compatible server.
+"""Total generated tokens per second at several numbers of parallel streams,
+and the time to first token of a request that shares a long prefix with
+the one before, for llama.cpp-compatible servers, driven the same way.
 
-Usage: throughput.py SERVER_BINARY MODEL.gguf [N_PREDICT] [options] [-- EXTRA SERVER FLAGS...]
+Usage: throughput.py MODEL.gguf --server NAME=BINARY [--server NAME=BINARY ...]
+                     [options] [-- EXTRA SERVER FLAGS...]
 
-  --streams 4,8,16   stream counts to measure (default 4,8,16)
-  --np N             server slots (default 16)
-  --ctx N            context size (default 256 per slot)
-  --runs N           runs per stream count (default 3; the median is printed)
+  --server NAME=BINARY  a server to measure (repeat to compare several)
+  --n-predict N         tokens generated per stream (default 64)
+  --streams 1,4,8,16    stream counts to measure (default 1,4,8,16)
+  --np N                server slots (default 16)
+  --ctx N               context size (default 256 per slot)
+  --threads N           -t of every server (default 2)
+  --rounds N            rounds (default 3)
+  --ttft N              also measure the time to first token of a request
+                        sharing an N-token prefix with the one before, on a
+                        server of one slot (0: off)
 
-Starts the server with --metrics, warms it up, then for each stream count
-sends that many streamed /completion requests at once (distinct prompts,
-greedy, ignore_eos, N_PREDICT tokens each) and prints generated tokens over
-wall time, the median time to the first token, and from /metrics the
-decode calls and busy slots per call (counts a busy machine does not move).
-Alternate runs of two servers on a quiet machine to compare them.
+Each round starts every server in turn (the order alternates from round to
+round, and only one runs at a time), warms it up, measures every stream
+count once (that many streamed /completion requests at once: distinct
+prompts, greedy, ignore_eos, no prompt cache), then stops it; with --ttft
+it then starts the server with one slot and times the first token of a
+request on an N-token prefix (nothing cached) and of one sharing that
+prefix with another ending. Printed per server and
+stream count: every round's total generated tokens over wall time (the
+scatter), their median, and from /metrics the decode calls (counts a busy
+machine does not move). On a shared machine the figures move with the
+load: compare medians of alternated rounds, not single runs.
 """
 
 import json
@@ -31,10 +44,20 @@ SUBJECTS = ["Once upon a time", "The little dog", "Tom and Sue went", "One day, 
             "The cat sat", "Ben had a toy", "It was a rainy day", "The old man",
             "Mia found a box", "At the park", "The fish swam", "A small boat"]
 
+WORDS = ("river stone garden window yellow quiet market winter candle bridge forest "
+         "silver letter morning orange pocket thunder basket mirror ladder").split()
+
 
 def get(base, path):
     with urllib.request.urlopen(base + path, timeout=60) as r:
         return r.read().decode()
+
+
+def post(base, path, body):
+    req = urllib.request.Request(base + path, json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=3600) as r:
+        return json.loads(r.read().decode())
 
 
 def metrics(base):
@@ -70,13 +93,88 @@ def stream(base, body):
     return (ttft or 0.0), n
 
 
-def arg(flag, default):
-    if flag in sys.argv:
+def arg(flag, default, many=False):
+    vals = []
+    while flag in sys.argv:
         i = sys.argv.index(flag)
-        v = sys.argv[i + 1]
+        vals.append(sys.argv[i + 1])
         del sys.argv[i:i + 2]
-        return v
-    return default
+    if many:
+        return vals
+    return vals[-1] if vals else default
+
+
+class Server:
+    def __init__(self, binary, model, n_par, ctx, threads, extra):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        cmd = [binary, "-m", model, "--port", str(self.port), "-np", str(n_par), "-c", str(ctx),
+               "-t", str(threads), "--metrics"] + extra
+        self.proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        self.base = f"http://127.0.0.1:{self.port}"
+        for _ in range(6000):
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{binary} exited with {self.proc.returncode}")
+            try:
+                with urllib.request.urlopen(self.base + "/health") as r:
+                    if r.status == 200:
+                        break
+            except Exception:
+                time.sleep(0.1)
+        stream(self.base, {"prompt": "Hello", "n_predict": 4, "temperature": 0})
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
+
+
+def run_streams(srv, streams, n_predict):
+    results = [None] * streams
+
+    def one(i):
+        body = {"prompt": SUBJECTS[i % len(SUBJECTS)] + " " * (i // len(SUBJECTS)),
+                "n_predict": n_predict, "temperature": 0, "ignore_eos": True,
+                "cache_prompt": False}
+        results[i] = stream(srv.base, body)
+
+    m0 = metrics(srv.base)
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    dt = time.perf_counter() - t0
+    m1 = metrics(srv.base)
+    n = sum(r[1] for r in results)
+    decodes = None
+    if "n_decode_total" in m1:
+        decodes = m1["n_decode_total"] - m0.get("n_decode_total", 0)
+    return n / dt, n, decodes
+
+
+def prefix_tokens(srv, n):
+    """n tokens of plain text, as the server tokenizes it."""
+    words = [WORDS[(i * 7 + i // 5) % len(WORDS)] for i in range(2 * n)]
+    toks = post(srv.base, "/tokenize", {"content": " ".join(words)})["tokens"]
+    toks = [t if isinstance(t, int) else t["id"] for t in toks]
+    if len(toks) < n:
+        raise RuntimeError(f"the text has {len(toks)} tokens, fewer than {n}")
+    return toks[:n]
+
+
+def run_ttft(srv, n):
+    """Time to first token of a request on an n-token prefix (nothing
+    cached), then of one sharing that prefix (another ending)."""
+    pre = prefix_tokens(srv, n)
+    tail = post(srv.base, "/tokenize", {"content": " and then"})["tokens"]
+    tail2 = post(srv.base, "/tokenize", {"content": " but later"})["tokens"]
+    body = {"n_predict": 4, "temperature": 0, "ignore_eos": True, "cache_prompt": True,
+            "id_slot": 0}
+    cold, _ = stream(srv.base, dict(body, prompt=pre + tail))
+    warm, _ = stream(srv.base, dict(body, prompt=pre + tail2))
+    return cold, warm
 
 
 def main():
@@ -85,67 +183,66 @@ def main():
         i = sys.argv.index("--")
         extra = sys.argv[i + 1:]
         del sys.argv[i:]
-    streams_list = [int(x) for x in arg("--streams", "4,8,16").split(",")]
+    servers = [s.split("=", 1) for s in arg("--server", None, many=True)]
+    if not servers or any(len(s) != 2 for s in servers):
+        sys.exit("give at least one --server NAME=BINARY")
+    n_predict = int(arg("--n-predict", "64"))
+    streams_list = [int(x) for x in arg("--streams", "1,4,8,16").split(",")]
     n_par = int(arg("--np", "16"))
     ctx = int(arg("--ctx", str(256 * n_par)))
-    runs = int(arg("--runs", "3"))
-    server, model = sys.argv[1], sys.argv[2]
-    n_predict = int(sys.argv[3]) if len(sys.argv) > 3 else 64
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    cmd = [server, "-m", model, "--port", str(port), "-np", str(n_par), "-c", str(ctx),
-           "--metrics"] + extra
-    proc = subprocess.Popen(cmd, stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(3000):
+    threads = int(arg("--threads", "2"))
+    rounds = int(arg("--rounds", "3"))
+    ttft_n = int(arg("--ttft", "0"))
+    model = sys.argv[1]
+    rates = {(name, s): [] for name, _ in servers for s in streams_list}
+    decodes = {(name, s): [] for name, _ in servers for s in streams_list}
+    ttfts = {name: [] for name, _ in servers}
+    print(f"# {model} -np {n_par} -c {ctx} -t {threads} n_predict={n_predict} "
+          f"rounds={rounds} {' '.join(extra)}", flush=True)
+    for r in range(rounds):
+        order = servers if r % 2 == 0 else list(reversed(servers))
+        for name, binary in order:
+            srv = Server(binary, model, n_par, ctx, threads, extra)
             try:
-                with urllib.request.urlopen(base + "/health") as r:
-                    if r.status == 200:
-                        break
-            except Exception:
-                time.sleep(0.1)
-        stream(base, {"prompt": "Hello", "n_predict": 4, "temperature": 0})
-        print(f"# {server} -np {n_par} -c {ctx} n_predict={n_predict}")
-        for streams in streams_list:
-            rates, ttfts, decodes, busy = [], [], [], []
-            for _ in range(runs):
-                results = [None] * streams
-
-                def one(i):
-                    body = {"prompt": SUBJECTS[i % len(SUBJECTS)] + " " * (i // len(SUBJECTS)),
-                            "n_predict": n_predict, "temperature": 0, "ignore_eos": True,
-                            "cache_prompt": False}
-                    results[i] = stream(base, body)
-
-                m0 = metrics(base)
-                threads = [threading.Thread(target=one, args=(i,)) for i in range(streams)]
-                t0 = time.perf_counter()
-                for t in threads:
-                    t.start()
-                for t in threads:
-                    t.join()
-                dt = time.perf_counter() - t0
-                m1 = metrics(base)
-                n = sum(r[1] for r in results)
-                rates.append(n / dt)
-                ttfts.append(statistics.median(r[0] for r in results))
-                if "n_decode_total" in m1:
-                    d = m1["n_decode_total"] - m0.get("n_decode_total", 0)
-                    decodes.append(d)
-                    busy.append(m1.get("n_busy_slots_per_decode", 0))
-            line = (f"streams={streams} total={statistics.median(rates):.2f} tok/s "
-                    f"(runs {', '.join(f'{r:.1f}' for r in rates)}) "
-                    f"ttft={statistics.median(ttfts) * 1e3:.0f} ms")
-            if decodes:
-                line += (f" decode_calls={statistics.median(decodes):.0f}"
-                         f" tokens_per_call={streams * n_predict / max(statistics.median(decodes), 1):.2f}"
-                         f" busy_slots_per_decode(cumulative)={busy[-1]:.2f}")
-            print(line, flush=True)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+                for s in streams_list:
+                    rate, n, d = run_streams(srv, s, n_predict)
+                    rates[(name, s)].append(rate)
+                    if d is not None:
+                        decodes[(name, s)].append(d)
+                    print(f"round {r} {name} streams={s} {rate:.1f} tok/s ({n} tokens)",
+                          flush=True)
+            finally:
+                srv.stop()
+            if not ttft_n:
+                continue
+            # One slot whose context holds the prefix.
+            srv = Server(binary, model, 1, ttft_n + 256, threads, extra)
+            try:
+                cold, warm = run_ttft(srv, ttft_n)
+                ttfts[name].append((cold, warm))
+                print(f"round {r} {name} ttft prefix={ttft_n} cold={cold * 1e3:.0f} ms "
+                      f"warm={warm * 1e3:.0f} ms ({cold / max(warm, 1e-9):.1f}x)", flush=True)
+            finally:
+                srv.stop()
+    print("# summary: median total tok/s (every round)")
+    for s in streams_list:
+        line = f"streams={s:<3}"
+        for name, _ in servers:
+            rs = rates[(name, s)]
+            line += f" {name}={statistics.median(rs):.1f} ({', '.join(f'{x:.1f}' for x in rs)})"
+            if decodes[(name, s)]:
+                line += f" decodes={statistics.median(decodes[(name, s)]):.0f}"
+        if len(servers) == 2:
+            a, b = (statistics.median(rates[(n, s)]) for n, _ in servers)
+            line += f" ratio={a / max(b, 1e-9):.2f}"
+        print(line)
+    for name, _ in servers:
+        if ttfts[name]:
+            cold = statistics.median(c for c, _ in ttfts[name])
+            warm = statistics.median(w for _, w in ttfts[name])
+            print(f"ttft {name}: cold {cold * 1e3:.0f} ms, warm {warm * 1e3:.0f} ms, "
+                  f"cut {cold / max(warm, 1e-9):.1f}x (rounds "
+                  + ", ".join(f"{c * 1e3:.0f}/{w * 1e3:.0f}" for c, w in ttfts[name]) + ")")
 
 
 if __name__ == "__main__":

@@ -260,3 +260,81 @@ fn a_state_larger_than_the_cache_is_refused() {
     assert!(e.contains("300"), "{e}");
     assert_eq!(small.seq_pos_max(0), -1);
 }
+
+/// A partial state (a context checkpoint) of `file` taken after `n`
+/// prompt tokens: the sequence then moves on by `more` tokens (in chunks of
+/// 64); restoring the partial state and dropping the full-attention cells
+/// past `n` continues as a context that decoded only the `n` tokens. The
+/// partial state is smaller than the whole one, and the two never load as
+/// each other. Returns whether the memory could drop the positions past
+/// `n` without the checkpoint.
+fn partial_state_restores(file: &str, n: usize, more: usize) -> Option<bool> {
+    let fx = fixtures()?;
+    let model = load_on_cpu(&fx.join("models").join(file));
+    let p = ContextParams {
+        n_ctx: 2048,
+        ..params(1, FlashAttnType::Disabled)
+    };
+    let toks = prompt(&model, n + more);
+    let next = [5, 9, 11];
+    let mut ctx = Context::new(&model, p.clone()).unwrap();
+    decode(&mut ctx, 0, 0, &toks[..n]);
+    let parts = llama::memory::StateParts::RollbackOnly;
+    let ck = ctx.state_seq_get_data_parts(0, &toks[..n], parts).unwrap();
+    let whole = ctx.state_seq_get_data(0, &toks[..n]).unwrap();
+    if ctx.mem.kv().is_some() {
+        assert!(
+            ck.len() < whole.len(),
+            "{file}: {} >= {}",
+            ck.len(),
+            whole.len()
+        );
+    }
+    for c in toks[n..].chunks(64) {
+        let pos = ctx.seq_pos_max(0) + 1;
+        decode(&mut ctx, 0, pos, c);
+    }
+    // Neither kind of state loads as the other.
+    let e = state_err(ctx.state_seq_set_data(0, &ck));
+    assert!(e.contains("partial"), "{e}");
+    let e = state_err(ctx.state_seq_set_data_parts(0, &whole, parts));
+    assert!(e.contains("partial"), "{e}");
+    // Refused before anything changed.
+    assert_eq!(ctx.seq_pos_max(0), (n + more) as i32 - 1);
+    let mut probe = Context::new(&model, p.clone()).unwrap();
+    decode(&mut probe, 0, 0, &toks);
+    let could_drop = probe.seq_rm(0, n as i32, -1);
+
+    let back = ctx.state_seq_set_data_parts(0, &ck, parts).unwrap();
+    assert_eq!(back, toks[..n]);
+    assert!(
+        ctx.seq_rm(0, n as i32, -1),
+        "{file}: cells past the checkpoint"
+    );
+    assert_eq!(ctx.seq_pos_max(0), n as i32 - 1);
+    let got = decode(&mut ctx, 0, n as i32, &next);
+    let mut fresh = Context::new(&model, p).unwrap();
+    decode(&mut fresh, 0, 0, &toks[..n]);
+    let want = decode(&mut fresh, 0, n as i32, &next);
+    assert_close(&want, &got, 1e-4, &format!("{file}: after the checkpoint"));
+    Some(could_drop)
+}
+
+#[test]
+fn sliding_window_checkpoint_restores_the_window() {
+    // Window 16, a sliding-window cache of 768 cells: 1000 more tokens
+    // reuse the cells of the first 300's window, which only the checkpoint
+    // still holds.
+    if let Some(could_drop) = partial_state_restores("tiny-gemma3-f32.gguf", 300, 1000) {
+        assert!(!could_drop, "the window should have been given up");
+    }
+}
+
+#[test]
+fn recurrent_checkpoints_restore_the_state() {
+    for file in ["tiny-granitehybrid-f32.gguf", "tiny-mamba-f32.gguf"] {
+        if let Some(could_drop) = partial_state_restores(file, 40, 10) {
+            assert!(!could_drop, "{file}: a recurrent state cannot go back");
+        }
+    }
+}

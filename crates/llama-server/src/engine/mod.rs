@@ -53,6 +53,12 @@ pub struct CacheConfig {
     /// `--context-shift`: a slot whose context fills drops old tokens and
     /// goes on.
     pub context_shift: bool,
+    /// `--ctx-checkpoints`: most context checkpoints a slot keeps for a
+    /// memory that cannot drop a suffix (0: none).
+    pub ctx_checkpoints: usize,
+    /// `--checkpoint-min-step`: once the list is full, checkpoints closer
+    /// than this to an earlier one (of other requests) go first.
+    pub checkpoint_min_step: usize,
 }
 
 impl Default for CacheConfig {
@@ -61,6 +67,8 @@ impl Default for CacheConfig {
             slot_prompt_similarity: 0.1,
             cache_reuse: 0,
             context_shift: false,
+            ctx_checkpoints: 32,
+            checkpoint_min_step: 8192,
         }
     }
 }

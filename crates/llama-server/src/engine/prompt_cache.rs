@@ -8,16 +8,18 @@
 //!
 //! Limits by memory: an attention cache drops any suffix; a sliding-window
 //! cache smaller than the context cannot give back positions it already
-//! reused (the prompt is then decoded again); a recurrent or hybrid memory
-//! cannot drop its last positions, so it reuses a cache that is an exact
-//! prefix of the new prompt, or else the longest context checkpoint (the
-//! sequence's whole state a few tokens before the end of an earlier
-//! prompt, llama.cpp's `--ctx-checkpoints` idea) that the new prompt
-//! starts with; it never shifts chunks.
+//! reused, and a recurrent or hybrid memory cannot drop its last
+//! positions. Those reuse a cache that they can cut at the common prefix,
+//! or else the newest context checkpoint (llama.cpp's `--ctx-checkpoints`:
+//! the sliding-window cache or recurrent states of the sequence taken
+//! `4 + n_ubatch` and 4 tokens before the end of an earlier prompt; the
+//! full-attention cells stay) that the new prompt starts with, or else
+//! decode the prompt again; they never shift chunks. Checkpoints past
+//! what a request keeps are dropped, as llama.cpp drops them.
 
 use std::time::Instant;
 
-use llama::memory::SeqMemory;
+use llama::memory::{SeqMemory, StateParts};
 use llama::{Context, Token};
 
 /// What a slot holds between requests.
@@ -35,36 +37,64 @@ pub struct SlotCache {
     pub checkpoints: Vec<Checkpoint>,
 }
 
-/// Most checkpoints a slot keeps; a new one pushes out the oldest.
-pub const MAX_CHECKPOINTS: usize = 4;
-
-/// A checkpoint is taken this many tokens before the end of a prompt, so
-/// that the same prompt again still has tokens to decode for its logits.
+/// A checkpoint is taken this many tokens before the end of a prompt (and
+/// another a ubatch before that), so that the same prompt again still has
+/// tokens to decode for its logits.
 pub const CHECKPOINT_OFFSET: usize = 4;
 
-/// The whole state of a slot's sequence after its first `n_tokens` tokens
-/// (`Context::state_seq_get_data`, which holds the tokens too).
+/// What cannot be rolled back of a slot's sequence after its first
+/// `n_tokens` tokens: the sliding-window cache or the recurrent states
+/// (`Context::state_seq_get_data_parts` with `StateParts::RollbackOnly`,
+/// which holds the tokens too). The full-attention cells of those tokens
+/// stay in the cache.
 #[derive(Clone, Debug)]
 pub struct Checkpoint {
     /// Tokens the state holds.
     pub n_tokens: usize,
+    /// The request that took it.
+    pub id_task: u64,
     /// The state.
     pub data: Vec<u8>,
 }
 
-/// Where a prompt of `len` tokens gets its checkpoint (None: too short).
-pub fn checkpoint_at(len: usize) -> Option<usize> {
-    (len > 2 * CHECKPOINT_OFFSET).then(|| len - CHECKPOINT_OFFSET)
+/// Where a prompt of `len` tokens gets its checkpoints, in order: as in
+/// llama.cpp, `4 + n_ubatch` and 4 tokens before its end (at most
+/// `n_batch` before), where at least one token comes before.
+pub fn checkpoint_points(len: usize, n_batch: usize, n_ubatch: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(2);
+    for offset in [CHECKPOINT_OFFSET + n_ubatch, CHECKPOINT_OFFSET] {
+        let n_last = offset.min(n_batch.max(1));
+        if len > n_last && !out.contains(&(len - n_last)) {
+            out.push(len - n_last);
+        }
+    }
+    out
 }
 
-/// Keeps `ck`, dropping a checkpoint of the same length and the oldest
-/// beyond `MAX_CHECKPOINTS`.
-pub fn add_checkpoint(list: &mut Vec<Checkpoint>, ck: Checkpoint) {
-    list.retain(|c| c.n_tokens != ck.n_tokens);
-    list.push(ck);
-    if list.len() > MAX_CHECKPOINTS {
+/// Keeps `ck` in `list` (oldest first) as llama.cpp does: when the list is
+/// full, checkpoints of other requests within `min_step` tokens of the one
+/// before them go first, then the oldest, down to `max - 1`; one of the
+/// same length is replaced. Nothing is kept with `max` 0.
+pub fn add_checkpoint(list: &mut Vec<Checkpoint>, ck: Checkpoint, max: usize, min_step: usize) {
+    if max == 0 {
+        return;
+    }
+    let mut last: Option<usize> = None;
+    let mut i = 0;
+    while list.len() + 1 >= max && i < list.len() {
+        let c = &list[i];
+        if c.id_task != ck.id_task && last.is_some_and(|l| c.n_tokens <= l + min_step) {
+            list.remove(i);
+            continue;
+        }
+        last = Some(c.n_tokens);
+        i += 1;
+    }
+    while list.len() >= max {
         list.remove(0);
     }
+    list.retain(|c| c.n_tokens != ck.n_tokens);
+    list.push(ck);
 }
 
 impl Default for SlotCache {
@@ -164,12 +194,13 @@ pub struct Reuse {
 /// keep from `cache` (its tokens), and removes the rest; `cache` becomes
 /// the kept tokens. At least one prompt token is left to decode (its
 /// logits start generation). A memory that cannot keep the common prefix
-/// restores the newest of `checkpoints` the prompt starts with.
+/// restores the newest of `checkpoints` the prompt starts with; those
+/// past the kept tokens are dropped.
 pub fn prepare(
     ctx: &mut Context<'_>,
     seq: usize,
     cache: &mut Vec<Token>,
-    checkpoints: &[Checkpoint],
+    checkpoints: &mut Vec<Checkpoint>,
     prompt: &[Token],
     cache_prompt: bool,
     min_chunk: usize,
@@ -213,7 +244,6 @@ pub fn prepare(
         start_over = true;
     }
     if start_over {
-        let _ = ctx.seq_rm(s, -1, -1);
         n_shifted = 0;
         n_past = match restore_checkpoint(ctx, s, checkpoints, &prompt[..matched]) {
             Some(n) => {
@@ -221,6 +251,7 @@ pub fn prepare(
                 n
             }
             None => {
+                let _ = ctx.seq_rm(s, -1, -1);
                 llama::info!(
                     "slot {seq}: the memory cannot keep {matched} tokens and no checkpoint fits; decoding the prompt again"
                 );
@@ -229,37 +260,38 @@ pub fn prepare(
         };
         cache.clear();
         cache.extend_from_slice(&prompt[..n_past]);
-        return Reuse { n_past, n_shifted };
+    } else {
+        cache.truncate(n_past);
     }
-    cache.truncate(n_past);
+    checkpoints.retain(|c| c.n_tokens <= n_past);
     Reuse { n_past, n_shifted }
 }
 
-/// Restores into the empty sequence `s` the longest checkpoint that holds
-/// a non-empty prefix of `shared`; its length. A checkpoint that does not
-/// load, or holds other tokens, is passed over.
+/// Restores into sequence `s`, whose full-attention cells still hold
+/// `shared`, the newest checkpoint that holds a non-empty prefix of
+/// `shared`, and drops the cells past it; its length. A checkpoint that
+/// does not load, holds other tokens, or leaves the sequence other than
+/// its tokens say, is passed over.
 fn restore_checkpoint(
     ctx: &mut Context<'_>,
     s: i32,
     checkpoints: &[Checkpoint],
     shared: &[Token],
 ) -> Option<usize> {
-    let mut order: Vec<&Checkpoint> = checkpoints.iter().collect();
-    order.sort_by_key(|c| std::cmp::Reverse(c.n_tokens));
-    for ck in order {
-        if ck.n_tokens == 0 || ck.n_tokens > shared.len() {
+    for ck in checkpoints.iter().rev() {
+        let n = ck.n_tokens;
+        if n == 0 || n > shared.len() {
             continue;
         }
-        match ctx.state_seq_set_data(s, &ck.data) {
-            Ok(tokens) if tokens == shared[..ck.n_tokens] => {
-                if ctx.mem.seq_pos_max(s) + 1 == ck.n_tokens as i32 {
-                    return Some(ck.n_tokens);
+        match ctx.state_seq_set_data_parts(s, &ck.data, StateParts::RollbackOnly) {
+            Ok(tokens) if tokens == shared[..n] => {
+                if ctx.seq_rm(s, n as i32, -1) && ctx.mem.seq_pos_max(s) + 1 == n as i32 {
+                    return Some(n);
                 }
             }
             Ok(_) => {}
             Err(e) => llama::warn!("a context checkpoint did not load: {e}"),
         }
-        let _ = ctx.seq_rm(s, -1, -1);
     }
     None
 }
@@ -298,22 +330,54 @@ mod tests {
     }
 
     #[test]
-    fn checkpoints_sit_before_the_prompt_end_and_are_bounded() {
-        assert_eq!(checkpoint_at(8), None);
-        assert_eq!(checkpoint_at(9), Some(5));
-        assert_eq!(checkpoint_at(124), Some(120));
-        let mut list = Vec::new();
-        for n in [10, 20, 30, 20, 40, 50, 60] {
-            add_checkpoint(
-                &mut list,
-                Checkpoint {
-                    n_tokens: n,
-                    data: vec![n as u8],
-                },
-            );
+    fn checkpoints_sit_before_the_prompt_end() {
+        // ubatch 512, batch 2048.
+        assert_eq!(checkpoint_points(4, 2048, 512), Vec::<usize>::new());
+        assert_eq!(checkpoint_points(5, 2048, 512), vec![1]);
+        assert_eq!(checkpoint_points(60, 2048, 512), vec![56]);
+        assert_eq!(checkpoint_points(2000, 2048, 512), vec![1484, 1996]);
+        // A batch smaller than the offset: its size before the end.
+        assert_eq!(checkpoint_points(2000, 256, 512), vec![1744, 1996]);
+        assert_eq!(checkpoint_points(2000, 2, 512), vec![1998]);
+    }
+
+    fn ck(n_tokens: usize, id_task: u64) -> Checkpoint {
+        Checkpoint {
+            n_tokens,
+            id_task,
+            data: vec![n_tokens as u8],
         }
-        let kept: Vec<usize> = list.iter().map(|c| c.n_tokens).collect();
-        assert_eq!(kept, vec![20, 40, 50, 60]);
+    }
+
+    fn lengths(list: &[Checkpoint]) -> Vec<usize> {
+        list.iter().map(|c| c.n_tokens).collect()
+    }
+
+    #[test]
+    fn checkpoints_are_bounded_as_llama_cpp_bounds_them() {
+        // Without a minimum step: the oldest go; the same length replaces.
+        let mut list = Vec::new();
+        for (i, n) in [10, 20, 30, 20, 40, 50, 60].into_iter().enumerate() {
+            add_checkpoint(&mut list, ck(n, i as u64), 4, 0);
+        }
+        assert_eq!(lengths(&list), vec![30, 40, 50, 60]);
+        // Off.
+        let mut none = Vec::new();
+        add_checkpoint(&mut none, ck(10, 0), 0, 0);
+        assert!(none.is_empty());
+        // Full: checkpoints of other requests within the minimum step of
+        // the one before them go before the oldest.
+        let mut list = vec![ck(100, 1), ck(150, 1), ck(1000, 2), ck(1040, 2)];
+        add_checkpoint(&mut list, ck(2000, 3), 4, 100);
+        assert_eq!(lengths(&list), vec![100, 1000, 2000]);
+        // ... but not those of the request adding one.
+        let mut list = vec![ck(100, 1), ck(150, 1), ck(1000, 2), ck(1040, 2)];
+        add_checkpoint(&mut list, ck(2000, 1), 4, 100);
+        assert_eq!(lengths(&list), vec![100, 150, 1000, 2000]);
+        // Not full: nothing is pruned for being close.
+        let mut list = vec![ck(100, 1), ck(150, 1)];
+        add_checkpoint(&mut list, ck(160, 2), 8, 100);
+        assert_eq!(lengths(&list), vec![100, 150, 160]);
     }
 
     #[test]

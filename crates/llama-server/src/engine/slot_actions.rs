@@ -51,6 +51,8 @@ impl Engine<'_> {
             }
             SlotAction::Restore { path, .. } => {
                 self.caches[slot].tokens.clear();
+                // Checkpoints of what the slot held are not of the file's.
+                self.caches[slot].checkpoints.clear();
                 match self.ctx.state_seq_load_file(path, seq) {
                     Ok((tokens, n)) => {
                         let held = self.ctx.seq_pos_max(seq) + 1;

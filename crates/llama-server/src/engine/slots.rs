@@ -80,8 +80,9 @@ pub(super) struct Engine<'m> {
     adapters: &'m LoadedAdapters,
     /// The slots' proposers, with speculative decoding.
     spec: Option<Speculation<'m>>,
-    /// The memory cannot drop its last positions: slots keep context
-    /// checkpoints of their prompts.
+    /// The memory cannot drop its last positions (recurrent states, or a
+    /// sliding-window cache smaller than the context): slots keep context
+    /// checkpoints of their prompts (unless `--ctx-checkpoints 0`).
     checkpointing: bool,
 }
 
@@ -135,7 +136,11 @@ pub(super) fn serve(
         spec,
         checkpointing: false,
     };
-    eng.checkpointing = eng.ctx.mem.rs().is_some();
+    let mem = &eng.ctx.mem;
+    let swa_limited = mem
+        .kv()
+        .is_some_and(|kv| kv.swa.is_some() && !kv.can_shift());
+    eng.checkpointing = eng.cache_cfg.ctx_checkpoints > 0 && (mem.rs().is_some() || swa_limited);
     eng.publish();
     shared.ready.store(true, Ordering::Release);
     llama::info!(
@@ -292,7 +297,7 @@ impl<'m> Engine<'m> {
                 &mut self.ctx,
                 free,
                 &mut held.tokens,
-                &held.checkpoints,
+                &mut held.checkpoints,
                 &req.prompt,
                 req.cache_prompt && same_adapters,
                 self.cache_cfg.cache_reuse,
@@ -453,10 +458,13 @@ impl<'m> Engine<'m> {
                 continue;
             }
             let mut n = left.min(budget);
-            // A prompt chunk ends where the slot takes its checkpoint.
-            if let Some(at) = prompt_cache::checkpoint_at(a.req.prompt.len()) {
-                if self.checkpointing && a.n_prompt_done < at && a.n_prompt_done + n > at {
-                    n = at - a.n_prompt_done;
+            // A prompt chunk ends where the slot takes a checkpoint.
+            if self.checkpointing {
+                let (nb, nub) = (self.ctx.params.n_batch, self.ctx.params.n_ubatch);
+                for at in prompt_cache::checkpoint_points(a.req.prompt.len(), nb, nub) {
+                    if a.n_prompt_done < at && a.n_prompt_done + n > at {
+                        n = at - a.n_prompt_done;
+                    }
                 }
             }
             budget -= n;
@@ -660,24 +668,44 @@ impl<'m> Engine<'m> {
         }
     }
 
-    /// Takes the slot's context checkpoint when its prompt is read up to
-    /// the checkpoint's place.
+    /// Takes a context checkpoint of the slot when its prompt is read up
+    /// to a checkpoint's place: the parts of its memory that cannot be
+    /// rolled back.
     fn checkpoint(&mut self, slot: usize) {
         let Some(a) = self.slots[slot].as_ref() else {
             return;
         };
-        if prompt_cache::checkpoint_at(a.req.prompt.len()) != Some(a.n_prompt_done) {
+        let (nb, nub) = (self.ctx.params.n_batch, self.ctx.params.n_ubatch);
+        if !prompt_cache::checkpoint_points(a.req.prompt.len(), nb, nub).contains(&a.n_prompt_done)
+        {
             return;
         }
+        let id_task = a.task.id;
         let c = &mut self.caches[slot];
-        match self.ctx.state_seq_get_data(slot as i32, &c.tokens) {
-            Ok(data) => prompt_cache::add_checkpoint(
-                &mut c.checkpoints,
-                prompt_cache::Checkpoint {
+        let parts = llama::memory::StateParts::RollbackOnly;
+        match self
+            .ctx
+            .state_seq_get_data_parts(slot as i32, &c.tokens, parts)
+        {
+            Ok(data) => {
+                llama::debug!(
+                    "slot {slot}: context checkpoint at {} tokens ({} bytes)",
+                    c.tokens.len(),
+                    data.len()
+                );
+                let ck = prompt_cache::Checkpoint {
                     n_tokens: c.tokens.len(),
+                    id_task,
                     data,
-                },
-            ),
+                };
+                let cfg = &self.cache_cfg;
+                prompt_cache::add_checkpoint(
+                    &mut c.checkpoints,
+                    ck,
+                    cfg.ctx_checkpoints,
+                    cfg.checkpoint_min_step,
+                );
+            }
             Err(e) => llama::warn!("slot {slot}: no context checkpoint: {e}"),
         }
     }

@@ -3,12 +3,16 @@
 //! architecture), the tokens the state stands for, then the memory's part
 //! ([`Memory::state_seq_write`](crate::memory::Memory::state_seq_write)).
 //! A state written by another model is refused before anything changes.
+//! A partial state ([`StateParts::RollbackOnly`], what a context
+//! checkpoint keeps) starts with its own magic, so that it is never taken
+//! for a whole one.
 
 use std::path::Path;
 
 use crate::batch::Token;
 use crate::error::{LlamaError, Result};
 use crate::kv_cells::SeqId;
+use crate::memory::state::StateParts;
 use crate::memory::{StateReader, StateWriter};
 use crate::model::Model;
 
@@ -16,6 +20,8 @@ use super::Context;
 
 /// First bytes of a sequence state.
 pub const STATE_SEQ_MAGIC: &[u8; 4] = b"LRSQ";
+/// First bytes of a partial sequence state (a context checkpoint).
+pub const STATE_SEQ_PARTIAL_MAGIC: &[u8; 4] = b"LRSP";
 /// Version of the layout.
 pub const STATE_SEQ_VERSION: u32 = 1;
 
@@ -48,6 +54,16 @@ impl Context<'_> {
     /// The state of `seq` as bytes, with `tokens` (what the caller says the
     /// state holds, e.g. the prompt it decoded).
     pub fn state_seq_get_data(&mut self, seq: SeqId, tokens: &[Token]) -> Result<Vec<u8>> {
+        self.state_seq_get_data_parts(seq, tokens, StateParts::All)
+    }
+
+    /// The `parts` of the state of `seq` as bytes, with `tokens`.
+    pub fn state_seq_get_data_parts(
+        &mut self,
+        seq: SeqId,
+        tokens: &[Token],
+        parts: StateParts,
+    ) -> Result<Vec<u8>> {
         check_seq(self, seq)?;
         // Pending position shifts go into K first: the state holds
         // rotated keys at their cells' positions.
@@ -59,7 +75,7 @@ impl Context<'_> {
             self.apply_k_shift()?;
         }
         let mut w = StateWriter::default();
-        w.bytes(STATE_SEQ_MAGIC);
+        w.bytes(magic(parts));
         w.u32(STATE_SEQ_VERSION);
         w.u64(model_fingerprint(self.model));
         w.str(self.model.arch.name());
@@ -67,7 +83,7 @@ impl Context<'_> {
         for &t in tokens {
             w.i32(t);
         }
-        self.mem.state_seq_write(seq, &mut w)?;
+        self.mem.state_seq_write_parts(seq, &mut w, parts)?;
         Ok(w.buf)
     }
 
@@ -76,10 +92,32 @@ impl Context<'_> {
     /// state of another model, another memory layout or more cells than
     /// there is room for is refused, with `seq` left empty.
     pub fn state_seq_set_data(&mut self, seq: SeqId, data: &[u8]) -> Result<Vec<Token>> {
+        self.state_seq_set_data_parts(seq, data, StateParts::All)
+    }
+
+    /// Replaces the `parts` of the state of `seq` by those of `data` (from
+    /// [`Context::state_seq_get_data_parts`] with the same `parts`); the
+    /// other parts stay. Returns the tokens the state holds. A partial state
+    /// leaves the full-attention cells of `seq` past its tokens for the
+    /// caller to remove.
+    pub fn state_seq_set_data_parts(
+        &mut self,
+        seq: SeqId,
+        data: &[u8],
+        parts: StateParts,
+    ) -> Result<Vec<Token>> {
         check_seq(self, seq)?;
         let mut r = StateReader::new(data);
-        if r.take(4, "magic")? != STATE_SEQ_MAGIC {
-            return Err(LlamaError::State("not a sequence state (bad magic)".into()));
+        let got = r.take(4, "magic")?;
+        if got != magic(parts) {
+            let msg = if got == magic(StateParts::RollbackOnly) {
+                "a partial sequence state (a context checkpoint) is not a whole one"
+            } else if got == magic(StateParts::All) {
+                "a whole sequence state is not a partial one (a context checkpoint)"
+            } else {
+                "not a sequence state (bad magic)"
+            };
+            return Err(LlamaError::State(msg.into()));
         }
         let version = r.u32("version")?;
         if version != STATE_SEQ_VERSION {
@@ -114,7 +152,7 @@ impl Context<'_> {
             }
             tokens.push(t);
         }
-        self.mem.state_seq_read(seq, &mut r)?;
+        self.mem.state_seq_read_parts(seq, &mut r, parts)?;
         Ok(tokens)
     }
 
@@ -151,6 +189,13 @@ impl Context<'_> {
             e => e,
         })?;
         Ok((tokens, data.len()))
+    }
+}
+
+fn magic(parts: StateParts) -> &'static [u8; 4] {
+    match parts {
+        StateParts::All => STATE_SEQ_MAGIC,
+        StateParts::RollbackOnly => STATE_SEQ_PARTIAL_MAGIC,
     }
 }
 

@@ -13,7 +13,7 @@ pub mod state;
 pub use hybrid::HybridMemory;
 pub use recurrent::{RecurrentMemory, RsLayer};
 pub use recurrent_cells::{RsCell, RsCells, RsSlot};
-pub use state::{StateReader, StateWriter};
+pub use state::{StateParts, StateReader, StateWriter};
 
 use crate::error::Result;
 use crate::kv_cells::{Pos, SeqId, MAX_SEQ};

@@ -10,6 +10,13 @@
 //!   recurrent layer its convolution and SSM state rows.
 //! - A hybrid memory writes both.
 //!
+//! A partial state ([`StateParts::RollbackOnly`], llama.cpp's
+//! `LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY`) holds only the parts that cannot
+//! give back positions once they moved on: the sliding-window cache of an
+//! attention memory and the recurrent states. Reading one replaces those
+//! parts and leaves the full-attention cache as it is (it can drop any
+//! suffix); that is what a context checkpoint keeps.
+//!
 //! Reading checks everything against the memory (kind, layers, types, row
 //! sizes, room) before it changes anything; the sequence is emptied first
 //! and stays empty when the state is refused.
@@ -119,13 +126,38 @@ const KIND_HYBRID: u32 = 3;
 /// latent attention reads them from the keys).
 const NO_V: u32 = u32::MAX;
 
+/// Which parts of a sequence's memory a state holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StateParts {
+    /// Everything.
+    All,
+    /// Only what cannot give back positions: the sliding-window cache and
+    /// the recurrent states (llama.cpp's `PARTIAL_ONLY`).
+    RollbackOnly,
+}
+
 impl Memory {
     /// Appends the state of `seq` (its cells and their data) to `w`.
     pub fn state_seq_write(&self, seq: SeqId, w: &mut StateWriter) -> Result<()> {
+        self.state_seq_write_parts(seq, w, StateParts::All)
+    }
+
+    /// Appends the `parts` of the state of `seq` to `w`.
+    pub fn state_seq_write_parts(
+        &self,
+        seq: SeqId,
+        w: &mut StateWriter,
+        parts: StateParts,
+    ) -> Result<()> {
+        let all = parts == StateParts::All;
         match self {
             Memory::Attention(kv) => {
                 w.u32(KIND_ATTENTION);
-                write_kv(kv, seq, w)
+                if all {
+                    write_kv(kv, seq, w)
+                } else {
+                    write_swa(kv, seq, w)
+                }
             }
             Memory::Recurrent(rs) => {
                 w.u32(KIND_RECURRENT);
@@ -133,7 +165,9 @@ impl Memory {
             }
             Memory::Hybrid(h) => {
                 w.u32(KIND_HYBRID);
-                write_kv(&h.attn, seq, w)?;
+                if all {
+                    write_kv(&h.attn, seq, w)?;
+                }
                 write_rs(&h.rs, seq, w)
             }
         }
@@ -143,6 +177,19 @@ impl Memory {
     /// checked before the memory changes; when the state is refused `seq`
     /// is left empty.
     pub fn state_seq_read(&mut self, seq: SeqId, r: &mut StateReader<'_>) -> Result<()> {
+        self.state_seq_read_parts(seq, r, StateParts::All)
+    }
+
+    /// Replaces the `parts` of the state of `seq` by those `r` holds (the
+    /// other parts stay). Everything is checked before the memory changes;
+    /// when the state is refused `seq` is left empty.
+    pub fn state_seq_read_parts(
+        &mut self,
+        seq: SeqId,
+        r: &mut StateReader<'_>,
+        parts: StateParts,
+    ) -> Result<()> {
+        let all = parts == StateParts::All;
         let kind = r.u32("memory kind")?;
         let (want, name) = match self {
             Memory::Attention(_) => (KIND_ATTENTION, "an attention KV cache"),
@@ -155,8 +202,10 @@ impl Memory {
             )));
         }
         let kv = match self.kv() {
-            Some(kv) => Some(KvState::parse(kv, r)?),
-            None => None,
+            Some(kv) if all => Some(KvState::parse(kv, r)?),
+            Some(kv) if kind == KIND_ATTENTION => Some(KvState::parse_swa(kv, r)?),
+            // A hybrid memory's partial state holds no attention part.
+            _ => None,
         };
         let rs = match self.rs() {
             Some(rs) => Some(RsState::parse(rs, r)?),
@@ -169,7 +218,17 @@ impl Memory {
             )));
         }
         // Removing a whole sequence always succeeds.
-        let _ = self.seq_rm(seq, -1, -1);
+        if all {
+            let _ = self.seq_rm(seq, -1, -1);
+        } else {
+            // Only the parts the state holds are replaced.
+            if let Some(swa) = self.kv_mut().and_then(|kv| kv.swa.as_mut()) {
+                swa.cells.seq_rm(seq, -1, -1);
+            }
+            if let Some(rs) = self.rs_mut() {
+                let _ = rs.cells.seq_rm(seq, -1, -1);
+            }
+        }
         let res = (|| {
             if let (Some(st), Some(mem)) = (&kv, self.kv_mut()) {
                 st.apply(mem, seq)?;
@@ -202,6 +261,11 @@ fn seq_cells(cache: &KvCache, seq: SeqId) -> Vec<(usize, Pos)> {
 
 fn write_kv(mem: &KvMemory, seq: SeqId, w: &mut StateWriter) -> Result<()> {
     write_cache(&mem.base, seq, w)?;
+    write_swa(mem, seq, w)
+}
+
+/// The sliding-window part of a KV memory: a flag, then the cache.
+fn write_swa(mem: &KvMemory, seq: SeqId, w: &mut StateWriter) -> Result<()> {
     match &mem.swa {
         Some(swa) => {
             w.u32(1);
@@ -297,7 +361,8 @@ struct CacheState {
 }
 
 struct KvState {
-    base: CacheState,
+    /// None in a partial state.
+    base: Option<CacheState>,
     swa: Option<CacheState>,
 }
 
@@ -437,6 +502,14 @@ fn write_rows_transposed(v: &Weight, size: usize, cells: &[usize], data: &[u8]) 
 impl KvState {
     fn parse(mem: &KvMemory, r: &mut StateReader<'_>) -> Result<KvState> {
         let base = CacheState::parse(&mem.base, r, "full-attention")?;
+        Ok(KvState {
+            base: Some(base),
+            ..KvState::parse_swa(mem, r)?
+        })
+    }
+
+    /// The sliding-window part alone (a partial state).
+    fn parse_swa(mem: &KvMemory, r: &mut StateReader<'_>) -> Result<KvState> {
         let has_swa = r.u32("sliding-window flag")? != 0;
         let swa = match (&mem.swa, has_swa) {
             (Some(c), true) => Some(CacheState::parse(c, r, "sliding-window")?),
@@ -452,11 +525,13 @@ impl KvState {
                 ))
             }
         };
-        Ok(KvState { base, swa })
+        Ok(KvState { base: None, swa })
     }
 
     fn apply(&self, mem: &mut KvMemory, seq: SeqId) -> Result<()> {
-        self.base.apply(&mut mem.base, seq, "full-attention")?;
+        if let Some(base) = &self.base {
+            base.apply(&mut mem.base, seq, "full-attention")?;
+        }
         if let (Some(st), Some(c)) = (&self.swa, mem.swa.as_mut()) {
             st.apply(c, seq, "sliding-window")?;
         }

@@ -349,3 +349,66 @@ fn chain_get_remove_and_nesting() {
     Sampler::apply(&mut chain, &mut c);
     assert_eq!(c.selected_token(), Some(1));
 }
+
+/// Settings whose chain always ends on the arg-max take the scan instead of
+/// the candidate list: the same token as the list, on logits with ties,
+/// NaN and infinities; settings that can pick another token keep the list.
+#[test]
+fn the_arg_max_scan_picks_what_the_chain_picks() {
+    let greedy = SamplingParams {
+        temp: 0.0,
+        ..params(7)
+    };
+    let mut gen = Rng(2024);
+    for case in 0..300 {
+        let n = 1 + gen.below(300);
+        let mut l = logits(&mut gen, n);
+        // Ties, NaN, infinities.
+        match case % 5 {
+            0 => l.iter_mut().for_each(|x| *x = x.round()),
+            1 => l[gen.below(n)] = f32::NAN,
+            2 => l.iter_mut().for_each(|x| *x = f32::NAN),
+            3 => l[gen.below(n)] = f32::INFINITY,
+            _ => l[gen.below(n)] = f32::NEG_INFINITY,
+        }
+        let mut fast = SamplerChain::from_params(&greedy, n);
+        assert!(fast.argmax);
+        let mut slow = SamplerChain::from_params(&greedy, n);
+        slow.argmax = false;
+        assert_eq!(fast.sample(&l), slow.sample(&l), "case {case}: {l:?}");
+    }
+    assert_eq!(
+        SamplerChain::from_params(&greedy, 0).sample(&[]),
+        TOKEN_NULL
+    );
+    // Settings that can leave out the arg-max, or sample.
+    for p in [
+        SamplingParams {
+            typ_p: 0.5,
+            ..greedy.clone()
+        },
+        SamplingParams {
+            penalty_repeat: 1.3,
+            ..greedy.clone()
+        },
+        SamplingParams {
+            logit_bias: vec![(3, -5.0)],
+            ..greedy.clone()
+        },
+        SamplingParams {
+            dynatemp_range: 0.5,
+            ..greedy.clone()
+        },
+        SamplingParams {
+            samplers: vec![SamplerKind::TopK],
+            ..greedy.clone()
+        },
+        params(7),
+    ] {
+        assert!(!SamplerChain::from_params(&p, 10).argmax, "{p:?}");
+    }
+    // A chain changed after it was built samples through its list.
+    let mut changed = SamplerChain::from_params(&greedy, 10);
+    changed.add(TopK::new(1));
+    assert!(!changed.argmax);
+}

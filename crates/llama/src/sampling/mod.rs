@@ -213,6 +213,10 @@ pub struct SamplerChain {
     samplers: Vec<Box<dyn Sampler>>,
     cur: Candidates,
     grammar: Option<GrammarSampler>,
+    /// Built by [`from_params`](Self::from_params) for settings whose chain
+    /// always selects the arg-max: `sample` then scans the logits instead
+    /// of building and filtering the candidate list (same token).
+    argmax: bool,
 }
 
 impl std::fmt::Debug for SamplerChain {
@@ -262,6 +266,7 @@ impl SamplerChain {
             };
         }
         chain.add(Dist::new(params.seed));
+        chain.argmax = always_argmax(params);
         chain
     }
 
@@ -329,6 +334,7 @@ impl SamplerChain {
     /// Appends a sampler.
     pub fn add(&mut self, sampler: impl Sampler + 'static) -> &mut Self {
         self.samplers.push(Box::new(sampler));
+        self.argmax = false;
         self
     }
 
@@ -349,6 +355,7 @@ impl SamplerChain {
 
     /// Takes the `i`-th sampler out of the chain.
     pub fn remove(&mut self, i: usize) -> Option<Box<dyn Sampler>> {
+        self.argmax = false;
         (i < self.samplers.len()).then(|| self.samplers.remove(i))
     }
 
@@ -426,6 +433,11 @@ impl SamplerChain {
     /// rebuilt, the grammar sets those it cannot take to `-inf`, and the
     /// chain samples again.
     pub fn sample(&mut self, logits: &[f32]) -> i32 {
+        if self.argmax && self.grammar.is_none() {
+            if let Some(id) = argmax(logits) {
+                return id;
+            }
+        }
         self.cur.fill_from_logits(logits);
         for s in &mut self.samplers {
             s.apply(&mut self.cur);
@@ -555,6 +567,45 @@ impl SamplerKind {
             _ => return None,
         })
     }
+}
+
+/// Whether the chain of `params` always selects the arg-max of the logits
+/// (the first on ties, NaN below everything): a temperature step at or
+/// below 0 without dynamic range keeps only the largest logit, and every
+/// step before it keeps the largest (top-k, top-p, min-p) or is off
+/// (typical at 1, neutral penalties, no logit bias).
+fn always_argmax(params: &SamplingParams) -> bool {
+    let greedy_temp = params.temp.is_nan() || params.temp <= 0.0;
+    let no_dynatemp = params.dynatemp_range.is_nan() || params.dynatemp_range <= 0.0;
+    let neutral_penalties = params.penalty_last_n == 0
+        || (params.penalty_repeat == 1.0
+            && params.penalty_freq == 0.0
+            && params.penalty_present == 0.0);
+    let keeps_max = |k: &SamplerKind| match k {
+        SamplerKind::Typical => params.typ_p >= 1.0,
+        SamplerKind::Penalties => neutral_penalties,
+        _ => true,
+    };
+    greedy_temp
+        && no_dynatemp
+        && params.logit_bias.is_empty()
+        && params.samplers.contains(&SamplerKind::Temperature)
+        && params.samplers.iter().all(keeps_max)
+}
+
+/// Index of the largest logit, the first of equal ones, NaN counting as
+/// `-inf`; None when no logit is above `-inf` (the chain then draws among
+/// equals).
+fn argmax(logits: &[f32]) -> Option<i32> {
+    let mut best = 0;
+    let mut max = f32::NEG_INFINITY;
+    for (i, &l) in logits.iter().enumerate() {
+        if logit_key(l) > max {
+            max = l;
+            best = i;
+        }
+    }
+    (max > f32::NEG_INFINITY).then_some(best as i32)
 }
 
 /// Sampling settings, named and defaulted as llama.cpp's
