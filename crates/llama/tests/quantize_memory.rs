@@ -164,6 +164,8 @@ fn the_slab_size_does_not_change_the_bytes() {
 /// Runs the tool and returns its peak resident memory in bytes (the
 /// kernel's `ru_maxrss`: heap, stacks, code and the mapped input pages).
 #[cfg(target_os = "linux")]
+// The child is reaped by `wait4` below, which also gives its rusage.
+#[allow(clippy::zombie_processes)]
 fn peak_rss_of_tool(args: &[&str]) -> usize {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_llama-quantize"))
         .args(args)

@@ -235,14 +235,14 @@ impl<const N: usize> Group<N> {
     /// `scale` made positive: a negative one flips every sign bit (the 7
     /// kept ones with `even`).
     fn positive(&mut self, scale: f32, even: bool) -> f32 {
-        if !(scale < 0.0) {
-            return scale;
+        if scale < 0.0 {
+            let mask = if even { 127 } else { 255 };
+            for s in &mut self.signs[..N / 8] {
+                *s = !*s & mask;
+            }
+            return -scale;
         }
-        let mask = if even { 127 } else { 255 };
-        for s in &mut self.signs[..N / 8] {
-            *s = !*s & mask;
-        }
-        -scale
+        scale
     }
 }
 
