@@ -13,6 +13,7 @@ use half::f16;
 
 use super::blocks::{BlockIq1M, BlockIq1S, QK_K};
 use super::fp::{f2h, nearest_int};
+use super::iq_grid_quant::{best_neighbour, group_weights, sum_sq};
 use super::iq_neighbours::{self, GridSearch};
 use super::tables::IQ1S_DELTA;
 use crate::error::Result;
@@ -22,41 +23,9 @@ const GROUP_MAX_EPS_IQ1_M: f32 = 1e-7;
 const X_P: [f32; 3] = [-1.0 + IQ1S_DELTA, IQ1S_DELTA, 1.0 + IQ1S_DELTA];
 const X_M: [f32; 3] = [-1.0 - IQ1S_DELTA, -IQ1S_DELTA, 1.0 - IQ1S_DELTA];
 
-/// The grid point among `neighbours` whose levels (as `xx` values at
-/// `scale`) are closest to `x` in the weighted error (the first on ties);
-/// writes its levels to `l`.
-fn best_neighbour(
-    t: &GridSearch<8>,
-    neighbours: &[u16],
-    x: &[f32],
-    weight: &[f32],
-    scale: f32,
-    xx: &[f32; 3],
-    l: &mut [i8],
-) -> usize {
-    let mut best = f32::MAX;
-    let mut index = neighbours[0] as usize;
-    for &j in neighbours {
-        let p = &t.points[j as usize];
-        let mut d2 = 0f32;
-        for i in 0..8 {
-            let q = xx[((p[i] - 1) / 2) as usize];
-            let diff = scale * q - x[i];
-            d2 += weight[i] * diff * diff;
-        }
-        if d2 < best {
-            best = d2;
-            index = j as usize;
-        }
-    }
-    for (li, &p) in l.iter_mut().zip(&t.points[index]) {
-        *li = (p - 1) / 2;
-    }
-    index
-}
-
 /// The grid index of the levels `l` of a piece, or its best neighbour's
-/// (then `l` is updated); the flag says whether it was on the grid.
+/// (then `l` is updated) with levels worth `xx` at `scale`; the flag says
+/// whether it was on the grid.
 fn piece_index(
     t: &GridSearch<8>,
     x: &[f32],
@@ -71,8 +40,69 @@ fn piece_index(
     }
     match t.lookup(u) {
         Ok(g) => (g, true),
-        Err(n) => (best_neighbour(t, n, x, weight, scale, xx, l), false),
+        Err(n) => {
+            let value = |p: i8| xx[((p - 1) / 2) as usize];
+            (best_neighbour(t, n, x, weight, scale, value, l), false)
+        }
     }
+}
+
+/// The `P` pieces of 8 of a group moved onto the grid, piece `k`'s levels
+/// worth `xx(k)`: their grid indices and the scale, refitted when a piece
+/// was off the grid.
+fn snap_pieces<const P: usize>(
+    t: &GridSearch<8>,
+    xb: &[f32],
+    weight: &[f32],
+    mut scale: f32,
+    xx: impl Fn(usize) -> &'static [f32; 3],
+    l: &mut [i8],
+) -> ([usize; P], f32) {
+    let mut index = [0usize; P];
+    let mut all_on_grid = true;
+    for k in 0..P {
+        let r = 8 * k..8 * k + 8;
+        let (g, on) = piece_index(
+            t,
+            &xb[r.clone()],
+            &weight[r.clone()],
+            scale,
+            xx(k),
+            &mut l[r],
+        );
+        index[k] = g;
+        all_on_grid &= on;
+    }
+    if !all_on_grid {
+        let (mut sumqx, mut sumq2) = (0f32, 0f32);
+        for k in 0..P {
+            let xx = xx(k);
+            let p = &t.points[index[k]];
+            for j in 0..8 {
+                let w = weight[8 * k + j];
+                let q = xx[((p[j] - 1) / 2) as usize];
+                sumqx += w * q * xb[8 * k + j];
+                sumq2 += w * q * q;
+            }
+        }
+        if sumqx > 0.0 && sumq2 > 0.0 {
+            scale = sumqx / sumq2;
+        }
+    }
+    (index, scale)
+}
+
+/// A negative `scale` made positive by mirroring the levels `l`; true
+/// when it was negative.
+fn mirror(scale: &mut f32, l: &mut [i8]) -> bool {
+    if *scale < 0.0 {
+        for v in l {
+            *v = 2 - *v;
+        }
+        *scale = -*scale;
+        return true;
+    }
+    false
 }
 
 /// `x`'s positions sorted by value, stably.
@@ -92,20 +122,7 @@ fn abs_max(x: &[f32]) -> f32 {
 }
 
 fn sigma2_of(x: &[f32]) -> f32 {
-    let mut s = 0f32;
-    for &v in x {
-        s += v * v;
-    }
-    2.0 * s / QK_K as f32
-}
-
-fn weights(xb: &[f32], qw: Option<&[f32]>, sigma2: f32, w: &mut [f32]) {
-    for (i, (w, &x)) in w.iter_mut().zip(xb).enumerate() {
-        *w = match qw {
-            Some(q) => q[i] * (sigma2 + x * x).sqrt(),
-            None => x * x,
-        };
-    }
+    2.0 * sum_sq(x) / QK_K as f32
 }
 
 /// The levels of a split: below `i1` level 0, below `i2` level 1, else 2.
@@ -138,7 +155,8 @@ impl BlockIq1S {
         for ib in 0..QK_K / BS {
             let xb = &x[BS * ib..BS * ib + BS];
             let mut weight = [0f32; BS];
-            weights(xb, Some(&qw[BS * ib..BS * ib + BS]), sigma2, &mut weight);
+            let qwb = Some(&qw[BS * ib..BS * ib + BS]);
+            group_weights(xb, qwb, sigma2, |v| v * v, &mut weight);
             let max = abs_max(xb);
             shifts[ib] = 1;
             if max < GROUP_MAX_EPS_IQ1_S {
@@ -176,38 +194,11 @@ impl BlockIq1S {
             };
             let mut l = [0i8; BS];
             split_levels(&idx, i1, i2, &mut l);
-            if scale < 0.0 {
-                for v in &mut l {
-                    *v = 2 - *v;
-                }
-                scale = -scale;
+            if mirror(&mut scale, &mut l) {
                 shift = -shift;
             }
-            let xx = if shift == 1 { &X_P } else { &X_M };
-            let mut index = [0usize; BS / 8];
-            let mut all_on_grid = true;
-            for k in 0..BS / 8 {
-                let r = 8 * k..8 * k + 8;
-                let (g, on) =
-                    piece_index(t, &xb[r.clone()], &weight[r.clone()], scale, xx, &mut l[r]);
-                index[k] = g;
-                all_on_grid &= on;
-            }
-            if !all_on_grid {
-                let (mut sumqx, mut sumq2) = (0f32, 0f32);
-                for k in 0..BS / 8 {
-                    let p = &t.points[index[k]];
-                    for j in 0..8 {
-                        let w = weight[8 * k + j];
-                        let q = xx[((p[j] - 1) / 2) as usize];
-                        sumqx += w * q * xb[8 * k + j];
-                        sumq2 += w * q * q;
-                    }
-                }
-                if sumqx > 0.0 && sumq2 > 0.0 {
-                    scale = sumqx / sumq2;
-                }
-            }
+            let xx: &'static [f32; 3] = if shift == 1 { &X_P } else { &X_M };
+            let (index, scale) = snap_pieces::<{ BS / 8 }>(t, xb, &weight, scale, |_| xx, &mut l);
             let mut h = 0u16;
             for (k, &g) in index.iter().enumerate() {
                 b.qs[(BS / 8) * ib + k] = g as u8;
@@ -262,12 +253,8 @@ impl BlockIq1M {
         for ib in 0..QK_K / BS {
             let xb = &x[BS * ib..BS * ib + BS];
             let mut weight = [0f32; BS];
-            weights(
-                xb,
-                qw.map(|q| &q[BS * ib..BS * ib + BS]),
-                sigma2,
-                &mut weight,
-            );
+            let qwb = qw.map(|q| &q[BS * ib..BS * ib + BS]);
+            group_weights(xb, qwb, sigma2, |v| v * v, &mut weight);
             let max = abs_max(xb);
             if max < GROUP_MAX_EPS_IQ1_M {
                 continue;
@@ -329,39 +316,11 @@ impl BlockIq1M {
             };
             let mut l = [0i8; BS];
             split_levels(&idx, i1, i2, &mut l);
-            if scale < 0.0 {
-                for v in &mut l {
-                    *v = 2 - *v;
-                }
-                scale = -scale;
+            if mirror(&mut scale, &mut l) {
                 best_k = 3 - best_k;
             }
-            let mut index = [0usize; 2];
-            let mut all_on_grid = true;
-            for k in 0..2 {
-                let r = 8 * k..8 * k + 8;
-                let xx = half(k, best_k);
-                let (g, on) =
-                    piece_index(t, &xb[r.clone()], &weight[r.clone()], scale, xx, &mut l[r]);
-                index[k] = g;
-                all_on_grid &= on;
-            }
-            if !all_on_grid {
-                let (mut sumqx, mut sumq2) = (0f32, 0f32);
-                for k in 0..2 {
-                    let xx = half(k, best_k);
-                    let p = &t.points[index[k]];
-                    for j in 0..8 {
-                        let w = weight[8 * k + j];
-                        let q = xx[((p[j] - 1) / 2) as usize];
-                        sumqx += w * q * xb[8 * k + j];
-                        sumq2 += w * q * q;
-                    }
-                }
-                if sumqx > 0.0 && sumq2 > 0.0 {
-                    scale = sumqx / sumq2;
-                }
-            }
+            let (index, scale) =
+                snap_pieces::<2>(t, xb, &weight, scale, |k| half(k, best_k), &mut l);
             b.qs[2 * ib] = index[0] as u8;
             b.qs[2 * ib + 1] = index[1] as u8;
             b.qh[ib] = (index[0] >> 8) as u8 | (((index[1] >> 8) as u8) << 4);
@@ -382,12 +341,8 @@ impl BlockIq1M {
             b.qh[ib] |= MASKS[shifts[ib]];
             let xb = &x[BS * ib..BS * ib + BS];
             let mut weight = [0f32; BS];
-            weights(
-                xb,
-                qw.map(|q| &q[BS * ib..BS * ib + BS]),
-                sigma2,
-                &mut weight,
-            );
+            let qwb = qw.map(|q| &q[BS * ib..BS * ib + BS]);
+            group_weights(xb, qwb, sigma2, |v| v * v, &mut weight);
             for k in 0..2 {
                 let xx = half(k, shifts[ib]);
                 let g = usize::from(b.qs[2 * ib + k])

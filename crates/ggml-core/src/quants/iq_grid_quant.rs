@@ -23,14 +23,16 @@ use crate::error::{Error, Result};
 const GROUP_MAX_EPS_IQ3_XXS: f32 = 1e-8;
 const GROUP_MAX_EPS_IQ2_S: f32 = 1e-8;
 
-/// The grid point among `neighbours` closest to `xval` at `scale` in the
-/// weighted squared error (the first on ties); writes its levels to `l`.
+/// The grid point among `neighbours` closest to `xval` in the weighted
+/// squared error (the first on ties), a point's levels worth
+/// `scale * value(p)` for its odd coordinates `p`; writes its levels to `l`.
 pub(crate) fn best_neighbour<const W: usize>(
     t: &GridSearch<W>,
     neighbours: &[u16],
     xval: &[f32],
     weight: &[f32],
     scale: f32,
+    value: impl Fn(i8) -> f32,
     l: &mut [i8],
 ) -> usize {
     // The first neighbour stands when every error is NaN (ggml asserts).
@@ -40,7 +42,7 @@ pub(crate) fn best_neighbour<const W: usize>(
         let p = &t.points[j as usize];
         let mut d2 = 0f32;
         for i in 0..W {
-            let diff = scale * f32::from(p[i]) - xval[i];
+            let diff = scale * value(p[i]) - xval[i];
             d2 += weight[i] * diff * diff;
         }
         if d2 < best {
@@ -85,7 +87,7 @@ fn snap<const W: usize>(
     match t.lookup(u) {
         Ok(_) => true,
         Err(n) => {
-            best_neighbour(t, n, xval, waux, scale, l);
+            best_neighbour(t, n, xval, waux, scale, f32::from, l);
             false
         }
     }
@@ -157,7 +159,7 @@ fn signs8(xb: &[f32], weight: &[f32], xval: &mut [f32], even: bool) -> u8 {
 
 /// Group weights: `qw * sqrt(sigma2 + x^2)` with an importance matrix,
 /// else the type's own choice.
-fn group_weights(
+pub(crate) fn group_weights(
     xb: &[f32],
     qw: Option<&[f32]>,
     sigma2: f32,
@@ -178,7 +180,8 @@ fn group_weights(
     }
 }
 
-fn sum_sq(x: &[f32]) -> f32 {
+/// The sum of squares of `x`, in order.
+pub(crate) fn sum_sq(x: &[f32]) -> f32 {
     let mut s = 0f32;
     for &v in x {
         s += v * v;
@@ -186,31 +189,98 @@ fn sum_sq(x: &[f32]) -> f32 {
     s
 }
 
-/// The search of IQ2_XS, IQ2_S and IQ3_XXS / IQ3_S over one group: the
-/// scale candidates `(2 kmax - 1 + is * step) / max`, then the pieces off
-/// the grid (all pieces with `redo_all`) rounded again at the best scale.
+/// A group's values ready for the search: their weights (and square
+/// roots, which weigh the neighbour search), magnitudes, sign bits (one
+/// byte per 8 values) and largest magnitude.
+struct Group<const N: usize> {
+    weight: [f32; N],
+    waux: [f32; N],
+    xval: [f32; N],
+    signs: [u8; 4],
+    max: f32,
+}
+
+impl<const N: usize> Group<N> {
+    /// `xb`'s group with importance `qw` when given (else weights
+    /// `own(x)`); `even` keeps an even number of negatives (7 sign bits).
+    fn new(
+        xb: &[f32],
+        qw: Option<&[f32]>,
+        sigma2: f32,
+        own: impl Fn(f32) -> f32,
+        even: bool,
+    ) -> Self {
+        let mut weight = [0f32; N];
+        group_weights(xb, qw, sigma2, own, &mut weight);
+        let waux = weight.map(f32::sqrt);
+        let mut xval = [0f32; N];
+        let mut signs = [0u8; 4];
+        for k in 0..N / 8 {
+            let r = 8 * k..8 * k + 8;
+            signs[k] = signs8(&xb[r.clone()], &weight[r.clone()], &mut xval[r], even);
+        }
+        let mut max = xval[0];
+        for &v in &xval[1..] {
+            max = fmax(max, v);
+        }
+        Group {
+            weight,
+            waux,
+            xval,
+            signs,
+            max,
+        }
+    }
+
+    /// `scale` made positive: a negative one flips every sign bit (the 7
+    /// kept ones with `even`).
+    fn positive(&mut self, scale: f32, even: bool) -> f32 {
+        if scale < 0.0 {
+            let mask = if even { 127 } else { 255 };
+            for s in &mut self.signs[..N / 8] {
+                *s = !*s & mask;
+            }
+            return -scale;
+        }
+        scale
+    }
+}
+
+/// Which pieces the search rounds again at its best scale.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Redo {
+    /// Those off the grid.
+    OffGrid,
+    /// All, when one is off the grid (or no candidate won).
+    AllWhenOff,
+    /// All.
+    All,
+}
+
+/// The search of one group: the scale candidates
+/// `(2 kmax - 1 + is * step) / max` for `is` in `-steps..=steps`, keeping
+/// the levels of the best (`l` and `scale` hold the start), then the
+/// pieces `redo` names rounded again at the best scale and the scale
+/// refitted. As ggml's `quantize_row_iq2_*_impl` and `_iq3_*_impl`.
 #[allow(clippy::too_many_arguments)]
-fn search_group<const W: usize>(
+fn search_group<const W: usize, const N: usize>(
     t: &GridSearch<W>,
-    xval: &[f32],
-    weight: &[f32],
-    waux: &[f32],
+    g: &Group<N>,
     max: f32,
     kmax: i32,
-    steps: (i32, f32),
-    on_grid_start: bool,
-    redo_all: bool,
-    l: &mut [i8],
+    (steps, step): (i32, f32),
+    redo: Redo,
+    mut scale: f32,
+    l: &mut [i8; N],
 ) -> f32 {
-    let n = xval.len();
-    let pieces = n / W;
-    let mut laux = [0i8; 32];
-    let mut on_grid = [on_grid_start; 8];
+    let pieces = N / W;
+    let (xval, weight, waux) = (&g.xval, &g.weight, &g.waux);
+    let mut laux = [0i8; N];
+    let mut on_grid = [redo == Redo::OffGrid; 8];
     let mut on_grid_aux = [true; 8];
     let mut best = 0f32;
-    let mut scale = max / (2 * kmax - 1) as f32;
-    for is in -steps.0..=steps.0 {
-        let id = ((2 * kmax - 1) as f32 + is as f32 * steps.1) / max;
+    for is in -steps..=steps {
+        let id = ((2 * kmax - 1) as f32 + is as f32 * step) / max;
         let this_scale = 1.0 / id;
         for k in 0..pieces {
             let r = k * W..(k + 1) * W;
@@ -224,19 +294,19 @@ fn search_group<const W: usize>(
                 &mut laux[r],
             );
         }
-        let (sumqx, sumq2) = sums(weight, xval, &laux[..n]);
+        let (sumqx, sumq2) = sums(weight, xval, &laux);
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             scale = sumqx / sumq2;
             best = scale * sumqx;
-            l[..n].copy_from_slice(&laux[..n]);
+            *l = laux;
             on_grid[..pieces].copy_from_slice(&on_grid_aux[..pieces]);
         }
     }
-    let off = on_grid[..pieces].iter().any(|&g| !g);
-    if off && scale > 0.0 {
+    let again = redo == Redo::All || on_grid[..pieces].iter().any(|&g| !g);
+    if again && scale > 0.0 {
         let id = 1.0 / scale;
         for k in 0..pieces {
-            if on_grid[k] && !redo_all {
+            if on_grid[k] && redo == Redo::OffGrid {
                 continue;
             }
             let r = k * W..(k + 1) * W;
@@ -250,7 +320,7 @@ fn search_group<const W: usize>(
                 &mut l[r],
             );
         }
-        let (sumqx, sumq2) = sums(weight, xval, &l[..n]);
+        let (sumqx, sumq2) = sums(weight, xval, l);
         if sumq2 > 0.0 {
             scale = sumqx / sumq2;
         }
@@ -278,91 +348,23 @@ impl BlockIq2Xxs {
         let sigma2 = sum_sq(x) / QK_K as f32;
         for ib in 0..QK_K / 32 {
             let xb = &x[32 * ib..32 * ib + 32];
-            let mut weight = [0f32; 32];
-            group_weights(
-                xb,
-                Some(&qw[32 * ib..32 * ib + 32]),
-                sigma2,
-                |v| v,
-                &mut weight,
-            );
-            let waux = weight.map(f32::sqrt);
-            let mut xval = [0f32; 32];
-            let mut signs = [0u8; 4];
-            for k in 0..4 {
-                let r = 8 * k..8 * k + 8;
-                signs[k] = signs8(&xb[r.clone()], &weight[r.clone()], &mut xval[r], true);
-            }
-            let mut max = xval[0];
-            for &v in &xval[1..] {
-                max = fmax(max, v);
-            }
-            let mut l = [0i8; 32];
-            if max < GROUP_MAX_EPS {
+            let mut g = Group::<32>::new(xb, Some(&qw[32 * ib..32 * ib + 32]), sigma2, |v| v, true);
+            if g.max < GROUP_MAX_EPS {
                 continue;
             }
             let mut lq = [0u8; 32];
-            let mut scale = make_qp_quants(KMAX + 1, &xval, &mut lq, &weight);
+            let scale = make_qp_quants(KMAX + 1, &g.xval, &mut lq, &g.weight);
             let eff_max = scale * KMAX as f32;
             if eff_max <= 0.0 {
                 continue;
             }
-            for (a, &b) in l.iter_mut().zip(&lq) {
-                *a = b as i8;
-            }
-            let mut best = 0f32;
-            let mut laux = [0i8; 32];
-            for is in -6..=6 {
-                let id = ((2 * KMAX - 1) as f32 + is as f32 * 0.1) / eff_max;
-                let this_scale = 1.0 / id;
-                for k in 0..4 {
-                    let r = 8 * k..8 * k + 8;
-                    snap(
-                        t,
-                        &xval[r.clone()],
-                        &waux[r.clone()],
-                        id,
-                        this_scale,
-                        KMAX,
-                        &mut laux[r],
-                    );
-                }
-                let (sumqx, sumq2) = sums(&weight, &xval, &laux);
-                if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
-                    scale = sumqx / sumq2;
-                    best = scale * sumqx;
-                    l = laux;
-                }
-            }
-            if scale > 0.0 {
-                let id = 1.0 / scale;
-                for k in 0..4 {
-                    let r = 8 * k..8 * k + 8;
-                    snap(
-                        t,
-                        &xval[r.clone()],
-                        &waux[r.clone()],
-                        id,
-                        scale,
-                        KMAX,
-                        &mut l[r],
-                    );
-                }
-                let (sumqx, sumq2) = sums(&weight, &xval, &l);
-                if sumq2 > 0.0 {
-                    scale = sumqx / sumq2;
-                }
-            }
-            if scale < 0.0 {
-                scale = -scale;
-                for s in &mut signs {
-                    *s = !*s & 127;
-                }
-            }
+            let mut l = lq.map(|v| v as i8);
+            let scale = search_group(t, &g, eff_max, KMAX, (6, 0.1), Redo::All, scale, &mut l);
+            let scale = g.positive(scale, true);
             for k in 0..4 {
-                let g = grid_index(t, &l[8 * k..8 * k + 8])?;
-                q2[2 * ib] |= (g as u32) << (8 * k);
-                q2[2 * ib + 1] |= u32::from(signs[k]) << (7 * k);
+                let gi = grid_index(t, &l[8 * k..8 * k + 8])?;
+                q2[2 * ib] |= (gi as u32) << (8 * k);
+                q2[2 * ib + 1] |= u32::from(g.signs[k]) << (7 * k);
             }
             scales[ib] = scale;
             max_scale = fmax(max_scale, scale);
@@ -410,50 +412,19 @@ fn iq2_groups(
     };
     for ib in 0..QK_K / 16 {
         let xb = &x[16 * ib..16 * ib + 16];
-        let mut weight = [0f32; 16];
-        group_weights(
-            xb,
-            qw.map(|q| &q[16 * ib..16 * ib + 16]),
-            sigma2,
-            |v| 0.25 * sigma2 + v * v,
-            &mut weight,
-        );
-        let waux = weight.map(f32::sqrt);
-        let mut xval = [0f32; 16];
-        let mut signs = [0u8; 2];
-        for k in 0..2 {
-            let r = 8 * k..8 * k + 8;
-            signs[k] = signs8(&xb[r.clone()], &weight[r.clone()], &mut xval[r], even_signs);
-        }
-        let mut max = xval[0];
-        for &v in &xval[1..] {
-            max = fmax(max, v);
-        }
-        let mut l = [0i8; 16];
-        if max < eps {
+        let own = |v: f32| 0.25 * sigma2 + v * v;
+        let qwb = qw.map(|q| &q[16 * ib..16 * ib + 16]);
+        let mut g = Group::<16>::new(xb, qwb, sigma2, own, even_signs);
+        if g.max < eps {
             continue;
         }
-        let mut scale = search_group(
-            t,
-            &xval,
-            &weight,
-            &waux,
-            max,
-            KMAX,
-            (9, 0.1),
-            true,
-            false,
-            &mut l,
-        );
-        if scale < 0.0 {
-            scale = -scale;
-            for s in &mut signs {
-                *s = if even_signs { !*s & 127 } else { !*s };
-            }
-        }
+        let mut l = [0i8; 16];
+        let start = g.max / (2 * KMAX - 1) as f32;
+        let scale = search_group(t, &g, g.max, KMAX, (9, 0.1), Redo::OffGrid, start, &mut l);
+        let scale = g.positive(scale, even_signs);
         for k in 0..2 {
             out.grid[2 * ib + k] = grid_index(t, &l[8 * k..8 * k + 8])? as u16;
-            out.signs[2 * ib + k] = signs[k];
+            out.signs[2 * ib + k] = g.signs[k];
         }
         out.scales[ib] = scale;
         out.max_scale = fmax(out.max_scale, scale);
@@ -533,11 +504,20 @@ impl BlockIq2S {
     }
 }
 
+/// The 4-wide grid of IQ3_XXS and IQ3_S searched over one group of 32
+/// (levels below 8, candidates `15 + is * 0.2`): the levels and scale.
+fn iq3_group(t: &GridSearch<4>, g: &Group<32>, steps: i32, redo: Redo) -> ([i8; 32], f32) {
+    const KMAX: i32 = 8;
+    let mut l = [0i8; 32];
+    let start = g.max / (2 * KMAX - 1) as f32;
+    let scale = search_group(t, g, g.max, KMAX, (steps, 0.2), redo, start, &mut l);
+    (l, scale)
+}
+
 impl BlockIq3Xxs {
     /// IQ3_XXS of 256 values, with importance `qw` when given.
     pub(crate) fn quantize_weighted(x: &[f32], qw: Option<&[f32]>) -> Result<Self> {
         let t = iq_neighbours::iq3xxs();
-        const KMAX: i32 = 8;
         let mut q3 = [0u8; 3 * QK_K / 8];
         let mut sas = [0u32; QK_K / 32];
         let mut scales = [0f32; QK_K / 32];
@@ -545,54 +525,21 @@ impl BlockIq3Xxs {
         let sigma2 = 2.0 * sum_sq(x) / QK_K as f32;
         for ib in 0..QK_K / 32 {
             let xb = &x[32 * ib..32 * ib + 32];
-            let mut weight = [0f32; 32];
-            group_weights(
-                xb,
-                qw.map(|q| &q[32 * ib..32 * ib + 32]),
-                sigma2,
-                |v| v * v,
-                &mut weight,
-            );
-            let waux = weight.map(f32::sqrt);
-            let mut xval = [0f32; 32];
-            let mut signs = [0u8; 4];
-            for k in 0..4 {
-                let r = 8 * k..8 * k + 8;
-                signs[k] = signs8(&xb[r.clone()], &weight[r.clone()], &mut xval[r], true);
-            }
-            let mut max = xval[0];
-            for &v in &xval[1..] {
-                max = fmax(max, v);
-            }
-            let mut l = [0i8; 32];
-            if max < GROUP_MAX_EPS_IQ3_XXS {
+            let qwb = qw.map(|q| &q[32 * ib..32 * ib + 32]);
+            let mut g = Group::<32>::new(xb, qwb, sigma2, |v| v * v, true);
+            if g.max < GROUP_MAX_EPS_IQ3_XXS {
                 continue;
             }
-            let mut scale = search_group(
-                t,
-                &xval,
-                &weight,
-                &waux,
-                max,
-                KMAX,
-                (15, 0.2),
-                true,
-                false,
-                &mut l,
-            );
-            if scale < 0.0 {
-                scale = -scale;
-                for s in &mut signs {
-                    *s = !*s & 127;
-                }
-            }
+            let (l, scale) = iq3_group(t, &g, 15, Redo::OffGrid);
+            let scale = g.positive(scale, true);
             for k in 0..8 {
                 q3[8 * ib + k] = grid_index(t, &l[4 * k..4 * k + 4])? as u8;
             }
-            sas[ib] = u32::from(signs[0])
-                | (u32::from(signs[1]) << 7)
-                | (u32::from(signs[2]) << 14)
-                | (u32::from(signs[3]) << 21);
+            let s = &g.signs;
+            sas[ib] = u32::from(s[0])
+                | (u32::from(s[1]) << 7)
+                | (u32::from(s[2]) << 14)
+                | (u32::from(s[3]) << 21);
             scales[ib] = scale;
             max_scale = fmax(max_scale, scale);
         }
@@ -620,7 +567,6 @@ impl BlockIq3S {
     /// indices and signs of the following groups then move up.
     pub(crate) fn quantize_weighted(x: &[f32], qw: Option<&[f32]>) -> Result<Self> {
         let t = iq_neighbours::iq3s();
-        const KMAX: i32 = 8;
         const BS: usize = 32;
         let mut b = BlockIq3S {
             d: f16::ZERO,
@@ -635,55 +581,21 @@ impl BlockIq3S {
         let sigma2 = 2.0 * sum_sq(x) / QK_K as f32;
         for ib in 0..QK_K / BS {
             let xb = &x[BS * ib..BS * ib + BS];
-            let mut weight = [0f32; BS];
-            group_weights(
-                xb,
-                qw.map(|q| &q[BS * ib..BS * ib + BS]),
-                sigma2,
-                |v| v * v,
-                &mut weight,
-            );
-            let waux = weight.map(f32::sqrt);
-            let mut xval = [0f32; BS];
-            let mut signs = [0u8; BS / 8];
-            for k in 0..BS / 8 {
-                let r = 8 * k..8 * k + 8;
-                signs[k] = signs8(&xb[r.clone()], &weight[r.clone()], &mut xval[r], false);
-            }
-            let mut max = xval[0];
-            for &v in &xval[1..] {
-                max = fmax(max, v);
-            }
-            let mut l = [0i8; BS];
-            if max == 0.0 {
+            let qwb = qw.map(|q| &q[BS * ib..BS * ib + BS]);
+            let mut g = Group::<BS>::new(xb, qwb, sigma2, |v| v * v, false);
+            if g.max == 0.0 {
                 continue;
             }
-            let mut scale = search_group(
-                t,
-                &xval,
-                &weight,
-                &waux,
-                max,
-                KMAX,
-                (9, 0.2),
-                false,
-                true,
-                &mut l,
-            );
-            if scale < 0.0 {
-                scale = -scale;
-                for s in &mut signs {
-                    *s = !*s;
-                }
-            }
+            let (l, scale) = iq3_group(t, &g, 9, Redo::AllWhenOff);
+            let scale = g.positive(scale, false);
             for k in 0..BS / 4 {
-                let g = grid_index(t, &l[4 * k..4 * k + 4])?;
-                b.qs[qs_at + k] = g as u8;
+                let gi = grid_index(t, &l[4 * k..4 * k + 4])?;
+                b.qs[qs_at + k] = gi as u8;
                 let at = ib * (BS / 4) + k;
-                b.qh[at / 8] |= ((g >> 8) as u8) << (at % 8);
+                b.qh[at / 8] |= ((gi >> 8) as u8) << (at % 8);
             }
             qs_at += BS / 4;
-            b.signs[signs_at..signs_at + BS / 8].copy_from_slice(&signs);
+            b.signs[signs_at..signs_at + BS / 8].copy_from_slice(&g.signs);
             signs_at += BS / 8;
             scales[ib] = scale;
             max_scale = fmax(max_scale, scale);
@@ -692,9 +604,8 @@ impl BlockIq3S {
             return Ok(b);
         }
         b.d = f2h(max_scale / 31.0 * 1.033);
-        let codes: Vec<u8> = scale_codes(&scales, max_scale).collect();
-        for (j, pair) in codes.chunks_exact(2).enumerate() {
-            b.scales[j] = pair[0] | (pair[1] << 4);
+        for (ib, c) in scale_codes(&scales, max_scale).enumerate() {
+            b.scales[ib / 2] |= c << (4 * (ib % 2));
         }
         Ok(b)
     }

@@ -411,8 +411,9 @@ pub(crate) fn make_qkx2_quants(p: &Qkx2, x: &[f32], weights: &[f32], out: &mut [
 }
 
 /// Index of the level of a sorted table closest to `x` (ties and values
-/// outside the table as ggml's `best_index_int8`).
-#[inline]
+/// outside the table as ggml's `best_index_int8`): the reference the IQ4
+/// quantizer's branch-free search is checked against.
+#[cfg(test)]
 pub(crate) fn best_index_int8(values: &[i8], x: f32) -> usize {
     let n = values.len();
     if x <= f32::from(values[0]) {

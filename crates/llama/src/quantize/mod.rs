@@ -6,10 +6,12 @@
 //! by tensor: the tensors in llama.cpp's order (by layer, then by name),
 //! the input's key/values with `general.quantization_version` and
 //! `general.file_type` set, the split keys dropped and the overrides
-//! applied. Each tensor is read from the mapping in slabs of rows,
-//! converted to f32, quantized by `nthread` threads in chunks of whole rows
-//! (the bytes do not depend on the thread count) and checked before it is
-//! written, so memory stays near one slab whatever the model's size.
+//! applied. Each tensor is read from the mapping in slabs of rows
+//! (16 MiB of input and output at most); `nthread` threads convert chunks of
+//! whole rows to f32 and quantize them (the bytes do not depend on the
+//! thread count), the slab is checked and written, and the pages of the
+//! input it came from are given back, so memory stays near one slab
+//! whatever the size of the model or of its largest tensor.
 //!
 //! Output goes to a temporary file next to the target, renamed once
 //! complete: a failure never leaves a partial file under the output name.
@@ -17,6 +19,7 @@
 pub mod ftype;
 pub mod imatrix;
 pub mod mixture;
+mod pages;
 mod rows;
 
 use std::fs::File;
@@ -401,9 +404,13 @@ pub fn quantize(
             .map_err(|e| LlamaError::Tensor(format!("tensor '{}': {e}", t.name)))?;
         let dest = &staged[staged.len() - 1].dest;
         let werr = |e: gguf::Error| LlamaError::InvalidParam(format!("{}: {e}", dest.display()));
+        let pages = pages::Pages::of(&model, it.file);
         if !convert {
             writeln!(log, "size = {:8.3} MiB", mib(t.size)).ok();
-            w.write_tensor_data(data).map_err(werr)?;
+            for part in data.chunks(rows::SLAB_BYTES) {
+                w.write_tensor_data(part).map_err(werr)?;
+                pages.release(part);
+            }
             continue;
         }
         let imatrix = lookup_imatrix(params.imatrix.as_ref(), t, log)?;
@@ -433,9 +440,13 @@ pub fn quantize(
             imatrix,
             max_buf_size: params.max_buf_size,
         };
-        let written = pool.convert(&job, data, &mut work, &mut |chunk| {
-            w.write_tensor_data(chunk).map_err(werr)
-        })?;
+        let written = pool.convert(
+            &job,
+            data,
+            &mut work,
+            &mut |chunk| w.write_tensor_data(chunk).map_err(werr),
+            &|slab| pages.release(slab),
+        )?;
         if written != new_size {
             return Err(LlamaError::Tensor(format!(
                 "tensor '{}': wrote {written} bytes, expected {new_size}",

@@ -1,7 +1,9 @@
 //! Converting one tensor's rows: source bytes to f32, f32 to the new type,
 //! in slabs of bounded size, by a fixed number of threads. Work is split
-//! into chunks of whole rows (and never across experts), and each row is
-//! quantized on its own, so the bytes are the same for any thread count.
+//! into chunks of whole rows (and never across experts); each thread
+//! converts a chunk's rows to f32 in a buffer of its own and quantizes
+//! them, and each row is quantized on its own, so the bytes are the same
+//! for any thread count or slab size.
 
 use gguf::GgmlType;
 use rayon::prelude::*;
@@ -58,22 +60,41 @@ pub(super) struct Job<'a> {
     pub max_buf_size: usize,
 }
 
+/// The most bytes of input and output rows held at once for one tensor
+/// (below a smaller `--max-buffer-size`). The rows are converted to f32
+/// chunk by chunk in each thread, so no whole slab is ever held as f32.
+pub(super) const SLAB_BYTES: usize = 16 << 20;
+
 /// Buffers kept across tensors.
 #[derive(Default)]
 pub(super) struct Buffers {
-    f32s: Vec<f32>,
     out: Vec<u8>,
+}
+
+/// Rows per slab for rows of `bytes_per_row` (llama.cpp's count of input,
+/// output and f32 bytes) and `io_per_row` (what this one holds).
+pub(super) fn slab_rows(
+    max_buf_size: usize,
+    bytes_per_row: usize,
+    io_per_row: usize,
+    n_rows: usize,
+) -> usize {
+    (max_buf_size / bytes_per_row.max(1))
+        .min(SLAB_BYTES / io_per_row.max(1))
+        .clamp(1, n_rows.max(1))
 }
 
 impl Pool {
     /// Converts `src` (the whole tensor) and hands the new bytes to `sink`
-    /// slab by slab; returns the bytes written.
+    /// slab by slab, then the slab's input to `done`; returns the bytes
+    /// written.
     pub(super) fn convert(
         &self,
         job: &Job<'_>,
         src: &[u8],
         bufs: &mut Buffers,
         sink: &mut dyn FnMut(&[u8]) -> Result<()>,
+        done: &dyn Fn(&[u8]),
     ) -> Result<u64> {
         let n = job.n_per_row;
         let bad = |why: String| LlamaError::Tensor(format!("tensor '{}': {why}", job.name));
@@ -123,8 +144,12 @@ impl Pool {
         } else {
             n * 4
         };
-        let bytes_per_row = rs_src + rs_dst + extra;
-        let slab = (job.max_buf_size / bytes_per_row.max(1)).clamp(1, job.n_rows.max(1));
+        let slab = slab_rows(
+            job.max_buf_size,
+            rs_src + rs_dst + extra,
+            rs_src + rs_dst,
+            job.n_rows,
+        );
         let rows_per_chunk = if n >= MIN_CHUNK {
             1
         } else {
@@ -136,51 +161,53 @@ impl Pool {
         while first < job.n_rows {
             let nr = slab.min(job.n_rows - first);
             let src = &src[first * rs_src..(first + nr) * rs_src];
-            bufs.f32s.resize(nr * n, 0.0);
             bufs.out.resize(nr * rs_dst, 0);
-            let (f32s, out) = (&mut bufs.f32s[..nr * n], &mut bufs.out[..nr * rs_dst]);
-            self.run(|| {
-                f32s.par_chunks_mut(n)
-                    .zip(src.par_chunks(rs_src))
-                    .try_for_each(|(y, x)| quants::dequantize_row(job.src_type, x, y))
-            })
-            .map_err(|e| bad(e.to_string()))?;
+            let out = &mut bufs.out[..nr * rs_dst];
 
-            // Chunks of rows, cut at expert boundaries.
+            // Chunks of rows, cut at expert boundaries, each with its part
+            // of the output.
             let mut chunks = Vec::new();
             let mut r = 0;
+            let mut rest = &mut *out;
             while r < nr {
                 let global = first + r;
                 let len = rows_per_chunk
                     .min(nr - r)
                     .min(per_expert - global % per_expert);
-                chunks.push((r, len));
+                let (a, b) = std::mem::take(&mut rest).split_at_mut(len * rs_dst);
+                chunks.push((r, len, a));
+                rest = b;
                 r += len;
             }
-            let mut dsts = Vec::with_capacity(chunks.len());
-            let mut rest = &mut *out;
-            for &(_, len) in &chunks {
-                let (a, b) = rest.split_at_mut(len * rs_dst);
-                dsts.push(a);
-                rest = b;
-            }
-            let f32s = &*f32s;
+            // Each thread converts its chunk's rows to f32 in its own
+            // buffer, then quantizes them.
             self.run(|| {
-                chunks.par_iter().zip(dsts.into_par_iter()).try_for_each(
-                    |(&(r, len), dst)| -> Result<()> {
+                chunks.par_iter_mut().try_for_each_init(
+                    Vec::new,
+                    |f32s: &mut Vec<f32>, (r, len, dst)| -> Result<()> {
+                        let (r, len) = (*r, *len);
                         let global = first + r;
+                        f32s.resize(len * n, 0.0);
+                        for (y, x) in f32s
+                            .chunks_exact_mut(n)
+                            .zip(src[r * rs_src..(r + len) * rs_src].chunks_exact(rs_src))
+                        {
+                            quants::dequantize_row(job.src_type, x, y)
+                                .map_err(|e| bad(e.to_string()))?;
+                        }
                         let w = job
                             .imatrix
                             .map(|w| &w[(global / per_expert) * n..(global / per_expert + 1) * n]);
-                        let x = &f32s[r * n..(r + len) * n];
-                        quants::quantize_rows(job.dst_type, x, dst, n, w)
+                        quants::quantize_rows(job.dst_type, f32s, dst, n, w)
                             .map_err(|e| bad(e.to_string()))?;
                         quants::validate_row_data(job.dst_type, dst)
                             .map_err(|e| bad(format!("quantized data validation failed: {e}")))
                     },
                 )
             })?;
+            drop(chunks);
             sink(out)?;
+            done(src);
             total += out.len() as u64;
             first += nr;
         }
