@@ -178,15 +178,7 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
         let n_shared = meta.get_usize(&k("expert_shared_count"))?;
         // The routed experts' width must be given (the dense width is the
         // leading layers').
-        if meta
-            .get_per_layer_opt(&k("expert_feed_forward_length"), hp.n_layer)?
-            .is_none()
-        {
-            return Err(LlamaError::Metadata(format!(
-                "key '{}' not found",
-                k("expert_feed_forward_length")
-            )));
-        }
+        meta.get_per_layer(&k("expert_feed_forward_length"), hp.n_layer)?;
         let first_moe = hp.n_layer_dense_lead.min(hp.n_layer - 1);
         hp.n_ff_shexp = checked_dim(
             &k("expert_shared_count"),

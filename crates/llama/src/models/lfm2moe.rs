@@ -54,15 +54,8 @@ fn load_hparams(hp: &mut HParams, meta: &MetaView<'_>) -> Result<()> {
         )));
     }
     if hp.n_expert > 0 {
-        if meta
-            .get_per_layer_opt(&k("expert_feed_forward_length"), hp.n_layer)?
-            .is_none()
-        {
-            return Err(LlamaError::Metadata(format!(
-                "key '{}' not found",
-                k("expert_feed_forward_length")
-            )));
-        }
+        // The width must be given (the dense width is the leading layers').
+        meta.get_per_layer(&k("expert_feed_forward_length"), hp.n_layer)?;
         for il in hp.n_layer_dense_lead..hp.n_layer {
             let ff = hp.n_ff_exp(il);
             if ff == 0 {
