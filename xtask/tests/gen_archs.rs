@@ -257,6 +257,9 @@ fn gpt_oss_loads_and_decodes() {
     assert!(exps.iter().all(|t| t.dims.len() == 3 && t.dims[2] == 32));
 }
 
+/// A metadata edit, named, and the text its load error must contain.
+type BadCase = (&'static str, fn(&mut gguf::Metadata), &'static str);
+
 /// lfm2moe keys that cannot work are errors naming the key.
 #[test]
 fn lfm2moe_bad_keys_are_named() {
@@ -270,7 +273,7 @@ fn lfm2moe_bad_keys_are_named() {
     );
     generate_file(&spec, &WriteSettings::default(), &path).expect("generate");
     let f = gguf::GgufFile::open(&path).expect("open");
-    let cases: [(&str, fn(&mut gguf::Metadata), &str); 4] = [
+    let cases: [BadCase; 4] = [
         (
             "gating",
             |md| {
