@@ -306,13 +306,26 @@ fn strip_runs_on_the_copies_only() {
 fn run_sh(out: &Path, args: &[&str], envs: &[(&str, &str)]) -> (i32, String) {
     let report = out.join("report.md");
     let _ = fs::remove_file(&report);
-    let status = Command::new(out.join("run.sh"))
-        .args(args)
-        .args(["--report".as_ref(), report.as_os_str()])
-        .envs(envs.iter().copied())
-        .env_remove("BUNDLE_SKIP_7B")
-        .output()
-        .unwrap();
+    // Another test of this process may be starting a program while it
+    // still holds a file it writes open (the child inherits the
+    // descriptor until it execs): a script written a moment ago can then
+    // be "busy" for a while. Try again, as the kernel asks.
+    let mut tries = 0;
+    let status = loop {
+        let r = Command::new(out.join("run.sh"))
+            .args(args)
+            .args(["--report".as_ref(), report.as_os_str()])
+            .envs(envs.iter().copied())
+            .env_remove("BUNDLE_SKIP_7B")
+            .output();
+        match r {
+            Err(e) if e.kind() == std::io::ErrorKind::ExecutableFileBusy && tries < 100 => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            r => break r.unwrap(),
+        }
+    };
     let text = fs::read_to_string(&report).unwrap_or_default();
     (status.status.code().unwrap_or(-1), text)
 }
