@@ -29,7 +29,7 @@ use crate::features::cpu_kind;
 
 /// True when the panel kernels streaming from memory should ask for the
 /// bytes ahead.
-#[inline(always)]
+#[inline]
 pub(crate) fn software_prefetch() -> bool {
     static ON: OnceLock<bool> = OnceLock::new();
     *ON.get_or_init(|| match std::env::var("GGML_CPU_PREFETCH").as_deref() {

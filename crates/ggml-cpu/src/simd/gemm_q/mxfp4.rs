@@ -119,14 +119,14 @@ fn run_checked(
     unsafe { kernel(nb, panel.as_ptr(), cols, out) }
 }
 
-/// Asks for the panel line `PREFETCH` bytes after offset `o`, where this
-/// kind of CPU streams faster with the requests
-/// ([`crate::simd::stream::software_prefetch`]). A prefetch is only a
-/// hint: it never faults and reads nothing the program sees, so the address
-/// may lie past the panel.
+/// Asks for the panel line `PREFETCH` bytes after offset `o` when `ask`
+/// (read once per call from [`crate::simd::stream::software_prefetch`]:
+/// whether this kind of CPU streams faster with the requests). A prefetch
+/// is only a hint: it never faults and reads nothing the program sees, so
+/// the address may lie past the panel.
 #[inline(always)]
-fn ahead(panel: *const u8, o: usize) {
-    if crate::simd::stream::software_prefetch() {
+fn ahead(ask: bool, panel: *const u8, o: usize) {
+    if ask {
         // SAFETY: prefetching is valid for any address.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(panel.wrapping_add(o + PREFETCH) as *const i8) }
     }
@@ -165,9 +165,10 @@ unsafe fn tile_vnni<const C: usize>(nb: usize, panel: *const u8, cols: &[&[u8]],
     // SAFETY: 16 readable bytes of a local array.
     let table = _mm512_broadcast_i32x4(unsafe { _mm_loadu_si128(t.as_ptr() as *const __m128i) });
     let mut acc = [_mm512_setzero_ps(); C];
+    let ask = crate::simd::stream::software_prefetch();
     for b in 0..nb {
         let (qo, so) = block_at(nb, b);
-        ahead(panel, so);
+        ahead(ask, panel, so);
         // SAFETY: block b of the panel and of every column lies inside the
         // slices (caller).
         unsafe {
@@ -175,7 +176,7 @@ unsafe fn tile_vnni<const C: usize>(nb: usize, panel: *const u8, cols: &[&[u8]],
             let ya: [*const u8; C] = std::array::from_fn(|c| y[c].add(b * ACT_BLOCK));
             let mut sum: [__m512i; C] = std::array::from_fn(|c| avx512::bcast4(ya[c].add(4)));
             for g in 0..4 {
-                ahead(panel, qo + 64 * g);
+                ahead(ask, panel, qo + 64 * g);
                 let w = _mm512_loadu_si512(p.add(64 * g) as *const __m512i);
                 let lo = _mm512_shuffle_epi8(table, _mm512_and_si512(w, nibble));
                 let hi =
@@ -250,9 +251,10 @@ unsafe fn pass<const H: usize, const C: usize>(
     let t = unsafe { _mm_loadu_si128(t.as_ptr() as *const __m128i) };
     let table = _mm256_set_m128i(t, t);
     let mut acc = [[_mm256_setzero_ps(); C]; H];
+    let ask = crate::simd::stream::software_prefetch();
     for b in 0..nb {
         let (qo, so) = block_at(nb, b);
-        ahead(panel, so);
+        ahead(ask, panel, so);
         // SAFETY: block b of the panel and of every column lies inside
         // them (caller).
         unsafe {
@@ -263,7 +265,7 @@ unsafe fn pass<const H: usize, const C: usize>(
                 let mut s16 = [[_mm256_setzero_si256(); C]; H];
                 for g in 2 * k..2 * k + 2 {
                     let at = qo + 64 * g;
-                    ahead(panel, at);
+                    ahead(ask, panel, at);
                     let w: [(__m256i, __m256i); H] = std::array::from_fn(|h| {
                         let p = panel.add(at + 32 * (h0 + h));
                         let w = _mm256_loadu_si256(p as *const __m256i);
