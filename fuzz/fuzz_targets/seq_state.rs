@@ -1,7 +1,9 @@
 //! Saved sequence states: a real state of stories260K (a few decoded
 //! tokens) damaged by the input (bytes changed, cut, grown), or the raw
-//! input itself, restored into a context. A refused state is an error and
-//! leaves the sequence empty; an accepted one can be decoded after.
+//! input itself, restored into a context, whole or as a partial state (a
+//! context checkpoint: the sliding-window and recurrent parts only). A
+//! refused state is an error and leaves the sequence empty; an accepted one
+//! can be decoded after.
 
 #![no_main]
 
@@ -9,10 +11,17 @@ use std::cell::RefCell;
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
+use llama::memory::StateParts;
 use llama::{Batch, Context};
 
 #[derive(Arbitrary, Debug)]
-enum Input {
+struct Input {
+    partial: bool,
+    body: Body,
+}
+
+#[derive(Arbitrary, Debug)]
+enum Body {
     Damaged {
         patches: Vec<(u16, u8)>,
         cut: Option<u16>,
@@ -24,6 +33,7 @@ enum Input {
 struct Fixture {
     ctx: Context<'static>,
     state: Vec<u8>,
+    partial: Vec<u8>,
 }
 
 thread_local! {
@@ -40,17 +50,29 @@ fn fixture() -> Fixture {
     }
     ctx.decode(&b).expect("decode");
     let state = ctx.state_seq_get_data(0, &toks).expect("state");
+    let partial = ctx
+        .state_seq_get_data_parts(0, &toks, StateParts::RollbackOnly)
+        .expect("partial state");
     ctx.kv_clear();
-    Fixture { ctx, state }
+    Fixture {
+        ctx,
+        state,
+        partial,
+    }
 }
 
 fuzz_target!(|input: Input| {
     FIX.with(|f| {
         let mut f = f.borrow_mut();
         let fx = f.get_or_insert_with(fixture);
-        let data = match input {
-            Input::Damaged { patches, cut, tail } => {
-                let mut d = fx.state.clone();
+        let (parts, saved) = if input.partial {
+            (StateParts::RollbackOnly, &fx.partial)
+        } else {
+            (StateParts::All, &fx.state)
+        };
+        let data = match input.body {
+            Body::Damaged { patches, cut, tail } => {
+                let mut d = saved.clone();
                 for (at, v) in patches {
                     if let Some(b) = d.get_mut(usize::from(at)) {
                         *b = v;
@@ -62,10 +84,10 @@ fuzz_target!(|input: Input| {
                 d.extend(tail);
                 d
             }
-            Input::Raw(d) => d,
+            Body::Raw(d) => d,
         };
-        let unchanged = data == fx.state;
-        match fx.ctx.state_seq_set_data(1, &data) {
+        let unchanged = data == *saved && !input.partial;
+        match fx.ctx.state_seq_set_data_parts(1, &data, parts) {
             Ok(tokens) => {
                 // The positions of a saved state are free (a patched one is
                 // still a state, as in llama.cpp): only an unchanged state
