@@ -96,7 +96,10 @@ fuzz_target!(|input: Input| {
                 if unchanged {
                     assert_eq!(max, tokens.len() as i32 - 1, "restored positions");
                 }
-                assert!(fx.ctx.seq_pos_min(1) <= max, "positions of the restored sequence");
+                assert!(
+                    fx.ctx.seq_pos_min(1) <= max,
+                    "positions of the restored sequence"
+                );
                 let mut b = Batch::new();
                 b.add(2, max.saturating_add(1), &[1], true);
                 // The next position decodes, unless the restored cells fill
